@@ -1,0 +1,56 @@
+// The contract between the runtime and a backend's op kernels.
+//
+// A Kernel is made once for one layer at one set of concrete shapes (a "compile"), and
+// then run many times: everything that depends only on shapes and attributes (oneDNN
+// primitives, reordered weights' layouts, scratch sizes) is prepared in the factory, so
+// that a repeated forward creates nothing. Outputs are allocated by the caller with the
+// shapes of the spec; a kernel writes every element of them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/attributes.h"
+
+namespace tandem {
+
+struct TensorDesc {
+  Shape shape;
+  DType dtype = DType::float32;
+};
+
+/// What a kernel is made for: the op, its attributes (defaults filled in), and the
+/// concrete shapes of its inputs, parameters (in the op's parameter order) and outputs.
+struct KernelSpec {
+  std::string op;
+  const Attributes* attrs = nullptr;
+  std::vector<TensorDesc> inputs;
+  std::vector<TensorDesc> params;
+  std::vector<TensorDesc> outputs;
+};
+
+/// The tensors of one call. Shapes equal the spec's.
+struct KernelArgs {
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> params;
+  std::span<Tensor> outputs;
+  bool training = false;
+  /// For ops that draw random numbers (dropout): differs per call, fixed by the run's seed.
+  uint64_t seed = 0;
+  /// Changes whenever any parameter's values change (weights loaded, optimizer step):
+  /// a kernel may keep a derived form of its parameters (a reordered weight) while it holds.
+  uint64_t params_version = 0;
+};
+
+/// One layer's compiled computation on one device. Not thread-safe: one caller at a time.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void forward(const KernelArgs& args) = 0;
+};
+
+}  // namespace tandem

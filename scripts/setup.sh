@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tandem needs to build, test and benchmark. Idempotent:
+# when everything is there it only checks (about a second). Needs root or sudo.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libdnnl-dev ocl-icd-opencl-dev      # oneDNN 2.x; its CMake config wants OpenCL headers
+  libtbb-dev libyaml-cpp-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev
+  catch2
+  libopenmpi-dev openmpi-bin
+  python3-torch python3-numpy python3-yaml libopenblas0-pthread   # the PyTorch oracle and peer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 2; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
