@@ -1,0 +1,92 @@
+// Graph: the model as declared, after loading and validation. Layers are flattened to a
+// list of leaf nodes in declaration order (which is a topological order: a layer may
+// only read earlier tensors); blocks are kept as ranges over that list for placement
+// and data parallelism. Knows nothing of memory or kernels.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "graph/attributes.h"
+#include "graph/op_schema.h"
+
+namespace tandem {
+
+/// Where something was written: 1-based line and column.
+struct SourceLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string str() const { return file + ":" + std::to_string(line) + ":" + std::to_string(column); }
+};
+
+/// A tensor of the graph: a graph input or one layer's output.
+struct Value {
+  std::string name;     // input name or producing layer's path
+  TensorType type;
+  int producer = -1;    // node index; -1 for a graph input
+};
+
+struct DataParallelSpec {
+  std::vector<Device> devices;
+  Device output_device;
+  int64_t dim = 0;
+  std::vector<int64_t> chunk_sizes;  // empty: torch.chunk's sizes
+};
+
+/// A leaf layer.
+struct Node {
+  std::string path;  // "encoder.0.fc"
+  std::string op;
+  const OpSchema* schema = nullptr;
+  Attributes attrs;
+  std::vector<int> inputs;  // value ids
+  int output = -1;          // value id
+  std::vector<ParamSpec> params;  // names are full: "encoder.0.fc.weight"
+  std::optional<Device> device;   // as declared or inherited
+  int block = -1;                 // innermost enclosing block, -1 at top level
+  SourceLocation location;
+};
+
+/// A block (`layers:`, `module:` or `repeat:`): nodes [first_node, end_node).
+struct Block {
+  std::string path;
+  int parent = -1;
+  int first_node = 0;
+  int end_node = 0;
+  std::optional<Device> device;
+  std::optional<DataParallelSpec> data_parallel;
+  SourceLocation location;
+};
+
+struct GraphInput {
+  std::string name;
+  int value = -1;
+  std::optional<int64_t> high;  // exclusive bound for random int64 values
+  SourceLocation location;
+};
+
+struct GraphOutput {
+  std::string name;
+  int value = -1;
+};
+
+struct Graph {
+  std::string name;
+  std::string file;
+  std::vector<GraphInput> inputs;
+  std::vector<Node> nodes;
+  std::vector<Value> values;
+  std::vector<Block> blocks;
+  std::vector<GraphOutput> outputs;
+
+  int64_t parameter_count() const;
+  /// All parameters in node order.
+  std::vector<ParamSpec> parameters() const;
+  /// The symbols graph inputs use, in order of appearance.
+  std::vector<std::string> symbols() const;
+};
+
+}  // namespace tandem

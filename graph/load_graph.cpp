@@ -1,0 +1,695 @@
+// The YAML front end. It walks the document once, expanding blocks, modules and repeats
+// into leaf nodes in declaration order, resolving references through a chain of scopes
+// (earlier siblings, then enclosing blocks outwards, then graph inputs), and inferring
+// every tensor's type as it goes, so that each error can point at the line that causes it.
+#include "graph/load_graph.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "graph/text_similarity.h"
+
+namespace tandem {
+namespace {
+
+constexpr size_t kMaxFileBytes = 16 << 20;
+constexpr int kMaxNesting = 64;          // blocks inside blocks, modules included
+constexpr int64_t kMaxRepeat = 100000;
+constexpr size_t kMaxNodes = 200000;     // leaf layers after expansion
+
+const std::set<std::string> kLayerKeys = {"name", "op", "layers", "module", "repeat", "inputs", "device",
+                                          "data_parallel"};
+
+std::string kind_of(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    default: return "nothing";
+  }
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+// A name visible to references: a layer's output, and for a block its children.
+struct Entry {
+  std::string name;
+  int value = -1;
+  std::vector<Entry> children;
+};
+
+struct Scope {
+  const Scope* parent = nullptr;
+  const std::vector<Entry>* entries = nullptr;  // earlier siblings
+};
+
+class GraphLoader {
+ public:
+  explicit GraphLoader(std::string file) { graph_.file = std::move(file); }
+
+  Graph load(const YAML::Node& root) {
+    if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
+    check_keys(root, {"name", "inputs", "layers", "modules", "outputs"}, "", "top-level key");
+    const YAML::Node name = require(root, "name", "");
+    graph_.name = scalar_string(name, "", "name");
+    load_inputs(require(root, "inputs", ""));
+    if (root["modules"]) load_modules(root["modules"]);
+    const YAML::Node layers = require(root, "layers", "");
+    if (!layers.IsSequence() || layers.size() == 0)
+      fail(layers, "", "layers must be a non-empty list of layers; got " + kind_of(layers));
+    std::vector<int> graph_inputs;
+    for (const GraphInput& in : graph_.inputs) graph_inputs.push_back(in.value);
+    std::vector<Entry> top;
+    Scope scope{nullptr, &top};
+    expand_list(layers, "", graph_inputs, scope, -1, std::nullopt, false, top, 0);
+    load_outputs(root["outputs"], top, root);
+    check_symbols_known();
+    return std::move(graph_);
+  }
+
+ private:
+  // ---- errors -------------------------------------------------------------------
+  SourceLocation where(const YAML::Node& at) const {
+    SourceLocation loc{graph_.file, 1, 1};
+    if (at.IsDefined() && at.Mark().line >= 0) {
+      loc.line = at.Mark().line + 1;
+      loc.column = at.Mark().column + 1;
+    }
+    return loc;
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& layer, const std::string& message) const {
+    SourceLocation loc = where(at);
+    std::string text = loc.str() + ": " + (layer.empty() ? "" : "layer '" + layer + "': ") + message;
+    throw ModelError(text, loc);
+  }
+
+  const YAML::Node require(const YAML::Node& map, const std::string& key, const std::string& layer) const {
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) fail(map, layer, "missing required key '" + key + "'");
+    return n;
+  }
+
+  void check_keys(const YAML::Node& map, const std::set<std::string>& allowed, const std::string& layer,
+                  const std::string& what) const {
+    std::set<std::string> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      if (!it->first.IsScalar()) fail(it->first, layer, what + "s must be plain names");
+      const std::string& key = it->first.Scalar();
+      if (!seen.insert(key).second) fail(it->first, layer, "duplicate key '" + key + "'");
+      if (!allowed.count(key))
+        fail(it->first, layer,
+             "unknown " + what + " '" + key + "'" +
+                 did_you_mean(key, std::vector<std::string>(allowed.begin(), allowed.end())));
+    }
+  }
+
+  // ---- scalars ------------------------------------------------------------------
+  std::string scalar_string(const YAML::Node& n, const std::string& layer, const std::string& what) const {
+    if (!n.IsScalar()) fail(n, layer, what + " must be a string; got " + kind_of(n));
+    return n.Scalar();
+  }
+
+  static bool quoted(const YAML::Node& n) { return n.Tag() == "!"; }
+
+  std::optional<int64_t> try_int(const YAML::Node& n) const {
+    if (!n.IsScalar() || quoted(n)) return std::nullopt;
+    const std::string& s = n.Scalar();
+    const char* begin = s.data() + (s.starts_with("+") ? 1 : 0);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return v;
+  }
+
+  int64_t scalar_int(const YAML::Node& n, const std::string& layer, const std::string& what) const {
+    if (auto v = try_int(n)) return *v;
+    std::string got = kind_of(n);
+    if (n.IsScalar() && !quoted(n)) {
+      const std::string& s = n.Scalar();
+      int64_t ignored;
+      auto [end, ec] = std::from_chars(s.data() + (s.starts_with("-") ? 1 : 0), s.data() + s.size(), ignored);
+      if (ec == std::errc::result_out_of_range) fail(n, layer, what + " " + s + " is too large for a 64-bit integer");
+    }
+    fail(n, layer, what + " must be an integer; got " + (quoted(n) ? "the string " : "") + got);
+  }
+
+  double scalar_number(const YAML::Node& n, const std::string& layer, const std::string& what) const {
+    if (n.IsScalar() && !quoted(n)) {
+      const std::string& s = n.Scalar();
+      double v = 0;
+      const char* begin = s.data() + (s.starts_with("+") ? 1 : 0);
+      auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+      if (ec == std::errc() && end == s.data() + s.size() && std::isfinite(v)) return v;
+    }
+    fail(n, layer, what + " must be a finite number; got " + kind_of(n));
+  }
+
+  bool scalar_bool(const YAML::Node& n, const std::string& layer, const std::string& what) const {
+    static const std::set<std::string> yes = {"true", "True", "TRUE", "yes", "Yes", "on", "On"};
+    static const std::set<std::string> no = {"false", "False", "FALSE", "no", "No", "off", "Off"};
+    if (n.IsScalar() && !quoted(n)) {
+      if (yes.count(n.Scalar())) return true;
+      if (no.count(n.Scalar())) return false;
+    }
+    fail(n, layer, what + " must be true or false; got " + kind_of(n));
+  }
+
+  Device parse_device(const YAML::Node& n, const std::string& layer, const std::string& what) const {
+    std::string text = scalar_string(n, layer, what);
+    auto device = Device::parse(text);
+    if (!device) fail(n, layer, what + " '" + text + "' is not a device; write cpu, cuda or cuda:N (N = 0, 1, ...)");
+    return *device;
+  }
+
+  // ---- graph inputs ---------------------------------------------------------------
+  void load_inputs(const YAML::Node& inputs) {
+    if (!inputs.IsMap() || inputs.size() == 0)
+      fail(inputs, "", "inputs must be a mapping of input names to {shape, dtype}; got " + kind_of(inputs));
+    std::set<std::string> names;
+    for (auto it = inputs.begin(); it != inputs.end(); ++it) {
+      std::string name = scalar_string(it->first, "", "an input name");
+      if (!is_identifier(name)) fail(it->first, "", "input name '" + name + "' must be letters, digits and _ only");
+      if (!names.insert(name).second) fail(it->first, "", "duplicate input '" + name + "'");
+      const YAML::Node spec = it->second;
+      if (!spec.IsMap()) fail(spec, "", "input '" + name + "' must be a mapping {shape: [...], dtype: ...}");
+      check_keys(spec, {"shape", "dtype", "high"}, "", "key of input '" + name + "'");
+      const YAML::Node shape_node = require(spec, "shape", "");
+      if (!shape_node.IsSequence())
+        fail(shape_node, "", "the shape of input '" + name + "' must be a list such as [batch, 10]");
+      TensorType type;
+      for (size_t i = 0; i < shape_node.size(); ++i) {
+        const YAML::Node d = shape_node[i];
+        if (auto v = try_int(d)) {
+          if (*v < 1) fail(d, "", "input '" + name + "': dimensions must be positive; got " + std::to_string(*v));
+          type.shape.push_back(Dim(*v));
+        } else if (d.IsScalar() && is_identifier(d.Scalar()) && !std::isdigit(static_cast<unsigned char>(d.Scalar()[0]))) {
+          type.shape.push_back(Dim::symbol(d.Scalar()));
+        } else {
+          fail(d, "", "input '" + name + "': a dimension must be a positive integer or a symbol such as batch; got " +
+                          kind_of(d));
+        }
+      }
+      if (spec["dtype"]) {
+        std::string text = scalar_string(spec["dtype"], "", "dtype");
+        auto dtype = parse_dtype(text);
+        if (!dtype) fail(spec["dtype"], "", "input '" + name + "': unknown dtype '" + text + "'; use float32 or int64");
+        type.dtype = *dtype;
+      }
+      GraphInput input{name, add_value(name, type, -1), std::nullopt, where(it->first)};
+      if (spec["high"]) {
+        if (type.dtype != DType::int64) fail(spec["high"], "", "input '" + name + "': high applies to int64 inputs only");
+        input.high = scalar_int(spec["high"], "", "high");
+        if (*input.high < 1) fail(spec["high"], "", "input '" + name + "': high must be at least 1");
+      }
+      graph_.inputs.push_back(input);
+    }
+  }
+
+  int add_value(const std::string& name, TensorType type, int producer) {
+    graph_.values.push_back({name, std::move(type), producer});
+    return static_cast<int>(graph_.values.size()) - 1;
+  }
+
+  // ---- modules --------------------------------------------------------------------
+  void load_modules(const YAML::Node& modules) {
+    if (!modules.IsMap()) fail(modules, "", "modules must be a mapping of module names to {layers: [...]}");
+    for (auto it = modules.begin(); it != modules.end(); ++it) {
+      std::string name = scalar_string(it->first, "", "a module name");
+      if (!is_identifier(name)) fail(it->first, "", "module name '" + name + "' must be letters, digits and _ only");
+      if (find_op_schema(name)) fail(it->first, "", "module name '" + name + "' is already the name of an op");
+      if (modules_.count(name)) fail(it->first, "", "duplicate module '" + name + "'");
+      const YAML::Node def = it->second;
+      if (!def.IsMap()) fail(def, "", "module '" + name + "' must be a mapping with layers: [...]");
+      check_keys(def, {"layers"}, "", "key of module '" + name + "'");
+      const YAML::Node layers = require(def, "layers", "");
+      if (!layers.IsSequence() || layers.size() == 0)
+        fail(layers, "", "module '" + name + "': layers must be a non-empty list");
+      modules_[name] = layers;
+    }
+  }
+
+  // ---- layers ---------------------------------------------------------------------
+  // Expands a list of layers into `entries`; returns the output value of the last one.
+  int expand_list(const YAML::Node& list, const std::string& prefix, const std::vector<int>& block_inputs,
+                  const Scope& outer, int block, std::optional<Device> device, bool in_data_parallel,
+                  std::vector<Entry>& entries, int depth) {
+    Scope scope{&outer, &entries};
+    // The top level's scope is `outer` itself (its entries are `entries`).
+    if (outer.entries == &entries) scope = outer;
+    std::vector<int> previous = block_inputs;
+    std::set<std::string> names;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const YAML::Node layer = list[i];
+      if (!layer.IsMap()) fail(layer, prefix, "each layer must be a mapping such as {name: fc, op: linear, ...}; got " + kind_of(layer));
+      std::string name = std::to_string(i);
+      if (layer["name"]) {
+        name = scalar_string(layer["name"], prefix, "name");
+        if (!is_identifier(name)) fail(layer["name"], prefix, "layer name '" + name + "' must be letters, digits and _ only");
+      }
+      if (!names.insert(name).second) fail(layer["name"] ? layer["name"] : layer, prefix, "duplicate layer name '" + name + "'");
+      std::string path = prefix.empty() ? name : prefix + "." + name;
+      Entry entry{name, -1, {}};
+      entry.value = expand_layer(layer, path, previous, scope, block, device, in_data_parallel, entry, depth);
+      entries.push_back(std::move(entry));
+      previous = {entries.back().value};
+    }
+    return previous.at(0);
+  }
+
+  int expand_layer(const YAML::Node& layer, const std::string& path, const std::vector<int>& default_inputs,
+                   const Scope& scope, int parent_block, std::optional<Device> device, bool in_data_parallel,
+                   Entry& entry, int depth) {
+    int kinds = (layer["op"] ? 1 : 0) + (layer["layers"] ? 1 : 0) + (layer["module"] ? 1 : 0);
+    if (kinds != 1)
+      fail(layer, path, kinds == 0 ? "a layer needs op: (a leaf), layers: (a block) or module: (a module use)"
+                                   : "a layer has exactly one of op:, layers: and module:");
+    std::vector<int> inputs = default_inputs;
+    if (const YAML::Node refs = layer["inputs"]) inputs = resolve_inputs(refs, scope, path);
+    if (const YAML::Node d = layer["device"]) device = parse_device(d, path, "device");
+    std::optional<DataParallelSpec> dp;
+    if (const YAML::Node d = layer["data_parallel"]) {
+      if (in_data_parallel)
+        fail(d, path, "data_parallel inside another data_parallel block is not supported: the outer block already "
+                      "replicates everything in it; remove one of the two");
+      dp = parse_data_parallel(d, path, inputs);
+    }
+    if (layer["op"]) {
+      if (layer["repeat"]) fail(layer["repeat"], path, "repeat applies to blocks (layers: or module:), not to a single op; wrap the op in layers:");
+      if (dp) {
+        // A data-parallel leaf is a block of one layer with the same parameter names.
+        int block = open_block(path, parent_block, device, dp, layer, depth);
+        int out = expand_leaf(layer, path, inputs, device, block);
+        close_block(block);
+        return out;
+      }
+      return expand_leaf(layer, path, inputs, device, parent_block);
+    }
+    check_keys(layer, kLayerKeys, path, "key of a block");
+    const YAML::Node body = layer["layers"] ? layer["layers"] : module_layers(layer["module"], path);
+    if (layer["layers"] && (!body.IsSequence() || body.size() == 0))
+      fail(body, path, "layers must be a non-empty list of layers; got " + kind_of(body));
+    std::string module_name = layer["module"] ? layer["module"].Scalar() : "";
+    if (!module_name.empty()) {
+      if (std::find(module_stack_.begin(), module_stack_.end(), module_name) != module_stack_.end())
+        fail(layer["module"], path, "module '" + module_name + "' uses itself");
+      module_stack_.push_back(module_name);
+    }
+    int block = open_block(path, parent_block, device, dp, layer, depth);
+    bool child_dp = in_data_parallel || dp.has_value();
+    int out;
+    if (const YAML::Node r = layer["repeat"]) {
+      int64_t n = scalar_int(r, path, "repeat");
+      if (n < 1 || n > kMaxRepeat) fail(r, path, "repeat must be between 1 and " + std::to_string(kMaxRepeat) + "; got " + std::to_string(n));
+      std::vector<int> copy_inputs = inputs;
+      for (int64_t i = 0; i < n; ++i) {
+        std::string copy_path = path + "." + std::to_string(i);
+        Entry copy{std::to_string(i), -1, {}};
+        int copy_block = open_block(copy_path, block, device, std::nullopt, layer, depth + 1);
+        copy.value = expand_list(body, copy_path, copy_inputs, scope_for(scope, entry), copy_block, device, child_dp,
+                                 copy.children, depth + 2);
+        close_block(copy_block);
+        copy_inputs = {copy.value};
+        entry.children.push_back(std::move(copy));
+      }
+      out = copy_inputs[0];
+    } else {
+      out = expand_list(body, path, inputs, scope, block, device, child_dp, entry.children, depth + 1);
+    }
+    close_block(block);
+    if (!module_name.empty()) module_stack_.pop_back();
+    return out;
+  }
+
+  // A repeated block's copies see the enclosing scope, not each other.
+  static const Scope& scope_for(const Scope& scope, const Entry&) { return scope; }
+
+  const YAML::Node module_layers(const YAML::Node& ref, const std::string& path) {
+    std::string name = scalar_string(ref, path, "module");
+    auto it = modules_.find(name);
+    if (it == modules_.end()) {
+      std::vector<std::string> known;
+      for (const auto& [k, v] : modules_) known.push_back(k);
+      fail(ref, path, "unknown module '" + name + "'" + did_you_mean(name, known) +
+                          (known.empty() ? "; define it under modules: at the top level" : ""));
+    }
+    return it->second;
+  }
+
+  int open_block(const std::string& path, int parent, std::optional<Device> device, std::optional<DataParallelSpec> dp,
+                 const YAML::Node& at, int depth) {
+    if (depth > kMaxNesting) fail(at, path, "blocks are nested more than " + std::to_string(kMaxNesting) + " deep");
+    Block b;
+    b.path = path;
+    b.parent = parent;
+    b.first_node = b.end_node = static_cast<int>(graph_.nodes.size());
+    b.device = device;
+    b.data_parallel = std::move(dp);
+    b.location = where(at);
+    graph_.blocks.push_back(std::move(b));
+    return static_cast<int>(graph_.blocks.size()) - 1;
+  }
+
+  void close_block(int block) { graph_.blocks[block].end_node = static_cast<int>(graph_.nodes.size()); }
+
+  DataParallelSpec parse_data_parallel(const YAML::Node& d, const std::string& path, const std::vector<int>& inputs) {
+    if (!d.IsMap()) fail(d, path, "data_parallel must be a mapping {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 0}");
+    check_keys(d, {"devices", "output_device", "dim", "chunk_sizes"}, path, "key of data_parallel");
+    const YAML::Node devices = require(d, "devices", path);
+    if (!devices.IsSequence() || devices.size() == 0)
+      fail(devices, path, "data_parallel devices must be a non-empty list such as [cuda:0, cuda:1]");
+    DataParallelSpec spec;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      Device dev = parse_device(devices[i], path, "data_parallel device");
+      if (dev.kind != DeviceKind::cuda)
+        fail(devices[i], path, "data_parallel replicates over GPUs; '" + dev.str() + "' is not a cuda device");
+      if (std::find(spec.devices.begin(), spec.devices.end(), dev) != spec.devices.end())
+        fail(devices[i], path, "device '" + dev.str() + "' is listed twice in data_parallel devices");
+      spec.devices.push_back(dev);
+    }
+    spec.output_device = d["output_device"] ? parse_device(d["output_device"], path, "output_device") : spec.devices[0];
+    if (d["dim"]) spec.dim = scalar_int(d["dim"], path, "data_parallel dim");
+    for (int v : inputs) {
+      int64_t rank = static_cast<int64_t>(graph_.values[v].type.shape.size());
+      if (spec.dim < -rank || spec.dim >= rank)
+        fail(d["dim"] ? d["dim"] : d, path, "data_parallel dim " + std::to_string(spec.dim) + " does not exist in input '" +
+                                           graph_.values[v].name + "' of shape " + sym_shape_str(graph_.values[v].type.shape));
+    }
+    if (const YAML::Node c = d["chunk_sizes"]) {
+      if (!c.IsSequence() || c.size() != spec.devices.size())
+        fail(c, path, "chunk_sizes must list one positive size per device (" + std::to_string(spec.devices.size()) + ")");
+      for (size_t i = 0; i < c.size(); ++i) {
+        int64_t v = scalar_int(c[i], path, "a chunk size");
+        if (v < 1) fail(c[i], path, "chunk sizes must be positive; got " + std::to_string(v));
+        spec.chunk_sizes.push_back(v);
+      }
+    }
+    return spec;
+  }
+
+  int expand_leaf(const YAML::Node& layer, const std::string& path, const std::vector<int>& inputs,
+                  std::optional<Device> device, int block) {
+    if (graph_.nodes.size() >= kMaxNodes)
+      fail(layer, path, "the model expands to more than " + std::to_string(kMaxNodes) + " layers");
+    const YAML::Node op_node = layer["op"];
+    std::string op = scalar_string(op_node, path, "op");
+    const OpSchema* schema = find_op_schema(op);
+    if (!schema) {
+      std::vector<std::string> names;
+      for (const OpSchema* s : all_op_schemas()) names.push_back(s->name);
+      for (const auto& [k, v] : modules_) names.push_back(k);
+      std::string hint = did_you_mean(op, names);
+      if (modules_.count(op)) hint = " ('" + op + "' is a module: write module: " + op + ")";
+      fail(op_node, path, "unknown op '" + op + "'" + hint);
+    }
+    Node node;
+    node.path = path;
+    node.op = op;
+    node.schema = schema;
+    node.device = device;
+    node.block = block;
+    node.location = where(layer);
+    node.attrs = parse_attributes(layer, *schema, path);
+    int n_in = static_cast<int>(inputs.size());
+    if (n_in < schema->min_inputs || (schema->max_inputs >= 0 && n_in > schema->max_inputs)) {
+      std::string want = schema->max_inputs < 0 ? "at least " + std::to_string(schema->min_inputs)
+                         : schema->min_inputs == schema->max_inputs ? std::to_string(schema->min_inputs)
+                         : std::to_string(schema->min_inputs) + " or " + std::to_string(schema->max_inputs);
+      std::string got;
+      for (int v : inputs) got += (got.empty() ? "" : ", ") + graph_.values[v].name;
+      fail(layer["inputs"] ? layer["inputs"] : layer, path,
+           op + " takes " + want + " input(s) but receives " + std::to_string(n_in) + " (" + got + ")" +
+               (layer["inputs"] ? "" : "; name the tensors it reads with inputs: [...]"));
+    }
+    std::vector<TensorType> types;
+    for (int v : inputs) types.push_back(graph_.values[v].type);
+    TensorType out;
+    try {
+      out = schema->infer(types, node.attrs);
+      if (schema->params)
+        for (ParamSpec p : schema->params(node.attrs)) {
+          shape_numel(p.shape);
+          p.name = path + "." + p.name;
+          node.params.push_back(std::move(p));
+        }
+    } catch (const SchemaError& e) {
+      fail(layer, path, e.what());
+    } catch (const UserError& e) {
+      fail(layer, path, e.what());
+    }
+    node.inputs = inputs;
+    node.output = add_value(path, out, static_cast<int>(graph_.nodes.size()));
+    graph_.nodes.push_back(std::move(node));
+    return graph_.nodes.back().output;
+  }
+
+  Attributes parse_attributes(const YAML::Node& layer, const OpSchema& schema, const std::string& path) {
+    Attributes attrs;
+    std::vector<std::string> names;
+    for (const AttrSpec& a : schema.attrs) names.push_back(a.name);
+    std::set<std::string> seen;
+    for (auto it = layer.begin(); it != layer.end(); ++it) {
+      if (!it->first.IsScalar()) fail(it->first, path, "keys must be plain names");
+      const std::string& key = it->first.Scalar();
+      if (!seen.insert(key).second) fail(it->first, path, "duplicate key '" + key + "'");
+      if (kLayerKeys.count(key)) continue;
+      auto spec = std::find_if(schema.attrs.begin(), schema.attrs.end(), [&](const AttrSpec& a) { return a.name == key; });
+      if (spec == schema.attrs.end()) {
+        std::string accepted;
+        for (const std::string& n : names) accepted += (accepted.empty() ? "" : ", ") + n;
+        fail(it->first, path, "unknown attribute '" + key + "' for op '" + schema.name + "'" + did_you_mean(key, names) +
+                                  (accepted.empty() ? "; it takes no attributes" : "; it takes: " + accepted));
+      }
+      attrs.set(key, parse_attribute(it->second, *spec, path));
+    }
+    for (const AttrSpec& a : schema.attrs) {
+      if (attrs.has(a.name)) continue;
+      if (a.required) fail(layer, path, "op '" + schema.name + "' needs attribute '" + a.name + "'");
+      attrs.set(a.name, a.default_value);
+    }
+    if (schema.validate) {
+      try {
+        schema.validate(attrs);
+      } catch (const SchemaError& e) {
+        fail(layer, path, e.what());
+      }
+    }
+    return attrs;
+  }
+
+  AttrValue parse_attribute(const YAML::Node& n, const AttrSpec& spec, const std::string& path) {
+    std::string what = "attribute '" + spec.name + "'";
+    if (n.IsNull()) {
+      if (spec.nullable) return std::monostate{};
+      fail(n, path, what + " cannot be null");
+    }
+    auto check_range = [&](double v) {
+      if (spec.min && v < *spec.min) fail(n, path, what + " must be at least " + fmt_number(*spec.min) + "; got " + n.Scalar());
+      if (spec.max && v > *spec.max) fail(n, path, what + " must be at most " + fmt_number(*spec.max) + "; got " + n.Scalar());
+    };
+    switch (spec.type) {
+      case AttrType::integer: {
+        int64_t v = scalar_int(n, path, what);
+        check_range(static_cast<double>(v));
+        return v;
+      }
+      case AttrType::number: {
+        double v = scalar_number(n, path, what);
+        check_range(v);
+        return v;
+      }
+      case AttrType::boolean: return scalar_bool(n, path, what);
+      case AttrType::string: {
+        std::string v = scalar_string(n, path, what);
+        if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), v) == spec.choices.end()) {
+          std::string list;
+          for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
+          fail(n, path, what + " must be one of " + list + "; got '" + v + "'" + did_you_mean(v, spec.choices));
+        }
+        return v;
+      }
+      case AttrType::int_list: {
+        if (n.IsScalar()) {
+          int64_t v = scalar_int(n, path, what);
+          check_range(static_cast<double>(v));
+          return std::vector<int64_t>{v};
+        }
+        if (!n.IsSequence()) fail(n, path, what + " must be an integer or a list of integers; got " + kind_of(n));
+        std::vector<int64_t> list;
+        for (size_t i = 0; i < n.size(); ++i) {
+          int64_t v = scalar_int(n[i], path, what + " entry");
+          if (spec.min && v < *spec.min) fail(n[i], path, what + " entries must be at least " + fmt_number(*spec.min));
+          list.push_back(v);
+        }
+        return list;
+      }
+      case AttrType::shape: {
+        if (!n.IsSequence() || n.size() == 0) fail(n, path, what + " must be a list such as [batch, -1, 4]; got " + kind_of(n));
+        std::vector<std::string> items;
+        for (size_t i = 0; i < n.size(); ++i) {
+          if (!n[i].IsScalar()) fail(n[i], path, what + " entries must be sizes, -1 or symbols; got " + kind_of(n[i]));
+          items.push_back(n[i].Scalar());
+        }
+        return items;
+      }
+    }
+    fail(n, path, what + ": unsupported attribute type");
+  }
+
+  static std::string fmt_number(double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+
+  // ---- references -----------------------------------------------------------------
+  std::vector<int> resolve_inputs(const YAML::Node& refs, const Scope& scope, const std::string& path) {
+    std::vector<int> values;
+    if (refs.IsScalar()) {
+      values.push_back(resolve(refs, scope, path));
+    } else if (refs.IsSequence() && refs.size() > 0) {
+      for (size_t i = 0; i < refs.size(); ++i) values.push_back(resolve(refs[i], scope, path));
+    } else {
+      fail(refs, path, "inputs must name a tensor or a list of tensors; got " + kind_of(refs));
+    }
+    return values;
+  }
+
+  int resolve(const YAML::Node& ref, const Scope& scope, const std::string& path) {
+    std::string text = scalar_string(ref, path, "an input reference");
+    std::vector<std::string> parts;
+    std::stringstream ss(text);
+    for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+    if (parts.empty() || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); }))
+      fail(ref, path, "'" + text + "' is not a tensor name");
+    for (const Scope* s = &scope; s; s = s->parent) {
+      for (const Entry& e : *s->entries) {
+        if (e.name != parts[0]) continue;
+        const Entry* cur = &e;
+        for (size_t i = 1; i < parts.size(); ++i) {
+          auto next = std::find_if(cur->children.begin(), cur->children.end(),
+                                   [&](const Entry& c) { return c.name == parts[i]; });
+          if (next == cur->children.end()) {
+            std::vector<std::string> names;
+            for (const Entry& c : cur->children) names.push_back(c.name);
+            fail(ref, path, "'" + text + "': '" + parts[i - 1] + "' has no layer '" + parts[i] + "'" + did_you_mean(parts[i], names));
+          }
+          cur = &*next;
+        }
+        return cur->value;
+      }
+    }
+    if (parts.size() == 1)
+      for (const GraphInput& in : graph_.inputs)
+        if (in.name == text) return in.value;
+    std::vector<std::string> visible;
+    for (const Scope* s = &scope; s; s = s->parent)
+      for (const Entry& e : *s->entries) visible.push_back(e.name);
+    for (const GraphInput& in : graph_.inputs) visible.push_back(in.name);
+    fail(ref, path, "unknown input '" + text + "'" + did_you_mean(parts[0], visible) +
+                        "; a layer reads graph inputs and layers declared before it");
+  }
+
+  // Every size must be computable once the inputs are given: a symbol that only a
+  // layer introduces (reshape's shape: [seq, -1]) must also appear in an input shape.
+  void check_symbols_known() const {
+    std::vector<std::string> known = graph_.symbols();
+    for (const Node& node : graph_.nodes)
+      for (const Dim& d : graph_.values[node.output].type.shape)
+        for (const std::string& s : d.symbols())
+          if (std::find(known.begin(), known.end(), s) == known.end()) {
+            throw ModelError(node.location.str() + ": layer '" + node.path + "': symbol '" + s +
+                                 "' does not appear in any input shape, so its value would be unknown" +
+                                 did_you_mean(s, known),
+                             node.location);
+          }
+  }
+
+  void load_outputs(const YAML::Node& outputs, const std::vector<Entry>& top, const YAML::Node& root) {
+    Scope scope{nullptr, &top};
+    if (!outputs.IsDefined() || outputs.IsNull()) {
+      graph_.outputs.push_back({top.back().name, top.back().value});
+      return;
+    }
+    std::set<std::string> names;
+    auto add = [&](const std::string& name, const YAML::Node& ref, const YAML::Node& at) {
+      if (!names.insert(name).second) fail(at, "", "duplicate output '" + name + "'");
+      graph_.outputs.push_back({name, resolve(ref, scope, "")});
+    };
+    if (outputs.IsSequence() && outputs.size() > 0) {
+      for (size_t i = 0; i < outputs.size(); ++i) add(scalar_string(outputs[i], "", "an output"), outputs[i], outputs[i]);
+    } else if (outputs.IsMap() && outputs.size() > 0) {
+      for (auto it = outputs.begin(); it != outputs.end(); ++it) {
+        std::string name = scalar_string(it->first, "", "an output name");
+        if (!is_identifier(name)) fail(it->first, "", "output name '" + name + "' must be letters, digits and _ only");
+        add(name, it->second, it->first);
+      }
+    } else {
+      fail(outputs, "", "outputs must be a list of tensor names or a mapping name: tensor; got " + kind_of(outputs));
+    }
+    (void)root;
+  }
+
+  Graph graph_;
+  std::map<std::string, YAML::Node> modules_;
+  std::vector<std::string> module_stack_;
+};
+
+}  // namespace
+
+Graph load_graph_from_string(const std::string& text, const std::string& file_name) {
+  if (text.size() > kMaxFileBytes)
+    throw ModelError(file_name + ": the file is larger than 16 MiB; a model file holds the layer graph, not weights",
+                     {file_name, 1, 1});
+  if (text.find('\0') != std::string::npos)
+    throw ModelError(file_name + ":1:1: this is not a YAML text file (it contains NUL bytes)", {file_name, 1, 1});
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    SourceLocation loc{file_name, e.mark.line + 1, e.mark.column + 1};
+    if (e.mark.is_null()) loc.line = loc.column = 1;
+    throw ModelError(loc.str() + ": invalid YAML: " + e.msg, loc);
+  }
+  if (!root.IsDefined() || root.IsNull())
+    throw ModelError(file_name + ":1:1: the file is empty; a model needs name, inputs and layers", {file_name, 1, 1});
+  try {
+    return GraphLoader(file_name).load(root);
+  } catch (const ModelError&) {
+    throw;
+  } catch (const YAML::Exception& e) {
+    SourceLocation loc{file_name, std::max(1, e.mark.line + 1), std::max(1, e.mark.column + 1)};
+    throw ModelError(loc.str() + ": " + e.msg, loc);
+  }
+}
+
+Graph load_graph(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw ModelError(path + ": no such file", {path, 0, 0});
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw ModelError(path + ": not a regular file", {path, 0, 0});
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw ModelError(path + ": cannot read: " + ec.message(), {path, 0, 0});
+  if (size > kMaxFileBytes)
+    throw ModelError(path + ": the file is larger than 16 MiB; a model file holds the layer graph, not weights", {path, 0, 0});
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError(path + ": cannot open the file", {path, 0, 0});
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return load_graph_from_string(text, path);
+}
+
+}  // namespace tandem

@@ -1,0 +1,22 @@
+// The schema of each op family (graph/ops/*.cpp); the registry gathers them.
+#pragma once
+
+#include <vector>
+
+#include "graph/op_schema.h"
+
+namespace tandem {
+
+std::vector<OpSchema> linear_schemas();        // linear, matmul
+std::vector<OpSchema> embedding_schemas();     // embedding, embedding_bag
+std::vector<OpSchema> activation_schemas();    // relu, gelu, tanh, sigmoid, softmax, log_softmax, dropout
+std::vector<OpSchema> normalization_schemas(); // layer_norm
+std::vector<OpSchema> elementwise_schemas();   // add, mul
+std::vector<OpSchema> shape_op_schemas();      // cat, flatten, reshape
+
+/// Shared checks for schemas.
+const TensorType& only_input(const std::vector<TensorType>& in);
+void require_dtype(const TensorType& t, DType dtype, const std::string& what);
+void require_rank_at_least(const TensorType& t, size_t rank, const std::string& what);
+
+}  // namespace tandem

@@ -1,0 +1,130 @@
+// cat (torch.cat), flatten (torch.nn.Flatten) and reshape (torch.reshape). flatten and
+// reshape are views: the runtime gives their output the input's storage.
+#include <charconv>
+
+#include "graph/ops/op_schemas.h"
+
+namespace tandem {
+namespace {
+
+OpSchema cat() {
+  OpSchema s;
+  s.name = "cat";
+  s.summary = "concatenate along dim (torch.cat)";
+  s.attrs = {{"dim", AttrType::integer, int64_t{0}}};
+  s.min_inputs = 2;
+  s.max_inputs = -1;
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    const TensorType& first = in[0];
+    int64_t rank = static_cast<int64_t>(first.shape.size());
+    if (rank == 0) throw SchemaError("cannot concatenate 0-D tensors");
+    int64_t dim = normalize_dim(a.get_int("dim"), rank, "dim");
+    TensorType out = first;
+    for (size_t i = 1; i < in.size(); ++i) {
+      const TensorType& t = in[i];
+      std::string which = "input " + std::to_string(i + 1);
+      if (t.dtype != first.dtype)
+        throw SchemaError(which + " is " + std::string(dtype_name(t.dtype)) + " but input 1 is " +
+                          std::string(dtype_name(first.dtype)));
+      if (static_cast<int64_t>(t.shape.size()) != rank)
+        throw SchemaError(which + " has shape " + sym_shape_str(t.shape) + " but input 1 has " + sym_shape_str(first.shape) +
+                          " (same rank needed)");
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d == dim) continue;
+        if (!(t.shape[d] == first.shape[d]))
+          throw SchemaError(which + " has shape " + sym_shape_str(t.shape) + " but input 1 has " +
+                            sym_shape_str(first.shape) + ": they must agree outside dim " + std::to_string(dim));
+      }
+      out.shape[dim] = out.shape[dim] + t.shape[dim];
+    }
+    return out;
+  };
+  return s;
+}
+
+OpSchema flatten() {
+  OpSchema s;
+  s.name = "flatten";
+  s.summary = "merge dimensions start_dim..end_dim into one (torch.nn.Flatten)";
+  s.attrs = {{"start_dim", AttrType::integer, int64_t{1}}, {"end_dim", AttrType::integer, int64_t{-1}}};
+  s.is_view = true;
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    const TensorType& x = in[0];
+    int64_t rank = std::max<int64_t>(1, static_cast<int64_t>(x.shape.size()));
+    SymShape shape = x.shape.empty() ? SymShape{Dim(1)} : x.shape;
+    int64_t start = normalize_dim(a.get_int("start_dim"), rank, "start_dim");
+    int64_t end = normalize_dim(a.get_int("end_dim"), rank, "end_dim");
+    if (start > end) throw SchemaError("start_dim " + std::to_string(start) + " comes after end_dim " + std::to_string(end));
+    SymShape out(shape.begin(), shape.begin() + start);
+    Dim merged(1);
+    for (int64_t d = start; d <= end; ++d) merged = merged * shape[d];
+    out.push_back(merged);
+    out.insert(out.end(), shape.begin() + end + 1, shape.end());
+    return TensorType{out, x.dtype};
+  };
+  return s;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+OpSchema reshape() {
+  OpSchema s;
+  s.name = "reshape";
+  s.summary = "the same elements in another shape; one -1 is inferred, symbols allowed (torch.reshape)";
+  s.attrs = {{"shape", AttrType::shape, {}, true}};
+  s.is_view = true;
+  s.validate = [](Attributes& a) {
+    int inferred = 0;
+    for (const std::string& item : std::get<std::vector<std::string>>(a.values().at("shape"))) {
+      if (item == "-1") ++inferred;
+      else if (!is_identifier(item)) {
+        int64_t v = -2;
+        auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+        if (ec != std::errc() || end != item.data() + item.size() || v < 0)
+          throw SchemaError("shape entries must be sizes, -1 or symbol names; got '" + item + "'");
+      }
+    }
+    if (inferred > 1) throw SchemaError("only one dimension of shape can be -1");
+  };
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    const TensorType& x = in[0];
+    Dim total = sym_numel(x.shape);
+    const auto& items = std::get<std::vector<std::string>>(a.values().at("shape"));
+    SymShape out;
+    Dim known(1);
+    int inferred_at = -1;
+    for (const std::string& item : items) {
+      if (item == "-1") {
+        inferred_at = static_cast<int>(out.size());
+        out.push_back(Dim(1));
+        continue;
+      }
+      Dim d = is_identifier(item) ? Dim::symbol(item) : Dim(std::stoll(item));
+      known = known * d;
+      out.push_back(d);
+    }
+    if (inferred_at >= 0) {
+      std::optional<Dim> rest = known == Dim(0) ? std::nullopt : total.divided_by(known);
+      if (!rest)
+        throw SchemaError("cannot reshape " + sym_shape_str(x.shape) + " (" + total.str() + " elements) to " +
+                          a.str() + ": " + known.str() + " does not divide it");
+      out[inferred_at] = *rest;
+    } else if (!(known == total)) {
+      throw SchemaError("cannot reshape " + sym_shape_str(x.shape) + " (" + total.str() + " elements) into " +
+                        sym_shape_str(out) + " (" + known.str() + " elements)");
+    }
+    return TensorType{out, x.dtype};
+  };
+  return s;
+}
+
+}  // namespace
+
+std::vector<OpSchema> shape_op_schemas() { return {cat(), flatten(), reshape()}; }
+
+}  // namespace tandem
