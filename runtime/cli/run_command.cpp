@@ -1,0 +1,159 @@
+// tandem run MODEL.yaml: inference on given or random inputs.
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "runtime/cli/commands.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/model.h"
+
+namespace tandem::cli {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::optional<int64_t> batch;
+  std::vector<std::string> binds;
+  std::string weights, inputs, outputs, save_weights;
+  uint64_t seed = 0;
+  int repeat = 0;
+  bool json = false;
+};
+
+Bindings parse_bindings(const RunOptions& o) {
+  Bindings b;
+  if (o.batch) {
+    if (*o.batch < 1) throw UserError("--batch must be at least 1");
+    b["batch"] = *o.batch;
+  }
+  for (const std::string& text : o.binds) {
+    auto eq = text.find('=');
+    int64_t v = 0;
+    std::string name = text.substr(0, eq);
+    try {
+      size_t used = 0;
+      if (eq == std::string::npos) throw std::invalid_argument("");
+      v = std::stoll(text.substr(eq + 1), &used);
+      if (used != text.size() - eq - 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw UserError("--bind expects NAME=VALUE with an integer value, such as --bind seq=16; got '" + text + "'");
+    }
+    if (v < 1) throw UserError("--bind " + name + " must be at least 1");
+    b[name] = v;
+  }
+  return b;
+}
+
+nlohmann::json summarize(const Tensor& t) {
+  nlohmann::json j{{"shape", t.shape()}, {"dtype", dtype_name(t.dtype())}};
+  if (t.dtype() != DType::float32) {
+    if (t.numel() <= 4096) j["values"] = t.to_vector<int64_t>();
+    return j;
+  }
+  auto v = t.span<float>();
+  double sum = 0, sq = 0;
+  float lo = INFINITY, hi = -INFINITY;
+  for (float x : v) sum += x, sq += double(x) * x, lo = std::min(lo, x), hi = std::max(hi, x);
+  double n = std::max<double>(1, v.size());
+  j["mean"] = sum / n;
+  j["std"] = std::sqrt(std::max(0.0, sq / n - (sum / n) * (sum / n)));
+  j["min"] = v.empty() ? 0.0f : lo;
+  j["max"] = v.empty() ? 0.0f : hi;
+  if (v.size() <= 4096) j["values"] = std::vector<float>(v.begin(), v.end());
+  else j["values_omitted"] = "more than 4096 elements; use --outputs FILE.safetensors";
+  return j;
+}
+
+int run_inference(const RunOptions& o) {
+  Model model = Model::load(o.model);
+  if (!o.weights.empty()) model.load_weights(o.weights);
+  else model.init_parameters(o.seed);
+  if (!o.save_weights.empty()) model.save_weights(o.save_weights);
+
+  TensorMap inputs;
+  Bindings requested = parse_bindings(o);
+  if (!o.inputs.empty()) {
+    inputs = read_safetensors(o.inputs);
+    Bindings actual = model.bind(inputs);
+    for (const auto& [name, value] : requested)
+      if (actual.count(name) && actual[name] != value)
+        throw UserError("--" + std::string(name == "batch" ? "batch" : "bind " + name) + " says " + std::to_string(value) +
+                        " but the inputs in " + o.inputs + " have " + name + " = " + std::to_string(actual[name]));
+  } else {
+    for (const std::string& s : model.graph().symbols())
+      if (s == "batch" && !requested.count(s)) requested[s] = 1;
+    inputs = model.random_inputs(requested, o.seed);
+  }
+  Bindings bindings = model.bind(inputs);
+
+  TensorMap outputs = model.forward(inputs);
+  std::vector<double> times_ms;
+  if (o.repeat > 0) {
+    for (int i = 0; i < std::min(o.repeat, 3); ++i) model.forward(inputs);  // warm caches
+    for (int i = 0; i < o.repeat; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      outputs = model.forward(inputs);
+      times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  if (!o.outputs.empty()) write_safetensors(o.outputs, outputs, {{"model", model.graph().name}});
+
+  std::vector<double> sorted = times_ms;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = model.graph().name;
+    j["bindings"] = bindings;
+    for (const auto& [name, t] : outputs) j["outputs"][name] = summarize(t);
+    if (!times_ms.empty())
+      j["timing"] = {{"repeat", o.repeat}, {"median_ms", median}, {"min_ms", sorted.front()}, {"max_ms", sorted.back()}};
+    j["notes"] = model.plan().notes;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  std::vector<std::string> bound;
+  for (const auto& [k, v] : bindings) bound.push_back(k + "=" + std::to_string(v));
+  fmt::print("model '{}'  {}  ({})\n", model.graph().name, fmt::join(bound, " "),
+             o.inputs.empty() ? "random inputs, seed " + std::to_string(o.seed) : "inputs from " + o.inputs);
+  for (const auto& [name, t] : outputs) {
+    fmt::print("output {} {} {}\n", name, dtype_name(t.dtype()), shape_str(t.shape()));
+    if (t.dtype() == DType::float32) {
+      nlohmann::json s = summarize(t);
+      auto v = t.span<float>();
+      std::vector<float> head(v.begin(), v.begin() + std::min<size_t>(v.size(), 8));
+      fmt::print("  mean {:.6g}  std {:.6g}  min {:.6g}  max {:.6g}\n  first values: {:.5g}{}\n", s["mean"].get<double>(),
+                 s["std"].get<double>(), s["min"].get<double>(), s["max"].get<double>(), fmt::join(head, " "),
+                 v.size() > head.size() ? " ..." : "");
+    }
+  }
+  if (!times_ms.empty())
+    fmt::print("forward: median {:.4f} ms, min {:.4f} ms over {} runs\n", median, sorted.front(), o.repeat);
+  if (!o.outputs.empty()) fmt::print("outputs written to {}\n", o.outputs);
+  for (const std::string& note : model.plan().notes) fmt::print("note: {}\n", note);
+  return 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* sub = app.add_subcommand("run", "Run inference on given inputs, or on random ones");
+  sub->add_option("model", o->model, "the model's YAML file")->required();
+  sub->add_option("--batch", o->batch, "value of the symbol 'batch' for random inputs (default 1)");
+  sub->add_option("--bind", o->binds, "value of another symbol, NAME=VALUE (repeatable)");
+  sub->add_option("--weights", o->weights, "safetensors file with every parameter (state_dict names)");
+  sub->add_option("--inputs", o->inputs, "safetensors file with the graph inputs by name");
+  sub->add_option("--outputs", o->outputs, "write the outputs to this safetensors file");
+  sub->add_option("--save-weights", o->save_weights, "write the (initialised or loaded) weights to this file");
+  sub->add_option("--seed", o->seed, "seed for weight initialisation and random inputs (default 0)");
+  sub->add_option("--repeat", o->repeat, "time this many forward passes after warm-up")->check(CLI::Range(0, 1000000));
+  sub->add_flag("--json", o->json, "print a machine-readable result");
+  return [o] { return run_inference(*o); };
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,146 @@
+#include "runtime/compiled_forward.h"
+
+#include <algorithm>
+
+#include "backends/cpu/cpu_kernels.h"
+
+namespace tandem {
+
+CompiledForward::CompiledForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+                                 const TensorMap& params)
+    : graph_(graph) {
+  for (const Value& v : graph.values) {
+    Shape shape;
+    for (const Dim& d : v.type.shape) {
+      auto size = d.evaluate(bindings);
+      if (!size) throw UserError("tensor '" + v.name + "' has size " + d.str() + ", but not all of its symbols have values");
+      if (*size < 0) throw UserError("tensor '" + v.name + "' would have a negative size " + d.str() + " = " + std::to_string(*size));
+      shape.push_back(*size);
+    }
+    shape_numel(shape);
+    value_shapes_.push_back(std::move(shape));
+  }
+  for (const OpStep& op_step : plan.steps) {
+    const Node& node = graph.nodes[op_step.node];
+    Step step;
+    step.node = &node;
+    for (const ParamSpec& p : node.params) step.params.push_back(params.at(p.name));
+    if (!node.schema->is_view) {
+      CpuKernelFactory factory = find_cpu_kernel(node.op);
+      if (!factory) throw UserError("layer '" + node.path + "': the cpu backend cannot run op '" + node.op + "'");
+      KernelSpec spec;
+      spec.op = node.op;
+      spec.attrs = &node.attrs;
+      for (int v : node.inputs) spec.inputs.push_back({value_shapes_[v], graph.values[v].type.dtype});
+      for (const Tensor& p : step.params) spec.params.push_back({p.shape(), p.dtype()});
+      spec.outputs.push_back({value_shapes_[node.output], graph.values[node.output].type.dtype});
+      try {
+        step.kernel = factory(cpu, spec);
+      } catch (const UserError& e) {
+        throw UserError("layer '" + node.path + "' (" + node.op + "): " + e.what());
+      }
+    }
+    steps_.push_back(std::move(step));
+  }
+  plan_buffers(graph);
+  values_.resize(graph.values.size());
+}
+
+void CompiledForward::plan_buffers(const Graph& graph) {
+  const size_t n_values = graph.values.size();
+  // A view's storage is its input's: follow views back to the value that owns storage.
+  std::vector<int> root(n_values);
+  for (size_t v = 0; v < n_values; ++v) root[v] = static_cast<int>(v);
+  for (const Step& s : steps_)
+    if (s.node->schema->is_view) root[s.node->output] = root[s.node->inputs[0]];
+  std::vector<bool> escapes(n_values, false);
+  for (const GraphOutput& out : graph.outputs) escapes[root[out.value]] = true;
+  std::vector<int> last_use(n_values, -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int v : steps_[i].node->inputs) last_use[root[v]] = std::max(last_use[root[v]], static_cast<int>(i));
+    last_use[root[steps_[i].node->output]] = std::max(last_use[root[steps_[i].node->output]], static_cast<int>(i));
+  }
+  std::vector<size_t> buffer_bytes;
+  std::vector<int> free_buffers;
+  std::vector<int> buffer_of(n_values, -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& step = steps_[i];
+    int out = step.node->output;
+    if (!step.node->schema->is_view && !escapes[out]) {
+      size_t need = static_cast<size_t>(shape_numel(value_shapes_[out])) * dtype_size(graph.values[out].type.dtype);
+      // best fit among free buffers, else the largest free one grown, else a new one
+      int best = -1;
+      for (int b : free_buffers)
+        if (buffer_bytes[b] >= need && (best < 0 || buffer_bytes[b] < buffer_bytes[best])) best = b;
+      if (best < 0 && !free_buffers.empty()) {
+        best = *std::max_element(free_buffers.begin(), free_buffers.end(),
+                                 [&](int a, int b) { return buffer_bytes[a] < buffer_bytes[b]; });
+        buffer_bytes[best] = need;
+      }
+      if (best < 0) {
+        buffer_bytes.push_back(need);
+        best = static_cast<int>(buffer_bytes.size()) - 1;
+      } else {
+        free_buffers.erase(std::find(free_buffers.begin(), free_buffers.end(), best));
+      }
+      step.buffer = best;
+      buffer_of[out] = best;
+    }
+    // release what this step read (or wrote, if nobody reads it) for the last time
+    std::vector<int> touched = step.node->inputs;
+    touched.push_back(out);
+    for (int v : touched) {
+      int r = root[v];
+      if (last_use[r] == static_cast<int>(i) && buffer_of[r] >= 0) {
+        free_buffers.push_back(buffer_of[r]);
+        buffer_of[r] = -1;
+      }
+    }
+  }
+  for (size_t bytes : buffer_bytes) {
+    arena_.push_back(Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::int64));
+    arena_bytes_ += arena_.back().nbytes();
+  }
+}
+
+std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint64_t params_version, bool training,
+                                         uint64_t seed) {
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[graph_.inputs[i].value] = inputs[i];
+  Tensor in_args[16];
+  std::vector<Tensor> many_inputs;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& step = steps_[i];
+    const Node& node = *step.node;
+    const Value& out_value = graph_.values[node.output];
+    const Shape& out_shape = value_shapes_[node.output];
+    if (!step.kernel) {  // a view
+      values_[node.output] = values_[node.inputs[0]].view(out_shape);
+      continue;
+    }
+    Tensor& out = values_[node.output];
+    if (step.buffer >= 0) out = Tensor::from_storage(arena_[step.buffer].storage(), out_shape, out_value.type.dtype);
+    else out = Tensor::empty(out_shape, out_value.type.dtype);
+    std::span<const Tensor> args_in;
+    if (node.inputs.size() <= 16) {
+      for (size_t k = 0; k < node.inputs.size(); ++k) in_args[k] = values_[node.inputs[k]];
+      args_in = {in_args, node.inputs.size()};
+    } else {
+      many_inputs.clear();
+      for (int v : node.inputs) many_inputs.push_back(values_[v]);
+      args_in = many_inputs;
+    }
+    KernelArgs args{args_in, step.params, {&out, 1}, training, seed * 0x9e3779b97f4a7c15ULL + i, params_version};
+    try {
+      step.kernel->forward(args);
+    } catch (const UserError& e) {
+      throw UserError("layer '" + node.path + "' (" + node.op + "): " + e.what());
+    }
+  }
+  std::vector<Tensor> outputs;
+  for (const GraphOutput& o : graph_.outputs) outputs.push_back(values_[o.value]);
+  // drop references so that the caller's tensors are not kept alive by us
+  for (Tensor& t : values_) t = Tensor();
+  return outputs;
+}
+
+}  // namespace tandem

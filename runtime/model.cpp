@@ -1,0 +1,200 @@
+#include "runtime/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/load_graph.h"
+#include "graph/text_similarity.h"
+#include "runtime/compiled_forward.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/random.h"
+
+namespace tandem {
+
+Model Model::load(const std::string& yaml_path) { return Model(load_graph(yaml_path)); }
+
+Model::Model(Graph graph) : graph_(std::move(graph)), plan_(plan_on_cpu(graph_)), cpu_(std::make_unique<CpuContext>()) {
+  for (const ParamSpec& p : graph_.parameters()) params_.emplace(p.name, Tensor::empty(p.shape, DType::float32));
+  init_parameters(0);
+}
+
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+void Model::init_parameters(uint64_t seed) {
+  for (const ParamSpec& p : graph_.parameters()) {
+    float* data = params_.at(p.name).data<float>();
+    int64_t n = shape_numel(p.shape);
+    Rng rng(seed, p.name);
+    switch (p.init.kind) {
+      case ParamInit::Kind::uniform:
+        for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(rng.uniform(p.init.a, p.init.b));
+        break;
+      case ParamInit::Kind::normal:
+        for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(p.init.a + p.init.b * rng.normal());
+        break;
+      case ParamInit::Kind::ones: std::fill(data, data + n, 1.0f); break;
+      case ParamInit::Kind::zeros: std::fill(data, data + n, 0.0f); break;
+    }
+    if (p.init.zero_row) {
+      int64_t width = p.shape[1];
+      std::fill(data + *p.init.zero_row * width, data + (*p.init.zero_row + 1) * width, 0.0f);
+    }
+  }
+  ++params_version_;
+}
+
+void Model::set_weights(const TensorMap& weights, const std::string& source) {
+  std::vector<std::string> missing, extra, names;
+  for (const auto& [name, t] : params_) {
+    names.push_back(name);
+    if (!weights.count(name)) missing.push_back(name);
+  }
+  for (const auto& [name, t] : weights)
+    if (!params_.count(name)) extra.push_back(name);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", " : "") + ("'" + v[i] + "'");
+    if (v.size() > 8) s += ", and " + std::to_string(v.size() - 8) + " more";
+    return s;
+  };
+  if (!missing.empty())
+    throw UserError(source + ": missing " + std::to_string(missing.size()) + " parameter(s) of model '" + graph_.name +
+                    "': " + list(missing));
+  if (!extra.empty())
+    throw UserError(source + ": tensor(s) that model '" + graph_.name + "' does not have: " + list(extra) +
+                    did_you_mean(extra[0], names));
+  for (const auto& [name, target] : params_) {
+    const Tensor& w = weights.at(name);
+    if (w.shape() != target.shape())
+      throw UserError(source + ": tensor '" + name + "' has shape " + shape_str(w.shape()) + " but the model expects " +
+                      shape_str(target.shape()));
+    if (w.dtype() != DType::float32)
+      throw UserError(source + ": tensor '" + name + "' is " + std::string(dtype_name(w.dtype())) + "; parameters are float32");
+  }
+  // copy in place: compiled kernels keep referring to the same storage
+  for (auto& [name, target] : params_) std::memcpy(target.raw_data(), weights.at(name).raw_data(), target.nbytes());
+  ++params_version_;
+}
+
+void Model::load_weights(const std::string& path) { set_weights(read_safetensors(path), path); }
+
+void Model::save_weights(const std::string& path) const {
+  write_safetensors(path, params_, {{"format", "pt"}, {"model", graph_.name}});
+}
+
+Bindings Model::bind(const TensorMap& inputs) const {
+  std::vector<std::string> names;
+  for (const GraphInput& in : graph_.inputs) names.push_back(in.name);
+  for (const auto& [name, t] : inputs)
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw UserError("model '" + graph_.name + "' has no input '" + name + "'" + did_you_mean(name, names));
+  Bindings bindings;
+  std::map<std::string, std::string> bound_by;
+  for (const GraphInput& in : graph_.inputs) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end()) throw UserError("input '" + in.name + "' of model '" + graph_.name + "' is missing");
+    const Tensor& t = it->second;
+    const TensorType& type = graph_.values[in.value].type;
+    std::string expected = "input '" + in.name + "': expected " + std::string(dtype_name(type.dtype)) + " " +
+                           sym_shape_str(type.shape) + ", got " + std::string(dtype_name(t.dtype())) + " " +
+                           shape_str(t.shape());
+    if (t.dtype() != type.dtype || t.dim() != static_cast<int64_t>(type.shape.size())) throw UserError(expected);
+    if (t.device() != Device::cpu()) throw UserError("input '" + in.name + "' must be on the cpu");
+    for (size_t d = 0; d < type.shape.size(); ++d) {
+      const Dim& dim = type.shape[d];
+      if (auto symbol = dim.as_symbol()) {
+        auto [pos, fresh] = bindings.emplace(*symbol, t.size(d));
+        if (!fresh && pos->second != t.size(d))
+          throw UserError(expected + ": " + *symbol + " is " + std::to_string(pos->second) + " from input '" +
+                          bound_by[*symbol] + "' but " + std::to_string(t.size(d)) + " here");
+        bound_by.emplace(*symbol, in.name);
+        if (t.size(d) < 1) throw UserError(expected + ": " + *symbol + " must be at least 1");
+      } else if (dim.is_constant() && dim.constant() != t.size(d)) {
+        throw UserError(expected + " (dimension " + std::to_string(d) + ")");
+      }
+    }
+  }
+  for (const GraphInput& in : graph_.inputs) {  // dimensions written as expressions of symbols
+    const TensorType& type = graph_.values[in.value].type;
+    for (size_t d = 0; d < type.shape.size(); ++d)
+      if (auto v = type.shape[d].evaluate(bindings); v && *v != inputs.at(in.name).size(d))
+        throw UserError("input '" + in.name + "': dimension " + std::to_string(d) + " must be " + type.shape[d].str() +
+                        " = " + std::to_string(*v) + ", got " + std::to_string(inputs.at(in.name).size(d)));
+  }
+  return bindings;
+}
+
+TensorMap Model::random_inputs(const Bindings& bindings, uint64_t seed) const {
+  TensorMap inputs;
+  for (const GraphInput& in : graph_.inputs) {
+    const TensorType& type = graph_.values[in.value].type;
+    Shape shape;
+    for (const Dim& d : type.shape) {
+      auto v = d.evaluate(bindings);
+      if (!v) {
+        std::string missing;
+        for (const std::string& s : d.symbols())
+          if (!bindings.count(s)) missing = s;
+        throw UserError("input '" + in.name + "' has symbol '" + missing + "' in its shape; give its value with " +
+                        (missing == "batch" ? std::string("--batch N") : "--bind " + missing + "=N"));
+      }
+      if (*v < 1) throw UserError("input '" + in.name + "': dimension " + d.str() + " must be at least 1");
+      shape.push_back(*v);
+    }
+    Rng rng(seed, "input:" + in.name);
+    Tensor t = Tensor::empty(shape, type.dtype);
+    if (type.dtype == DType::float32) {
+      for (float& x : t.span<float>()) x = static_cast<float>(rng.normal());
+      inputs.emplace(in.name, std::move(t));
+      continue;
+    }
+    // An index input: its bound, and whether it is embedding_bag offsets, come from its readers.
+    std::optional<int64_t> bound = in.high;
+    bool offsets = false;
+    int64_t offsets_end = 0;
+    for (const Node& node : graph_.nodes)
+      for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+        if (node.inputs[slot] != in.value || !node.schema->index_bound) continue;
+        bool is_offsets = false;
+        auto b = node.schema->index_bound(static_cast<int>(slot), node.attrs, &is_offsets);
+        if (is_offsets) {
+          offsets = true;
+          offsets_end = sym_numel(graph_.values[node.inputs[0]].type.shape).evaluate(bindings).value_or(0);
+        } else if (b && !in.high) {
+          bound = bound ? std::min(*bound, *b) : *b;
+        }
+      }
+    auto data = t.span<int64_t>();
+    if (offsets) {
+      for (int64_t& x : data) x = rng.below(offsets_end + 1);
+      std::sort(data.begin(), data.end());
+      if (!data.empty()) data[0] = 0;
+    } else {
+      int64_t high = bound.value_or(2);
+      for (int64_t& x : data) x = rng.below(high);
+    }
+    inputs.emplace(in.name, std::move(t));
+  }
+  return inputs;
+}
+
+CompiledForward& Model::compiled_for(const Bindings& bindings) {
+  auto it = compiled_.find(bindings);
+  if (it != compiled_.end()) return *it->second;
+  auto compiled = std::make_unique<CompiledForward>(graph_, plan_, bindings, *cpu_, params_);
+  return *compiled_.emplace(bindings, std::move(compiled)).first->second;
+}
+
+TensorMap Model::forward(const TensorMap& inputs) {
+  Bindings bindings = bind(inputs);
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_.inputs) ordered.push_back(inputs.at(in.name));
+  std::vector<Tensor> outputs = compiled_for(bindings).run(ordered, params_version_);
+  TensorMap named;
+  for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_.outputs[i].name, std::move(outputs[i]));
+  return named;
+}
+
+}  // namespace tandem
