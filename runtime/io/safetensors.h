@@ -1,0 +1,48 @@
+// Safetensors files (the format of Hugging Face's `safetensors`, readable by Python's
+// safetensors.torch.load_file): an 8-byte little-endian header length N, N bytes of
+// JSON naming each tensor's dtype, shape and byte range, then the raw data.
+//
+// Tandem holds float32 and int64 only. The reader takes F32 and I64 as they are and
+// widens what a saved torch state_dict may hold: F64, F16, BF16 -> float32;
+// I32, I16, I8, U8, BOOL -> int64. Any other dtype is refused by name.
+//
+// Every function here is reentrant; none keeps state between calls.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tandem {
+
+/// Named tensors, ordered by name (a safetensors file keeps no meaningful order).
+using TensorMap = std::map<std::string, Tensor>;
+
+/// Reads a safetensors file into fresh host tensors. Throws UserError naming the file
+/// and what is wrong with it: missing, not a regular file, malformed, or truncated.
+TensorMap read_safetensors(const std::string& path);
+
+/// Parses the bytes of a safetensors file; `what_for_messages` (usually the path)
+/// begins every error message. The result owns its memory; `bytes` may be freed after.
+TensorMap parse_safetensors(std::span<const std::byte> bytes, const std::string& what_for_messages);
+
+/// Reads only the "__metadata__" string map of a safetensors file (empty when absent).
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+
+/// Writes `tensors` (host tensors, any names except "__metadata__") and `metadata` to
+/// `path` atomically: into "<path>.tmp-<pid>", fsync, then rename over `path`, so a
+/// crash leaves either the old file or the new one, never half of one.
+/// Throws UserError on an I/O failure (the temporary file is removed) or bad input.
+void write_safetensors(const std::string& path, const TensorMap& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/// The bytes write_safetensors would write: names sorted, data packed in that order,
+/// the JSON header padded with spaces to a multiple of 8 bytes so the data is aligned.
+std::vector<std::byte> serialize_safetensors(const TensorMap& tensors,
+                                             const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace tandem
