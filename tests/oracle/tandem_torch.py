@@ -1,0 +1,714 @@
+"""An independent PyTorch implementation of the Tandem YAML model format (docs/yaml-format.md).
+
+Used as the oracle in the tests and as the PyTorch side of the benchmarks.
+
+    model, spec = build_model("configs/recommender.yaml")
+    outputs = model({"dense": ..., "item_ids": ..., ...})   # OrderedDict name -> tensor
+
+The module tree mirrors the YAML: each block (a `layers:` list, a `module:` use, or a
+`repeat`) is a Sequential-like module holding its children under their names, so
+`model.state_dict()` has exactly Tandem's parameter names (`hidden.0.fc.weight`).
+`device:` and `data_parallel:` are validated and then ignored: everything runs on one
+device and no `module.` prefix is added.
+"""
+import collections
+import os
+import re
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_np import read_safetensors, write_safetensors  # noqa: E402,F401
+
+__all__ = ["SpecError", "build_model", "load_spec", "draw_bindings", "draw_inputs",
+           "read_safetensors", "write_safetensors", "linear_flops"]
+
+
+class SpecError(Exception):
+    pass
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
+_SYMBOL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:[0-9]+)$")
+
+TOP_KEYS = {"name", "inputs", "layers", "modules", "outputs"}
+# Keys that other tools own (training, placement) or that steer the oracle itself.
+IGNORED_TOP_KEYS = {"train", "loss", "placement", "oracle"}
+LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel"}
+
+_REQ = object()  # marks a required attribute
+
+# op -> (attributes with defaults, (min inputs, max inputs or None))
+OPS = {
+    "linear": ({"in_features": _REQ, "out_features": _REQ, "bias": True}, (1, 1)),
+    "embedding": ({"num_embeddings": _REQ, "embedding_dim": _REQ, "padding_idx": None, "max_norm": None,
+                   "norm_type": 2.0, "scale_grad_by_freq": False, "sparse": False}, (1, 1)),
+    "embedding_bag": ({"num_embeddings": _REQ, "embedding_dim": _REQ, "mode": "mean", "padding_idx": None,
+                       "include_last_offset": False, "max_norm": None, "norm_type": 2.0,
+                       "scale_grad_by_freq": False, "sparse": False}, (1, 2)),
+    "relu": ({"inplace": False}, (1, 1)),
+    "gelu": ({"approximate": "none"}, (1, 1)),
+    "tanh": ({}, (1, 1)),
+    "sigmoid": ({}, (1, 1)),
+    "softmax": ({"dim": _REQ}, (1, 1)),
+    "log_softmax": ({"dim": _REQ}, (1, 1)),
+    "layer_norm": ({"normalized_shape": _REQ, "eps": 1e-5, "elementwise_affine": True, "bias": True}, (1, 1)),
+    "dropout": ({"p": 0.5, "inplace": False}, (1, 1)),
+    "add": ({"alpha": 1.0}, (2, 2)),
+    "mul": ({}, (2, 2)),
+    "cat": ({"dim": 0}, (2, None)),
+    "flatten": ({"start_dim": 1, "end_dim": -1}, (1, 1)),
+    "reshape": ({"shape": _REQ}, (1, 1)),
+    "matmul": ({}, (2, 2)),
+}
+
+
+# ----------------------------------------------------------------------------- checks
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _name_str(v):
+    """YAML may read `name: 0` or `inputs: 1` as an int; Tandem reads scalars as text."""
+    if _is_int(v):
+        return str(v)
+    if isinstance(v, str):
+        return v
+    raise TypeError
+
+
+# ----------------------------------------------------------------------------- modules
+
+class Block(nn.Module):
+    """An nn.Sequential-like container: children under their YAML names, in order.
+    Execution is driven by the Model's plan (references may skip around), not by forward."""
+
+    def add_child(self, name, module):
+        # Direct insertion: names such as `float` or `train` must not clash with nn.Module methods.
+        self._modules[name] = module
+
+    def forward(self, *args):  # pragma: no cover
+        raise RuntimeError("blocks are executed through the Model's plan")
+
+
+class Fn(nn.Module):
+    """A parameterless op wrapping a torch function."""
+
+    def __init__(self, fn, desc):
+        super().__init__()
+        self.fn = fn
+        self.desc = desc
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+    def extra_repr(self):
+        return self.desc
+
+
+class LayerNormNoBias(nn.Module):
+    """layer_norm with elementwise_affine=true, bias=false (torch >= 2.1's LayerNorm(bias=False)):
+    a weight-only affine; the parameter is named `weight` as in torch."""
+
+    def __init__(self, normalized_shape, eps):
+        super().__init__()
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(self.normalized_shape))
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, None, self.eps)
+
+    def extra_repr(self):
+        return "%s, eps=%s, elementwise_affine=True, bias=False" % (self.normalized_shape, self.eps)
+
+
+class Step:
+    """One leaf layer in execution order."""
+
+    def __init__(self, path, op, module, ins, attrs):
+        self.path, self.op, self.module, self.ins, self.attrs = path, op, module, ins, attrs
+
+    def __repr__(self):
+        return "Step(%s: %s <- %s)" % (self.path, self.op, self.ins)
+
+
+class Node:
+    """What a reference can name: a leaf layer or a block (with children)."""
+
+    def __init__(self, name, out, children=None):
+        self.name, self.out, self.children = name, out, children
+
+
+class ModelSpec:
+    """What the oracle learned from the YAML."""
+
+    def __init__(self):
+        self.path = None
+        self.raw = None
+        self.name = None
+        self.inputs = collections.OrderedDict()   # name -> {"shape": [...], "dtype": str, "high": int|None}
+        self.symbols = []                        # symbols of the input shapes, first-seen order
+        self.outputs = collections.OrderedDict()  # output name -> source key
+        self.plan = []                           # [Step]
+
+    def input_key(self, name):
+        return "input:" + name
+
+    def consumers(self, input_name):
+        """[(step, position)] of the leaf layers that read graph input `input_name` directly."""
+        key = self.input_key(input_name)
+        return [(s, i) for s in self.plan for i, k in enumerate(s.ins) if k == key]
+
+    def bind(self, shape, bindings):
+        out = []
+        for d in shape:
+            if isinstance(d, str):
+                if d not in bindings:
+                    raise SpecError("symbol %r is not bound" % d)
+                out.append(int(bindings[d]))
+            else:
+                out.append(int(d))
+        return out
+
+
+class Model(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.__dict__["_spec"] = spec  # not a submodule
+
+    @property
+    def spec(self):
+        return self.__dict__["_spec"]
+
+    def add_child(self, name, module):
+        self._modules[name] = module
+
+    def infer_bindings(self, inputs, bindings=None):
+        b = dict(bindings or {})
+        for name, info in self.spec.inputs.items():
+            t = inputs[name]
+            if t.dim() != len(info["shape"]):
+                raise SpecError("input %r: expected rank %d, got shape %s" % (name, len(info["shape"]), list(t.shape)))
+            for d, n in zip(info["shape"], t.shape):
+                if isinstance(d, str):
+                    if d in b and int(b[d]) != n:
+                        raise SpecError("input %r: symbol %r is %d here but %d elsewhere" % (name, d, n, b[d]))
+                    b[d] = int(n)
+                elif d != n:
+                    raise SpecError("input %r: expected shape %s, got %s" % (name, info["shape"], list(t.shape)))
+        return b
+
+    def forward(self, inputs, bindings=None):
+        spec = self.spec
+        missing = [n for n in spec.inputs if n not in inputs]
+        extra = [n for n in inputs if n not in spec.inputs]
+        if missing or extra:
+            raise SpecError("inputs: missing %s, unexpected %s" % (missing, extra))
+        for n, info in spec.inputs.items():
+            want = torch.int64 if info["dtype"] == "int64" else torch.float32
+            if inputs[n].dtype != want:
+                raise SpecError("input %r: expected %s, got %s" % (n, want, inputs[n].dtype))
+        b = self.infer_bindings(inputs, bindings)
+        vals = {spec.input_key(n): inputs[n] for n in spec.inputs}
+        for step in spec.plan:
+            xs = [vals[k] for k in step.ins]
+            if step.op == "reshape":
+                y = torch.reshape(xs[0], spec.bind(step.attrs["shape"], b))
+            else:
+                y = step.module(*xs)
+            vals["layer:" + step.path] = y
+        return collections.OrderedDict((name, vals[key]) for name, key in spec.outputs.items())
+
+
+# ----------------------------------------------------------------------------- builder
+
+class _Builder:
+    def __init__(self, doc, where):
+        self.doc = doc
+        self.where = where
+        self.spec = ModelSpec()
+        self.module_defs = {}
+
+    def err(self, path, msg):
+        return SpecError("%s: layer '%s': %s" % (self.where, path, msg))
+
+    # -- top level
+    def build(self):
+        doc, spec = self.doc, self.spec
+        if not isinstance(doc, dict):
+            raise SpecError("%s: the document must be a mapping" % self.where)
+        unknown = set(doc) - TOP_KEYS - IGNORED_TOP_KEYS
+        if unknown:
+            raise SpecError("%s: unknown top-level key(s) %s" % (self.where, sorted(unknown)))
+        for k in ("name", "inputs", "layers"):
+            if k not in doc:
+                raise SpecError("%s: missing required key '%s'" % (self.where, k))
+        if not isinstance(doc["name"], str) or not doc["name"]:
+            raise SpecError("%s: 'name' must be a non-empty string" % self.where)
+        spec.name = doc["name"]
+        self._parse_inputs(doc["inputs"])
+        mods = doc.get("modules") or {}
+        if not isinstance(mods, dict):
+            raise SpecError("%s: 'modules' must be a mapping" % self.where)
+        for mname, mdef in mods.items():
+            if not isinstance(mdef, dict) or set(mdef) != {"layers"}:
+                raise SpecError("%s: module '%s' must be a mapping with exactly the key 'layers'" % (self.where, mname))
+            self.module_defs[str(mname)] = mdef
+        model = Model(spec)
+        graph_inputs = [spec.input_key(n) for n in spec.inputs]
+        top_scope, last_name = self._build_list(doc["layers"], model, "", [], graph_inputs, (), False)
+        self._parse_outputs(doc.get("outputs"), top_scope, last_name)
+        return model
+
+    def _parse_inputs(self, inputs):
+        spec = self.spec
+        if not isinstance(inputs, dict) or not inputs:
+            raise SpecError("%s: 'inputs' must be a non-empty mapping" % self.where)
+        for name, info in inputs.items():
+            name = _name_str(name)
+            if not _NAME_RE.match(name):
+                raise SpecError("%s: input name %r is not letters, digits and _" % (self.where, name))
+            if not isinstance(info, dict) or "shape" not in info or set(info) - {"shape", "dtype", "high"}:
+                raise SpecError("%s: input '%s' must be {shape, dtype, high}" % (self.where, name))
+            shape = info["shape"]
+            if not isinstance(shape, list):
+                raise SpecError("%s: input '%s': shape must be a list" % (self.where, name))
+            for d in shape:
+                if _is_int(d):
+                    if d <= 0:
+                        raise SpecError("%s: input '%s': dimension %d is not positive" % (self.where, name, d))
+                elif not (isinstance(d, str) and _SYMBOL_RE.match(d)):
+                    raise SpecError("%s: input '%s': bad dimension %r" % (self.where, name, d))
+                elif d not in spec.symbols:
+                    spec.symbols.append(d)
+            dtype = info.get("dtype", "float32")
+            if dtype not in ("float32", "int64"):
+                raise SpecError("%s: input '%s': dtype must be float32 or int64" % (self.where, name))
+            high = info.get("high")
+            if high is not None and (dtype != "int64" or not _is_int(high) or high <= 0):
+                raise SpecError("%s: input '%s': high must be a positive int on an int64 input" % (self.where, name))
+            spec.inputs[name] = {"shape": list(shape), "dtype": dtype, "high": high}
+
+    def _parse_outputs(self, outputs, top_scope, last_name):
+        spec = self.spec
+        chain = [top_scope]
+        if outputs is None:
+            spec.outputs[last_name] = top_scope[last_name].out
+        elif isinstance(outputs, list):
+            if not outputs:
+                raise SpecError("%s: 'outputs' is empty" % self.where)
+            for ref in outputs:
+                ref = self._ref_str(ref, "outputs")
+                if ref in spec.outputs:
+                    raise SpecError("%s: output %r listed twice" % (self.where, ref))
+                spec.outputs[ref] = self._resolve(ref, chain, "outputs")
+        elif isinstance(outputs, dict):
+            if not outputs:
+                raise SpecError("%s: 'outputs' is empty" % self.where)
+            for oname, ref in outputs.items():
+                spec.outputs[_name_str(oname)] = self._resolve(self._ref_str(ref, "outputs"), chain, "outputs")
+        else:
+            raise SpecError("%s: 'outputs' must be a list or a mapping" % self.where)
+
+    # -- references
+    def _ref_str(self, ref, path):
+        try:
+            ref = _name_str(ref)
+        except TypeError:
+            raise self.err(path, "a reference must be a string, got %r" % (ref,))
+        if not ref or any(not p for p in ref.split(".")):
+            raise self.err(path, "bad reference %r" % ref)
+        return ref
+
+    def _resolve(self, ref, chain, path):
+        parts = ref.split(".")
+        for scope in chain:  # innermost first; each scope holds only the earlier siblings
+            if parts[0] in scope:
+                node = scope[parts[0]]
+                for i, p in enumerate(parts[1:], 1):
+                    if node.children is None:
+                        raise self.err(path, "reference %r: '%s' is not a block" % (ref, ".".join(parts[:i])))
+                    if p not in node.children:
+                        raise self.err(path, "reference %r: '%s' has no layer '%s'" % (ref, ".".join(parts[:i]), p))
+                    node = node.children[p]
+                return node.out
+        if len(parts) == 1 and ref in self.spec.inputs:
+            return self.spec.input_key(ref)
+        raise self.err(path, "reference %r names no earlier layer and no graph input" % ref)
+
+    # -- layers
+    def _build_list(self, layers, parent, prefix, chain, block_inputs, module_stack, in_dp):
+        if not isinstance(layers, list) or not layers:
+            raise self.err(prefix or "<top>", "'layers' must be a non-empty list")
+        scope = collections.OrderedDict()
+        prev = block_inputs
+        name = None
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, dict):
+                raise self.err(prefix + str(i), "a layer must be a mapping")
+            name = layer.get("name", str(i))
+            try:
+                name = _name_str(name)
+            except TypeError:
+                raise self.err(prefix + str(i), "bad name %r" % (name,))
+            path = prefix + name
+            if not _NAME_RE.match(name):
+                raise self.err(path, "name %r is not letters, digits and _" % name)
+            if name in scope:
+                raise self.err(path, "duplicate name %r" % name)
+            node, module = self._build_layer(layer, name, path, [scope] + chain, prev, module_stack, in_dp)
+            scope[name] = node
+            parent.add_child(name, module)
+            prev = [node.out]
+        return scope, name
+
+    def _check_device(self, path, dev, what):
+        if not isinstance(dev, str) or not _DEVICE_RE.match(dev):
+            raise self.err(path, "%s: bad device %r" % (what, dev))
+
+    def _check_placement(self, layer, path, in_dp):
+        if "device" in layer:
+            self._check_device(path, layer["device"], "device")
+        dp = layer.get("data_parallel")
+        if "data_parallel" not in layer:
+            return in_dp
+        if in_dp:
+            raise self.err(path, "data_parallel inside data_parallel")
+        if not isinstance(dp, dict) or set(dp) - {"devices", "output_device", "dim", "chunk_sizes"}:
+            raise self.err(path, "data_parallel must be {devices, output_device, dim, chunk_sizes}")
+        devs = dp.get("devices")
+        if not isinstance(devs, list) or not devs:
+            raise self.err(path, "data_parallel.devices must be a non-empty list")
+        norm = []
+        for d in devs:
+            self._check_device(path, d, "data_parallel.devices")
+            if not d.startswith("cuda"):
+                raise self.err(path, "data_parallel.devices must be cuda devices")
+            norm.append("cuda:0" if d == "cuda" else d)
+        if len(set(norm)) != len(norm):
+            raise self.err(path, "data_parallel.devices are not distinct")
+        if "output_device" in dp:
+            self._check_device(path, dp["output_device"], "data_parallel.output_device")
+        if "dim" in dp and not _is_int(dp["dim"]):
+            raise self.err(path, "data_parallel.dim must be an int")
+        if "chunk_sizes" in dp:
+            cs = dp["chunk_sizes"]
+            if not isinstance(cs, list) or len(cs) != len(devs) or not all(_is_int(c) and c > 0 for c in cs):
+                raise self.err(path, "data_parallel.chunk_sizes must be one positive int per device")
+        return True
+
+    def _build_layer(self, layer, name, path, chain, default_inputs, module_stack, in_dp):
+        kinds = [k for k in ("op", "layers", "module") if k in layer]
+        if len(kinds) != 1:
+            raise self.err(path, "exactly one of op, layers, module must be present")
+        kind = kinds[0]
+        in_dp = self._check_placement(layer, path, in_dp)
+        if "inputs" in layer:
+            refs = layer["inputs"]
+            if not isinstance(refs, list):
+                refs = [refs]
+            if not refs:
+                raise self.err(path, "'inputs' is empty")
+            ins = [self._resolve(self._ref_str(r, path), chain, path) for r in refs]
+        else:
+            ins = list(default_inputs)
+
+        if kind == "op":
+            if "repeat" in layer:
+                raise self.err(path, "repeat is only allowed on a block or module use")
+            return self._build_leaf(layer, path, ins)
+
+        extra = set(layer) - LAYER_KEYS
+        if extra:
+            raise self.err(path, "unknown key(s) %s on a block" % sorted(extra))
+        if kind == "layers":
+            layers = layer["layers"]
+        else:
+            mname = layer["module"]
+            if not isinstance(mname, str) or mname not in self.module_defs:
+                raise self.err(path, "unknown module %r" % (mname,))
+            if mname in module_stack:
+                raise self.err(path, "module %r uses itself" % mname)
+            layers = self.module_defs[mname]["layers"]
+            module_stack = module_stack + (mname,)
+
+        if "repeat" not in layer:
+            block = Block()
+            scope, last = self._build_list(layers, block, path + ".", chain, ins, module_stack, in_dp)
+            return Node(name, scope[last].out, scope), block
+
+        n = layer["repeat"]
+        if not _is_int(n) or n < 1:
+            raise self.err(path, "repeat must be a positive int")
+        outer = Block()
+        outer_scope = collections.OrderedDict()
+        prev = ins
+        for k in range(n):
+            inner = Block()
+            scope, last = self._build_list(layers, inner, "%s.%d." % (path, k), [outer_scope] + chain,
+                                           prev, module_stack, in_dp)
+            outer.add_child(str(k), inner)
+            outer_scope[str(k)] = Node(str(k), scope[last].out, scope)
+            prev = [scope[last].out]
+        return Node(name, prev[0], outer_scope), outer
+
+    def _build_leaf(self, layer, path, ins):
+        op = layer["op"]
+        if op not in OPS:
+            raise self.err(path, "unknown op %r" % (op,))
+        defaults, (lo, hi) = OPS[op]
+        given = {k: v for k, v in layer.items() if k not in LAYER_KEYS}
+        unknown = set(given) - set(defaults)
+        if unknown:
+            raise self.err(path, "op %s has no attribute(s) %s" % (op, sorted(unknown)))
+        a = {}
+        for k, d in defaults.items():
+            if k in given:
+                a[k] = given[k]
+            elif d is _REQ:
+                raise self.err(path, "op %s needs attribute '%s'" % (op, k))
+            else:
+                a[k] = d
+        if len(ins) < lo or (hi is not None and len(ins) > hi):
+            want = str(lo) if lo == hi else ("%d or more" % lo if hi is None else "%d to %d" % (lo, hi))
+            raise self.err(path, "op %s takes %s input(s), got %d" % (op, want, len(ins)))
+        module = self._make_op(op, a, path)
+        self.spec.plan.append(Step(path, op, module, ins, a))
+        return Node(path.rsplit(".", 1)[-1], "layer:" + path), module
+
+    def _need(self, path, cond, msg):
+        if not cond:
+            raise self.err(path, msg)
+
+    def _make_op(self, op, a, path):
+        need = lambda cond, msg: self._need(path, cond, msg)  # noqa: E731
+        pos = lambda k: need(_is_int(a[k]) and a[k] > 0, "%s must be a positive int" % k)  # noqa: E731
+        boolean = lambda k: need(isinstance(a[k], bool), "%s must be true or false" % k)  # noqa: E731
+        integer = lambda k: need(_is_int(a[k]), "%s must be an int" % k)  # noqa: E731
+        number = lambda k: need(_is_num(a[k]), "%s must be a number" % k)  # noqa: E731
+
+        if op == "linear":
+            pos("in_features"), pos("out_features"), boolean("bias")
+            return nn.Linear(a["in_features"], a["out_features"], bias=a["bias"])
+        if op in ("embedding", "embedding_bag"):
+            pos("num_embeddings"), pos("embedding_dim"), number("norm_type")
+            boolean("scale_grad_by_freq"), boolean("sparse")
+            need(a["max_norm"] is None, "max_norm is not supported (null only)")
+            p = a["padding_idx"]
+            n = a["num_embeddings"]
+            if p is not None:
+                need(_is_int(p) and -n <= p < n, "padding_idx must be an int in [-num_embeddings, num_embeddings)")
+            if op == "embedding":
+                return nn.Embedding(n, a["embedding_dim"], padding_idx=p)
+            need(a["mode"] in ("sum", "mean", "max"), "mode must be sum, mean or max")
+            boolean("include_last_offset")
+            return nn.EmbeddingBag(n, a["embedding_dim"], mode=a["mode"], padding_idx=p,
+                                   include_last_offset=a["include_last_offset"])
+        if op == "relu":
+            boolean("inplace")
+            return nn.ReLU()
+        if op == "gelu":
+            need(a["approximate"] in ("none", "tanh"), "approximate must be none or tanh")
+            return nn.GELU(approximate=a["approximate"])
+        if op == "tanh":
+            return nn.Tanh()
+        if op == "sigmoid":
+            return nn.Sigmoid()
+        if op == "softmax":
+            integer("dim")
+            return nn.Softmax(dim=a["dim"])
+        if op == "log_softmax":
+            integer("dim")
+            return nn.LogSoftmax(dim=a["dim"])
+        if op == "layer_norm":
+            s = a["normalized_shape"]
+            shape = [s] if _is_int(s) else s
+            need(isinstance(shape, list) and shape and all(_is_int(d) and d > 0 for d in shape),
+                 "normalized_shape must be a positive int or a non-empty list of them")
+            number("eps"), boolean("elementwise_affine"), boolean("bias")
+            need(a["eps"] >= 0, "eps must be >= 0")
+            if a["elementwise_affine"] and not a["bias"]:
+                return LayerNormNoBias(shape, float(a["eps"]))
+            return nn.LayerNorm(shape, eps=float(a["eps"]), elementwise_affine=a["elementwise_affine"])
+        if op == "dropout":
+            number("p"), boolean("inplace")
+            need(0 <= a["p"] <= 1, "p must be in [0, 1]")
+            return nn.Dropout(p=float(a["p"]))
+        if op == "add":
+            number("alpha")
+            alpha = a["alpha"]
+            return Fn(lambda x, y: torch.add(x, y, alpha=alpha), "alpha=%s" % alpha)
+        if op == "mul":
+            return Fn(torch.mul, "mul")
+        if op == "cat":
+            integer("dim")
+            dim = a["dim"]
+            return Fn(lambda *xs: torch.cat(xs, dim=dim), "dim=%d" % dim)
+        if op == "flatten":
+            integer("start_dim"), integer("end_dim")
+            return nn.Flatten(a["start_dim"], a["end_dim"])
+        if op == "reshape":
+            s = a["shape"]
+            need(isinstance(s, list) and s, "shape must be a non-empty list")
+            for d in s:
+                if _is_int(d):
+                    need(d > 0 or d == -1, "shape entries must be positive, -1 or symbols")
+                else:
+                    need(isinstance(d, str) and d in self.spec.symbols,
+                         "shape entry %r is not an int or a symbol of the inputs" % (d,))
+            need(sum(1 for d in s if d == -1) <= 1, "shape has more than one -1")
+            return Fn(torch.reshape, "shape=%s" % s)  # the plan binds the symbols
+        if op == "matmul":
+            return Fn(torch.matmul, "matmul")
+        raise AssertionError(op)
+
+
+# ----------------------------------------------------------------------------- public API
+
+def load_spec_doc(yaml_path):
+    import yaml
+    with open(yaml_path) as f:
+        return yaml.safe_load(f)
+
+
+def build_model(yaml_path, doc=None):
+    """Returns (model in eval mode, ModelSpec). Parameters are torch's default init under
+    the current torch RNG state (call torch.manual_seed first for reproducibility)."""
+    if doc is None:
+        doc = load_spec_doc(yaml_path)
+    b = _Builder(doc, str(yaml_path))
+    model = b.build()
+    b.spec.path = os.path.abspath(str(yaml_path))
+    b.spec.raw = doc
+    model.eval()
+    return model, b.spec
+
+
+def load_spec(yaml_path):
+    return build_model(yaml_path)[1]
+
+
+def _symbol_ranges(spec, batch, others):
+    """Per-symbol (lo, hi): `others` by default; >= 2 where the symbol sizes an
+    include_last_offset offsets input (at least one bag); and shifted up by batch - 1 where
+    it sizes the 1-D indices of an offsets-style embedding_bag (about as many indices as
+    bags or more, so that not every bag is empty)."""
+    ranges = {}
+    for name, info in spec.inputs.items():
+        for step, pos in spec.consumers(name):
+            if step.op != "embedding_bag" or len(step.ins) != 2:
+                continue
+            for d in info["shape"]:
+                if not isinstance(d, str) or d == "batch":
+                    continue
+                lo, hi = ranges.get(d, others)
+                if pos == 1 and step.attrs["include_last_offset"]:
+                    lo = max(lo, 2)
+                if pos == 0:
+                    lo, hi = max(lo, others[0] + batch - 1), max(hi, others[1] + batch - 1)
+                ranges[d] = (lo, max(lo, hi))
+    return ranges
+
+
+def draw_bindings(spec, rng, batch, others=(1, 12)):
+    """batch -> `batch`; every other symbol -> rng.randint in `others` (1..12), adjusted as
+    _symbol_ranges says for the symbols that size an embedding_bag's indices or offsets."""
+    ranges = _symbol_ranges(spec, batch, others)
+    b = {}
+    for s in spec.symbols:
+        if s == "batch":
+            b[s] = int(batch)
+        else:
+            b[s] = rng.randint(*ranges.get(s, others))
+    return b
+
+
+def _index_info(spec, name):
+    """For an int64 input: (high, [padding_idx normalised]) from `high:` or the consumers."""
+    info = spec.inputs[name]
+    highs, pads = [], []
+    for step, pos in spec.consumers(name):
+        if step.op in ("embedding", "embedding_bag") and pos == 0:
+            n = step.attrs["num_embeddings"]
+            highs.append(n)
+            p = step.attrs["padding_idx"]
+            if p is not None:
+                pads.append(p + n if p < 0 else p)
+    high = info["high"] if info["high"] is not None else (min(highs) if highs else None)
+    return high, pads
+
+
+def draw_inputs(spec, bindings, gen, pad_prob=0.2):
+    """Random inputs for the bound shapes. float32: randn. int64 indices: uniform in
+    [0, high), with each consumer's padding_idx mixed in at rate pad_prob. int64 offsets
+    (2nd input of an embedding_bag): 0 first, sorted, each <= the number of indices
+    (empty bags happen); with include_last_offset the last one is the number of indices."""
+    out = collections.OrderedDict()
+    offsets_of = {}
+    for name, info in spec.inputs.items():
+        shape = spec.bind(info["shape"], bindings)
+        if info["dtype"] == "float32":
+            out[name] = torch.randn(shape, generator=gen)
+            continue
+        offs = [(s, p) for s, p in spec.consumers(name) if s.op == "embedding_bag" and p == 1]
+        if offs:
+            offsets_of[name] = (offs[0][0], shape)
+            continue
+        high, pads = _index_info(spec, name)
+        if high is None:
+            raise SpecError("int64 input %r has no `high:` and feeds no embedding" % name)
+        t = torch.randint(0, high, shape, generator=gen, dtype=torch.int64)
+        for p in pads:
+            if p < high and t.numel():
+                mask = torch.rand(shape, generator=gen) < pad_prob
+                t[mask] = p
+        out[name] = t
+    for name, (step, shape) in offsets_of.items():
+        idx_key = step.ins[0]
+        if not idx_key.startswith("input:") or idx_key[6:] not in out:
+            raise SpecError("offsets input %r: the indices of '%s' are not a graph input" % (name, step.path))
+        n_idx = out[idx_key[6:]].numel()
+        m = 1
+        for d in shape:
+            m *= d
+        if step.attrs["include_last_offset"]:
+            if m == 1:
+                vals = [0]
+            else:
+                mid = torch.randint(0, n_idx + 1, (m - 2,), generator=gen).sort().values.tolist()
+                vals = [0] + mid + [n_idx]
+        else:
+            mid = torch.randint(0, n_idx + 1, (m - 1,), generator=gen).sort().values.tolist()
+            vals = [0] + mid
+        out[name] = torch.tensor(vals, dtype=torch.int64).reshape(shape)
+    # keep the declared order
+    return collections.OrderedDict((n, out[n]) for n in spec.inputs)
+
+
+def linear_flops(model, inputs):
+    """2*M*K*N summed over the linear layers for one forward of `inputs`."""
+    total = [0]
+
+    def hook(mod, args, _out):
+        x = args[0]
+        m = x.numel() // x.shape[-1] if x.dim() else 1
+        total[0] += 2 * m * mod.in_features * mod.out_features
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, nn.Linear)]
+    try:
+        with torch.no_grad():
+            model(inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return total[0]
