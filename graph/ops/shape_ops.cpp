@@ -1,5 +1,6 @@
 // cat (torch.cat), flatten (torch.nn.Flatten) and reshape (torch.reshape). flatten and
 // reshape are views: the runtime gives their output the input's storage.
+#include <algorithm>
 #include <charconv>
 
 #include "graph/ops/op_schemas.h"
@@ -95,6 +96,10 @@ OpSchema reshape() {
     const TensorType& x = in[0];
     Dim total = sym_numel(x.shape);
     const auto& items = std::get<std::vector<std::string>>(a.values().at("shape"));
+    std::vector<std::string> input_symbols = total.symbols();
+    for (const std::string& item : items)
+      if (is_identifier(item) && std::find(input_symbols.begin(), input_symbols.end(), item) == input_symbols.end())
+        throw SchemaError("symbol '" + item + "' in shape is not a size of the input " + sym_shape_str(x.shape));
     SymShape out;
     Dim known(1);
     int inferred_at = -1;

@@ -1,0 +1,142 @@
+// The tandem CLI: exit codes (0 ok, 2 for anything the user got wrong), messages, --help,
+// and --json output.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "runtime/io/safetensors.h"
+
+namespace {
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args) {
+  std::string cmd = std::string(TANDEM_CLI) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string config(const std::string& name) { return std::string(TANDEM_SOURCE_DIR) + "/configs/" + name; }
+
+std::string scratch(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tandem-cli-" + std::to_string(getpid()) + "-" + name)).string();
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  std::string path = scratch(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("tandem check prints layers and exits 0 for a good model", "[cli]") {
+  Result r = run_cli("check " + config("mlp_4x1024.yaml"));
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("hidden.2.fc") && Catch::Contains("[batch, 1024]") &&
+                           Catch::Contains("4198400 parameters"));
+  Result j = run_cli("check --json " + config("seed_nested_dp.yaml"));
+  REQUIRE(j.code == 0);
+  auto json = nlohmann::json::parse(j.output);
+  CHECK(json["layers"].size() == 3);
+  CHECK(json["layers"][1]["path"] == "block2.fc");
+  CHECK(json["layers"][1]["declared_device"] == "dp[cuda:0,cuda:1]");
+}
+
+TEST_CASE("user errors exit with code 2 and say what is wrong", "[cli][errors]") {
+  std::string bad = write_file("bad.yaml", "name: m\ninputs:\n  x: {shape: [batch, 4]}\nlayers:\n  - {op: linear, in_features: 5, out_features: 2}\n");
+  Result r = run_cli("check " + bad);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains(bad + ":5:5: layer '0': the input's last dimension is 4 but in_features is 5"));
+  CHECK(run_cli("run " + bad).code == 2);
+  CHECK_THAT(run_cli("check /nonexistent.yaml").output, Catch::Contains("no such file"));
+  CHECK(run_cli("check /nonexistent.yaml").code == 2);
+
+  Result no_weights = run_cli("run " + config("seed_mlp.yaml") + " --weights /nonexistent.safetensors");
+  CHECK(no_weights.code == 2);
+  CHECK_THAT(no_weights.output, Catch::Contains("cannot open /nonexistent.safetensors"));
+  std::string garbage = write_file("garbage.safetensors", "this is not a safetensors file at all");
+  Result bad_inputs = run_cli("run " + config("seed_mlp.yaml") + " --inputs " + garbage);
+  CHECK(bad_inputs.code == 2);
+  CHECK_THAT(bad_inputs.output, Catch::Contains(garbage));
+
+  CHECK(run_cli("run " + config("seed_mlp.yaml") + " --batch 0").code == 2);
+  Result bind = run_cli("run " + config("seed_mlp.yaml") + " --bind seq");
+  CHECK(bind.code == 2);
+  CHECK_THAT(bind.output, Catch::Contains("--bind expects NAME=VALUE"));
+  Result unbound = run_cli("run " + config("recommender.yaml") + " --batch 2");
+  CHECK(unbound.code == 2);
+  CHECK_THAT(unbound.output, Catch::Contains("give its value with --bind tags=N"));
+  Result flag = run_cli("run " + config("seed_mlp.yaml") + " --bacth 3");
+  CHECK(flag.code == 2);
+  CHECK(run_cli("frobnicate").code == 2);
+  CHECK(run_cli("").code == 2);
+}
+
+TEST_CASE("inputs from a file are checked and bad indices name the layer", "[cli][errors]") {
+  std::string path = scratch("inputs.safetensors");
+  tandem::TensorMap inputs;
+  inputs["tokens"] = tandem::Tensor::from_vector<int64_t>({3}, {1, 2, 1000});
+  tandem::write_safetensors(path, inputs);
+  Result r = run_cli("run " + config("seed_mixed.yaml") + " --inputs " + path);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("layer 'embedding'") && Catch::Contains("1000"));
+  inputs["tokens"] = tandem::Tensor::from_vector<int64_t>({3}, {1, 2, 999});
+  tandem::write_safetensors(path, inputs);
+  CHECK(run_cli("run " + config("seed_mixed.yaml") + " --inputs " + path).code == 0);
+  Result conflict = run_cli("run " + config("seed_mixed.yaml") + " --inputs " + path + " --batch 4");
+  CHECK(conflict.code == 2);
+  CHECK_THAT(conflict.output, Catch::Contains("--batch says 4"));
+}
+
+TEST_CASE("every subcommand has --help", "[cli]") {
+  for (std::string sub : {"", "check ", "run ", "devices "}) {
+    Result r = run_cli(sub + "--help");
+    INFO(sub);
+    CHECK(r.code == 0);
+    CHECK_THAT(r.output, Catch::Contains("Usage") || Catch::Contains("usage"));
+  }
+  CHECK_THAT(run_cli("run --help").output, Catch::Contains("--weights") && Catch::Contains("--json"));
+}
+
+TEST_CASE("tandem run --json is machine-readable and --outputs writes safetensors", "[cli]") {
+  std::string out = scratch("out.safetensors");
+  Result r = run_cli("run " + config("seed_mlp.yaml") + " --batch 3 --seed 5 --json --repeat 5 --outputs " + out);
+  REQUIRE(r.code == 0);
+  auto json = nlohmann::json::parse(r.output);
+  CHECK(json["model"] == "seed_mlp");
+  CHECK(json["bindings"]["batch"] == 3);
+  CHECK(json["outputs"]["block3"]["shape"] == std::vector<int>{3, 20});
+  CHECK(json["outputs"]["block3"]["values"].size() == 60);
+  CHECK(json["timing"]["median_ms"].get<double>() > 0);
+  tandem::TensorMap written = tandem::read_safetensors(out);
+  std::vector<float> values = written.at("block3").to_vector<float>();
+  for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == json["outputs"]["block3"]["values"][i].get<float>());
+  // the same seed gives the same result; another seed another
+  CHECK(nlohmann::json::parse(run_cli("run " + config("seed_mlp.yaml") + " --batch 3 --seed 5 --json").output)["outputs"] ==
+        json["outputs"]);
+  CHECK(nlohmann::json::parse(run_cli("run " + config("seed_mlp.yaml") + " --batch 3 --seed 6 --json").output)["outputs"] !=
+        json["outputs"]);
+}
+
+TEST_CASE("tandem devices lists the cpu and explains missing GPUs", "[cli]") {
+  Result r = run_cli("devices --json");
+  REQUIRE(r.code == 0);
+  auto json = nlohmann::json::parse(r.output);
+  CHECK(json["devices"][0]["device"] == "cpu");
+  CHECK(json["devices"][0]["memory_bytes"].get<int64_t>() > 0);
+  if (json["devices"].size() == 1) CHECK(!json["no_gpu_reason"].get<std::string>().empty());
+}

@@ -1,0 +1,203 @@
+// Broken model files: each gives a ModelError that says what is wrong, at which line and
+// column, and for which layer. None crashes, hangs, or throws anything else.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "graph/load_graph.h"
+
+using namespace tandem;
+
+namespace {
+
+struct BrokenCase {
+  const char* what;
+  std::string yaml;
+  const char* message;  // a fragment of the message
+  int line;
+  int column;
+};
+
+const std::string kHead = "name: m\ninputs:\n  x: {shape: [batch, 10]}\nlayers:\n";  // layers start on line 5
+
+std::vector<BrokenCase> broken_cases() {
+  return {
+      {"unknown op", kHead + "  - {name: fc, op: linaer, in_features: 10, out_features: 4}\n",
+       "layer 'fc': unknown op 'linaer' (did you mean 'linear'?)", 5, 20},
+      {"unknown attribute", kHead + "  - {name: fc, op: linear, in_feature: 10, out_features: 4}\n",
+       "unknown attribute 'in_feature' for op 'linear' (did you mean 'in_features'?)", 5, 28},
+      {"missing attribute", kHead + "  - {name: fc, op: linear, in_features: 10}\n",
+       "layer 'fc': op 'linear' needs attribute 'out_features'", 5, 5},
+      {"attribute of the wrong type", kHead + "  - {name: fc, op: linear, in_features: ten, out_features: 4}\n",
+       "attribute 'in_features' must be an integer; got 'ten'", 5, 41},
+      {"float where an int belongs", kHead + "  - {name: fc, op: linear, in_features: 10.5, out_features: 4}\n",
+       "must be an integer; got '10.5'", 5, 41},
+      {"quoted number", kHead + "  - {name: fc, op: linear, in_features: \"10\", out_features: 4}\n",
+       "must be an integer; got the string '10'", 5, 41},
+      {"bool of the wrong type", kHead + "  - {name: fc, op: linear, in_features: 10, out_features: 4, bias: maybe}\n",
+       "attribute 'bias' must be true or false", 5, 68},
+      {"value out of range", kHead + "  - {name: fc, op: linear, in_features: 10, out_features: 0}\n",
+       "attribute 'out_features' must be at least 1; got 0", 5, 59},
+      {"choice misspelt", kHead + "  - {name: act, op: gelu, approximate: tanhh}\n",
+       "must be one of none, tanh; got 'tanhh' (did you mean 'tanh'?)", 5, 40},
+      {"dropout p above 1", kHead + "  - {op: dropout, p: 1.5}\n", "attribute 'p' must be at most 1", 5, 22},
+      {"huge number", kHead + "  - {op: linear, in_features: 10, out_features: 123456789012345678901234}\n",
+       "too large for a 64-bit integer", 5, 49},
+      {"shape mismatch", kHead + "  - {name: fc, op: linear, in_features: 12, out_features: 4}\n",
+       "layer 'fc': the input's last dimension is 10 but in_features is 12", 5, 5},
+      {"shape mismatch inside a block",
+       kHead + "  - name: enc\n    layers:\n      - {name: a, op: linear, in_features: 10, out_features: 8}\n"
+               "      - {name: b, op: linear, in_features: 9, out_features: 8}\n",
+       "layer 'enc.b': the input's last dimension is 8 but in_features is 9", 8, 9},
+      {"missing input", kHead + "  - {name: fc, op: linear, in_features: 10, out_features: 4, inputs: y}\n",
+       "layer 'fc': unknown input 'y'", 5, 70},
+      {"misspelt input", kHead + "  - {name: first, op: relu}\n  - {name: sum, op: add, inputs: [frist, x]}\n",
+       "unknown input 'frist' (did you mean 'first'?)", 6, 35},
+      {"later layer (a cycle)", kHead + "  - {name: a, op: add, inputs: [x, b]}\n  - {name: b, op: relu, inputs: a}\n",
+       "layer 'a': unknown input 'b'", 5, 36},
+      {"self reference", kHead + "  - {name: a, op: relu, inputs: a}\n", "layer 'a': unknown input 'a'", 5, 33},
+      {"duplicate layer name", kHead + "  - {name: a, op: relu}\n  - {name: a, op: tanh}\n",
+       "duplicate layer name 'a'", 6, 12},
+      {"duplicate key", kHead + "  - {name: a, op: relu, op: tanh}\n", "duplicate key 'op'", 5, 25},
+      {"bad device", kHead + "  - {name: a, op: relu, device: gpu0}\n",
+       "device 'gpu0' is not a device; write cpu, cuda or cuda:N", 5, 33},
+      {"bad device index", kHead + "  - {name: a, op: relu, device: \"cuda:-1\"}\n", "is not a device", 5, 33},
+      {"data_parallel on the cpu",
+       kHead + "  - name: b\n    data_parallel: {devices: [cpu]}\n    layers: [{op: relu}]\n",
+       "'cpu' is not a cuda device", 6, 31},
+      {"data_parallel devices twice",
+       kHead + "  - name: b\n    data_parallel: {devices: [cuda:0, cuda:0]}\n    layers: [{op: relu}]\n",
+       "device 'cuda:0' is listed twice", 6, 39},
+      {"nested data_parallel",
+       kHead + "  - name: b\n    data_parallel: {devices: [cuda:0, cuda:1]}\n    layers:\n"
+               "      - name: inner\n        data_parallel: {devices: [cuda:0]}\n        layers: [{op: relu}]\n",
+       "layer 'b.inner': data_parallel inside another data_parallel block is not supported", 9, 24},
+      {"data_parallel dim out of range",
+       kHead + "  - name: b\n    data_parallel: {devices: [cuda:0], dim: 2}\n    layers: [{op: relu}]\n",
+       "data_parallel dim 2 does not exist in input 'x' of shape [batch, 10]", 6, 45},
+      {"chunk sizes per device",
+       kHead + "  - name: b\n    data_parallel: {devices: [cuda:0, cuda:1], chunk_sizes: [3]}\n    layers: [{op: relu}]\n",
+       "chunk_sizes must list one positive size per device (2)", 6, 61},
+      {"unknown top-level key", "name: m\ninputs:\n  x: {shape: [4]}\nlayer:\n  - {op: relu}\n",
+       "unknown top-level key 'layer' (did you mean 'layers'?)", 4, 1},
+      {"missing layers", "name: m\ninputs:\n  x: {shape: [4]}\n", "missing required key 'layers'", 1, 1},
+      {"empty layers", "name: m\ninputs:\n  x: {shape: [4]}\nlayers: []\n", "layers must be a non-empty list", 4, 9},
+      {"not a mapping", "- just\n- a list\n", "a model file must be a mapping", 1, 1},
+      {"bad input shape", "name: m\ninputs:\n  x: {shape: [batch, -3]}\nlayers: [{op: relu}]\n",
+       "dimensions must be positive; got -3", 3, 22},
+      {"bad dtype", "name: m\ninputs:\n  x: {shape: [4], dtype: float16}\nlayers: [{op: relu}]\n",
+       "unknown dtype 'float16'; use float32 or int64", 3, 26},
+      {"embedding of floats", kHead + "  - {op: embedding, num_embeddings: 10, embedding_dim: 4}\n",
+       "the input (indices) must be int64, got float32", 5, 5},
+      {"padding_idx out of range",
+       "name: m\ninputs:\n  i: {shape: [batch], dtype: int64}\nlayers:\n"
+       "  - {op: embedding, num_embeddings: 10, embedding_dim: 4, padding_idx: 10}\n",
+       "padding_idx 10 must be within num_embeddings", 5, 5},
+      {"add that does not broadcast", kHead + "  - {name: h, op: linear, in_features: 10, out_features: 3}\n"
+                                              "  - {name: s, op: add, inputs: [x, h]}\n",
+       "shapes [batch, 10] and [batch, 3] do not broadcast", 6, 5},
+      {"too many inputs", kHead + "  - {name: a, op: relu}\n  - {name: r, op: relu, inputs: [x, a]}\n",
+       "relu takes 1 input(s) but receives 2 (x, a)", 6, 33},
+      {"softmax dim out of range", kHead + "  - {op: softmax, dim: 2}\n", "dim 2 is out of range for a tensor of rank 2", 5, 5},
+      {"reshape that does not divide", kHead + "  - {op: reshape, shape: [batch, 3, -1]}\n", "does not divide", 5, 5},
+      {"reshape with an unknown symbol", kHead + "  - {op: reshape, shape: [seq, -1]}\n",
+       "symbol 'seq' in shape is not a size of the input", 5, 5},
+      {"unknown module", kHead + "  - {name: enc, module: ffm}\n", "unknown module 'ffm'", 5, 25},
+      {"module that uses itself",
+       "name: m\ninputs:\n  x: {shape: [4]}\nmodules:\n  loop:\n    layers: [{name: again, module: loop}]\n"
+       "layers:\n  - {name: top, module: loop}\n",
+       "module 'loop' uses itself", 6, 36},
+      {"repeat on an op", kHead + "  - {op: relu, repeat: 3}\n", "repeat applies to blocks", 5, 24},
+      {"repeat too large", kHead + "  - {name: r, repeat: 100000000, layers: [{op: relu}]}\n", "repeat must be between 1 and",
+       5, 23},
+      {"block and op together", kHead + "  - {name: b, op: relu, layers: [{op: tanh}]}\n",
+       "exactly one of op:, layers: and module:", 5, 5},
+      {"attribute on a block", kHead + "  - {name: b, in_features: 3, layers: [{op: tanh}]}\n",
+       "unknown key of a block 'in_features'", 5, 15},
+      {"bad output", kHead + "  - {name: a, op: relu}\noutputs: [b]\n", "unknown input 'b'", 6, 11},
+      {"invalid YAML", kHead + "  - {name: a, op: relu\n", "invalid YAML", 6, 1},
+      {"tab indentation", "name: m\ninputs:\n\tx: {shape: [4]}\n", "invalid YAML", 3, 3},
+      {"empty file", "", "the file is empty", 1, 1},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("broken model files name what is wrong and where", "[graph][errors]") {
+  for (const BrokenCase& c : broken_cases()) {
+    DYNAMIC_SECTION(c.what) {
+      INFO(c.yaml);
+      try {
+        load_graph_from_string(c.yaml, "bad.yaml");
+        FAIL("no error for: " << c.what);
+      } catch (const ModelError& e) {
+        std::string message = e.what();
+        INFO(message);
+        CHECK_THAT(message, Catch::Contains(c.message));
+        CHECK(e.location().line == c.line);
+        CHECK(e.location().column == c.column);
+        CHECK_THAT(message, Catch::StartsWith("bad.yaml:" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": "));
+      }
+    }
+  }
+}
+
+TEST_CASE("a missing file or directory or a binary file is refused", "[graph][errors]") {
+  REQUIRE_THROWS_WITH(load_graph("/nonexistent/model.yaml"), Catch::Contains("no such file"));
+  REQUIRE_THROWS_WITH(load_graph("/tmp"), Catch::Contains("not a regular file"));
+  REQUIRE_THROWS_WITH(load_graph_from_string(std::string("name: m\0\x01\x02", 10), "bin.yaml"),
+                      Catch::Contains("not a YAML text file"));
+  REQUIRE_THROWS_AS(load_graph_from_string(std::string(100000, '[') + std::string(100000, ']'), "deep.yaml"), ModelError);
+  REQUIRE_THROWS_WITH(load_graph_from_string(std::string(17 << 20, ' '), "big.yaml"), Catch::Contains("larger than 16 MiB"));
+}
+
+TEST_CASE("modules and repeats cannot blow up the graph", "[graph][errors]") {
+  // each level multiplies by 1000: a billion layers if expanded
+  std::string yaml =
+      "name: m\ninputs:\n  x: {shape: [4]}\nmodules:\n  a: {layers: [{op: relu}]}\n"
+      "  b: {layers: [{module: a, repeat: 1000}]}\n  c: {layers: [{module: b, repeat: 1000}]}\n"
+      "layers:\n  - {module: c, repeat: 1000}\n";
+  REQUIRE_THROWS_WITH(load_graph_from_string(yaml, "bomb.yaml"), Catch::Contains("expands to more than"));
+}
+
+TEST_CASE("mutated and truncated configs never crash the loader", "[graph][fuzz]") {
+  uint64_t seed = std::random_device{}();
+  INFO("fuzz seed " << seed);
+  std::mt19937_64 rng(seed);
+  int loaded = 0, refused = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(TANDEM_SOURCE_DIR) + "/configs")) {
+    std::ifstream in(entry.path());
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const std::string text = buffer.str();
+    auto attempt = [&](const std::string& mutated) {
+      try {
+        load_graph_from_string(mutated, "fuzz.yaml");
+        ++loaded;
+      } catch (const ModelError& e) {
+        CHECK(std::string(e.what()).starts_with("fuzz.yaml"));
+        ++refused;
+      }
+    };
+    for (size_t cut = 0; cut < text.size(); cut += 3) attempt(text.substr(0, cut));
+    const std::string alphabet = "[]{}:,-&*!|>'\"#\n\t 0123456789abcxyz.~%@";
+    for (int i = 0; i < 300; ++i) {
+      std::string mutated = text;
+      int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits && !mutated.empty(); ++e) {
+        size_t pos = rng() % mutated.size();
+        switch (rng() % 3) {
+          case 0: mutated[pos] = alphabet[rng() % alphabet.size()]; break;
+          case 1: mutated.erase(pos, 1 + rng() % 8); break;
+          default: mutated.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+        }
+      }
+      attempt(mutated);
+    }
+  }
+  CHECK(refused > 100);
+  CHECK(loaded > 0);
+}

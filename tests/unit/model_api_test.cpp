@@ -1,0 +1,142 @@
+// The C++ API: loading, initialising, binding inputs, running, weights in and out.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "graph/load_graph.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/model.h"
+
+using namespace tandem;
+
+namespace {
+
+std::string config(const std::string& name) { return std::string(TANDEM_SOURCE_DIR) + "/configs/" + name; }
+
+Tensor random_tensor(Shape shape, std::mt19937& rng) {
+  Tensor t = Tensor::empty(std::move(shape), DType::float32);
+  std::normal_distribution<float> normal;
+  for (float& x : t.span<float>()) x = normal(rng);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a linear model computes x W^T + b", "[model]") {
+  Model model = Model::load(config("seed_mlp.yaml"));
+  std::mt19937 rng(std::random_device{}());
+  TensorMap weights;
+  for (const auto& [name, p] : model.parameters()) weights[name] = random_tensor(p.shape(), rng);
+  model.set_weights(weights);
+  Tensor x = random_tensor({5, 10}, rng);
+  Tensor y = model.forward({{"x", x}}).at("block3");
+  REQUIRE(y.shape() == Shape{5, 20});
+  // the same three layers by hand, in double precision
+  std::vector<double> h(x.span<float>().begin(), x.span<float>().end());
+  int64_t in = 10;
+  for (std::string layer : {"block1", "block2", "block3"}) {
+    const Tensor& w = weights[layer + ".weight"];
+    const Tensor& b = weights[layer + ".bias"];
+    int64_t out = w.size(0);
+    std::vector<double> next(5 * out);
+    for (int64_t r = 0; r < 5; ++r)
+      for (int64_t o = 0; o < out; ++o) {
+        double acc = b.data<float>()[o];
+        for (int64_t k = 0; k < in; ++k) acc += h[r * in + k] * w.data<float>()[o * in + k];
+        next[r * out + o] = acc;
+      }
+    h = next;
+    in = out;
+  }
+  for (int64_t i = 0; i < y.numel(); ++i) CHECK(std::abs(y.data<float>()[i] - h[i]) <= 1e-5 * (1 + std::abs(h[i])));
+}
+
+TEST_CASE("initialisation follows PyTorch's distributions and depends on the seed", "[model]") {
+  Model model = Model::load(config("recommender.yaml"));
+  model.init_parameters(7);
+  const Tensor& w = model.parameters().at("bottom.fc1.weight");  // in_features 13: U(-1/sqrt(13), 1/sqrt(13))
+  double bound = 1 / std::sqrt(13.0), lo = 1, hi = -1;
+  for (float v : w.span<float>()) lo = std::min<double>(lo, v), hi = std::max<double>(hi, v);
+  CHECK(lo >= -bound);
+  CHECK(hi <= bound);
+  CHECK(hi - lo > 1.5 * bound);
+  const Tensor& table = model.parameters().at("items.weight");  // N(0, 1)
+  double sum = 0, sq = 0;
+  for (float v : table.span<float>()) sum += v, sq += double(v) * v;
+  double n = static_cast<double>(table.numel()), mean = sum / n;
+  CHECK(std::abs(mean) < 0.01);
+  CHECK(std::abs(std::sqrt(sq / n - mean * mean) - 1.0) < 0.01);
+  CHECK(model.parameters().at("top.norm.weight").to_vector<float>() == std::vector<float>(64, 1.0f));
+  std::vector<float> first = w.to_vector<float>();
+  model.init_parameters(7);
+  CHECK(w.to_vector<float>() == first);
+  model.init_parameters(8);
+  CHECK(w.to_vector<float>() != first);
+}
+
+TEST_CASE("weights round-trip through safetensors and bad weights are named", "[model][weights]") {
+  Model model = Model::load(config("seed_mlp.yaml"));
+  model.init_parameters(3);
+  auto path = std::filesystem::temp_directory_path() / ("tandem-weights-" + std::to_string(getpid()) + ".safetensors");
+  model.save_weights(path.string());
+  Model other = Model::load(config("seed_mlp.yaml"));
+  other.init_parameters(4);
+  other.load_weights(path.string());
+  for (const auto& [name, t] : model.parameters()) CHECK(other.parameters().at(name).to_vector<float>() == t.to_vector<float>());
+
+  TensorMap w = read_safetensors(path.string());
+  TensorMap missing = w;
+  missing.erase("block2.bias");
+  REQUIRE_THROWS_WITH(other.set_weights(missing), Catch::Contains("missing 1 parameter") && Catch::Contains("'block2.bias'"));
+  TensorMap extra = w;
+  extra["block4.weight"] = Tensor::zeros({2, 2}, DType::float32);
+  REQUIRE_THROWS_WITH(other.set_weights(extra), Catch::Contains("'block4.weight'"));
+  TensorMap wrong = w;
+  wrong["block1.weight"] = Tensor::zeros({20, 11}, DType::float32);
+  REQUIRE_THROWS_WITH(other.set_weights(wrong), Catch::Contains("'block1.weight' has shape [20, 11]") &&
+                                                    Catch::Contains("expects [20, 10]"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("inputs are checked against the declared shapes", "[model][inputs]") {
+  Model model = Model::load(config("recommender.yaml"));
+  TensorMap good = model.random_inputs({{"batch", 4}, {"tags", 9}}, 1);
+  CHECK(model.bind(good) == Bindings{{"batch", 4}, {"tags", 9}});
+  CHECK(model.forward(good).at("top").shape() == Shape{4, 1});
+
+  TensorMap missing = good;
+  missing.erase("dense");
+  REQUIRE_THROWS_WITH(model.forward(missing), Catch::Contains("input 'dense'") && Catch::Contains("missing"));
+  TensorMap misspelt = good;
+  misspelt["densee"] = misspelt["dense"];
+  REQUIRE_THROWS_WITH(model.forward(misspelt), Catch::Contains("no input 'densee'"));
+  TensorMap wrong_width = good;
+  wrong_width["dense"] = Tensor::zeros({4, 12}, DType::float32);
+  REQUIRE_THROWS_WITH(model.forward(wrong_width), Catch::Contains("expected float32 [batch, 13], got float32 [4, 12]"));
+  TensorMap wrong_batch = good;
+  wrong_batch["dense"] = Tensor::zeros({5, 13}, DType::float32);
+  REQUIRE_THROWS_WITH(model.forward(wrong_batch), Catch::Contains("batch is"));
+  TensorMap wrong_dtype = good;
+  wrong_dtype["item_ids"] = Tensor::zeros({4, 8}, DType::float32);
+  REQUIRE_THROWS_WITH(model.forward(wrong_dtype), Catch::Contains("expected int64"));
+  TensorMap bad_index = good;
+  bad_index["item_ids"] = Tensor::from_vector<int64_t>({4, 8}, std::vector<int64_t>(32, 100000));
+  REQUIRE_THROWS_WITH(model.forward(bad_index), Catch::Contains("layer 'items'") && Catch::Contains("100000"));
+}
+
+TEST_CASE("a repeated forward builds no new primitive and reuses buffers", "[model][cache]") {
+  Model model = Model::load(config("mlp_4x1024.yaml"));
+  TensorMap in = model.random_inputs({{"batch", 16}}, 2);
+  Tensor first = model.forward(in).at("head").clone();
+  int64_t built = model.primitives_created();
+  CHECK(built > 0);
+  for (int i = 0; i < 3; ++i) CHECK(model.forward(in).at("head").to_vector<float>() == first.to_vector<float>());
+  CHECK(model.primitives_created() == built);
+  // another batch size compiles once, then is cached too
+  model.forward(model.random_inputs({{"batch", 3}}, 2));
+  int64_t after = model.primitives_created();
+  model.forward(model.random_inputs({{"batch", 3}}, 5));
+  CHECK(model.primitives_created() == after);
+}
