@@ -1,0 +1,37 @@
+#include "backends/cpu/cpu_kernels.h"
+
+#include <array>
+#include <utility>
+
+#include "backends/cpu/ops/op_factories.h"
+
+namespace tandem {
+
+CpuKernelFactory find_cpu_kernel(std::string_view op) {
+  // An explicit table, not static-initialisation registration: what the CPU backend can
+  // run is visible here, in one place.
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 17> kTable{{
+      {"linear", make_linear_kernel},
+      {"matmul", make_matmul_kernel},
+      {"embedding", make_embedding_kernel},
+      {"embedding_bag", make_embedding_bag_kernel},
+      {"relu", make_relu_kernel},
+      {"gelu", make_gelu_kernel},
+      {"tanh", make_tanh_kernel},
+      {"sigmoid", make_sigmoid_kernel},
+      {"softmax", make_softmax_kernel},
+      {"log_softmax", make_log_softmax_kernel},
+      {"layer_norm", make_layer_norm_kernel},
+      {"dropout", make_dropout_kernel},
+      {"add", make_add_kernel},
+      {"mul", make_mul_kernel},
+      {"cat", make_cat_kernel},
+      {"flatten", make_flatten_kernel},
+      {"reshape", make_reshape_kernel},
+  }};
+  for (const auto& [name, factory] : kTable)
+    if (name == op) return factory;
+  return nullptr;
+}
+
+}  // namespace tandem

@@ -1,0 +1,111 @@
+// relu, tanh, sigmoid, gelu (approximate "none" = exact erf, "tanh" = tanh formula):
+// [*] -> [*], elementwise.
+// relu is a vectorised loop at every size. The transcendental ones use a scalar libm
+// loop for small tensors (no oneDNN call overhead) and oneDNN's JIT eltwise, whose
+// vectorised exp/erf/tanh are much faster, from kEltwiseMinElements up.
+#include <cmath>
+#include <optional>
+
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem {
+namespace {
+
+constexpr int64_t kEltwiseMinElements = 4096;
+
+enum class Act { relu, tanh, sigmoid, gelu_erf, gelu_tanh };
+
+inline float apply(Act act, float x) {
+  switch (act) {
+    case Act::relu: return x < 0.f ? 0.f : x;
+    case Act::tanh: return std::tanh(x);
+    case Act::sigmoid: return 1.f / (1.f + std::exp(-x));
+    case Act::gelu_erf: return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
+    case Act::gelu_tanh: {
+      const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.f + std::tanh(inner));
+    }
+  }
+  return x;
+}
+
+dnnl::algorithm dnnl_algorithm(Act act) {
+  switch (act) {
+    case Act::relu: return dnnl::algorithm::eltwise_relu;
+    case Act::tanh: return dnnl::algorithm::eltwise_tanh;
+    case Act::sigmoid: return dnnl::algorithm::eltwise_logistic;
+    case Act::gelu_erf: return dnnl::algorithm::eltwise_gelu_erf;
+    case Act::gelu_tanh: return dnnl::algorithm::eltwise_gelu_tanh;
+  }
+  return dnnl::algorithm::eltwise_relu;
+}
+
+template <Act A>
+void run_loop(const float* x, float* y, int64_t n) {
+  cpu::parallel_for(n, A == Act::relu ? 1 : 16, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) y[i] = apply(A, x[i]);
+  });
+}
+
+class ActivationKernel final : public Kernel {
+ public:
+  ActivationKernel(CpuContext& ctx, const KernelSpec& spec, Act act) : ctx_(ctx), act_(act) {
+    n_ = shape_numel(spec.inputs.at(0).shape);
+    if (act == Act::relu || n_ < kEltwiseMinElements) return;
+    std::optional<cpu::ScopedMaxThreads> one_thread;
+    if (n_ * 4 < cpu::kParallelThreshold) one_thread.emplace(1);  // vectorised: ~4x cheaper per element than our loop
+    dnnl::memory::desc md({n_}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+    dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl_algorithm(act), md, 0.f, 0.f);
+    dnnl::eltwise_forward::primitive_desc pd(desc, ctx.engine());
+    call_ = cpu::DnnlCall(ctx.cached_primitive(cpu::spec_key(spec), [&] { return dnnl::eltwise_forward(pd); }));
+    src_ = call_.bind(DNNL_ARG_SRC, md, ctx.engine());
+    dst_ = call_.bind(DNNL_ARG_DST, md, ctx.engine());
+  }
+
+  void forward(const KernelArgs& args) override {
+    const float* x = args.inputs[0].data<float>();
+    float* y = args.outputs[0].data<float>();
+    if (call_.valid()) {
+      call_.set(src_, x);
+      call_.set(dst_, y);
+      call_.run(ctx_.stream());
+      return;
+    }
+    switch (act_) {
+      case Act::relu: return run_loop<Act::relu>(x, y, n_);
+      case Act::tanh: return run_loop<Act::tanh>(x, y, n_);
+      case Act::sigmoid: return run_loop<Act::sigmoid>(x, y, n_);
+      case Act::gelu_erf: return run_loop<Act::gelu_erf>(x, y, n_);
+      case Act::gelu_tanh: return run_loop<Act::gelu_tanh>(x, y, n_);
+    }
+  }
+
+ private:
+  CpuContext& ctx_;
+  Act act_;
+  int64_t n_ = 0;
+  cpu::DnnlCall call_;
+  size_t src_ = 0, dst_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_relu_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Act::relu);
+}
+std::unique_ptr<Kernel> make_tanh_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Act::tanh);
+}
+std::unique_ptr<Kernel> make_sigmoid_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Act::sigmoid);
+}
+std::unique_ptr<Kernel> make_gelu_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  const std::string& approximate = spec.attrs->get_string("approximate");
+  if (approximate != "none" && approximate != "tanh")
+    throw UserError("gelu: approximate '" + approximate + "' is not one of none, tanh");
+  return std::make_unique<ActivationKernel>(ctx, spec, approximate == "tanh" ? Act::gelu_tanh : Act::gelu_erf);
+}
+
+}  // namespace tandem

@@ -1,0 +1,135 @@
+// add (out = a + alpha * b) and mul (out = a * b) with numpy/torch broadcasting; the
+// ranks may differ, the output shape is the spec's.
+//
+// The factory reduces the broadcast to a minimal form: both inputs padded to the output
+// rank, size-1 dims dropped, and adjacent dims merged where both inputs stay contiguous
+// across them. forward() then walks "rows" of the last merged dim, where each input
+// either advances (stride 1) or repeats one value (stride 0).
+#include <vector>
+
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem {
+namespace {
+
+enum class BinOp { add, mul };
+
+struct BroadcastPlan {
+  std::vector<int64_t> dims;              // merged output dims, outermost first
+  std::vector<int64_t> stride_a, stride_b;  // element strides of a and b per merged dim (0 = broadcast)
+  int64_t numel = 0;
+};
+
+BroadcastPlan plan_broadcast(const Shape& a, const Shape& b, const Shape& out) {
+  const size_t rank = out.size();
+  auto padded_strides = [&](const Shape& s, const char* name) {
+    TANDEM_ASSERT(s.size() <= rank, std::string("broadcast: input ") + name + " has higher rank than the output");
+    std::vector<int64_t> strides(rank, 0);
+    int64_t stride = 1;
+    for (size_t i = 0; i < s.size(); ++i) {
+      size_t d = s.size() - 1 - i, o = rank - 1 - i;
+      TANDEM_ASSERT(s[d] == out[o] || s[d] == 1,
+                    "broadcast: " + shape_str(s) + " does not broadcast to " + shape_str(out));
+      strides[o] = (s[d] == 1 && out[o] != 1) ? 0 : stride;
+      stride *= s[d];
+    }
+    return strides;
+  };
+  std::vector<int64_t> sa = padded_strides(a, "a"), sb = padded_strides(b, "b");
+  BroadcastPlan plan;
+  plan.numel = shape_numel(out);
+  for (size_t i = 0; i < rank; ++i) {
+    if (out[i] == 1) continue;
+    if (!plan.dims.empty()) {
+      int64_t d = out[i];
+      bool a_merges = plan.stride_a.back() == sa[i] * d;
+      bool b_merges = plan.stride_b.back() == sb[i] * d;
+      if (a_merges && b_merges) {
+        plan.dims.back() *= d;
+        plan.stride_a.back() = sa[i];
+        plan.stride_b.back() = sb[i];
+        continue;
+      }
+    }
+    plan.dims.push_back(out[i]);
+    plan.stride_a.push_back(sa[i]);
+    plan.stride_b.push_back(sb[i]);
+  }
+  if (plan.dims.empty()) {  // a scalar result
+    plan.dims = {1};
+    plan.stride_a = {0};
+    plan.stride_b = {0};
+  }
+  return plan;
+}
+
+template <BinOp Op>
+class BinaryKernel final : public Kernel {
+ public:
+  explicit BinaryKernel(const KernelSpec& spec) {
+    plan_ = plan_broadcast(spec.inputs.at(0).shape, spec.inputs.at(1).shape, spec.outputs.at(0).shape);
+    if constexpr (Op == BinOp::add) alpha_ = static_cast<float>(spec.attrs->get_float("alpha"));
+  }
+
+  void forward(const KernelArgs& args) override {
+    const float* a = args.inputs[0].data<float>();
+    const float* b = args.inputs[1].data<float>();
+    float* y = args.outputs[0].data<float>();
+    if (plan_.numel == 0) return;
+    const int64_t inner = plan_.dims.back();
+    const int64_t ia = plan_.stride_a.back(), ib = plan_.stride_b.back();
+    const int64_t rows = plan_.numel / inner;
+    const size_t outer_rank = plan_.dims.size() - 1;
+    cpu::parallel_for(rows, inner, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t oa = 0, ob = 0, rest = r;
+        for (size_t d = outer_rank; d-- > 0;) {
+          int64_t coord = rest % plan_.dims[d];
+          rest /= plan_.dims[d];
+          oa += coord * plan_.stride_a[d];
+          ob += coord * plan_.stride_b[d];
+        }
+        row(a + oa, ia, b + ob, ib, y + r * inner, inner);
+      }
+    });
+  }
+
+ private:
+  float combine(float x, float z) const {
+    if constexpr (Op == BinOp::add) return x + alpha_ * z;
+    else return x * z;
+  }
+
+  void row(const float* a, int64_t ia, const float* b, int64_t ib, float* y, int64_t n) const {
+    if (ia == 1 && ib == 1) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) y[i] = combine(a[i], b[i]);
+    } else if (ia == 1) {
+      const float bv = b[0];
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) y[i] = combine(a[i], bv);
+    } else if (ib == 1) {
+      const float av = a[0];
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) y[i] = combine(av, b[i]);
+    } else {
+      const float v = combine(a[0], b[0]);
+      for (int64_t i = 0; i < n; ++i) y[i] = v;
+    }
+  }
+
+  BroadcastPlan plan_;
+  float alpha_ = 1.f;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_add_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<BinaryKernel<BinOp::add>>(spec);
+}
+std::unique_ptr<Kernel> make_mul_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<BinaryKernel<BinOp::mul>>(spec);
+}
+
+}  // namespace tandem

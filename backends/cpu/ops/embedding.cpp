@@ -1,0 +1,170 @@
+// embedding: indices int64 [*], weight [num, dim] -> [*, dim], a row gather.
+// embedding_bag: indices [B, L], or indices [N] with offsets [B] ([B+1] with
+// include_last_offset), weight [num, dim] -> [B, dim], reduced per bag by sum, mean or
+// max as torch.nn.functional.embedding_bag: an empty bag gives zeros, entries equal to
+// padding_idx are skipped (and not counted by mean).
+// Indices and offsets are validated before any work, on one thread, so that a bad one
+// raises a UserError instead of reading out of bounds.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem {
+namespace {
+
+void check_indices(const int64_t* idx, int64_t n, int64_t num_embeddings, const char* op) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= num_embeddings) [[unlikely]]
+      throw UserError(std::string(op) + ": index " + std::to_string(idx[i]) + " at position " + std::to_string(i) +
+                      " is out of range [0, " + std::to_string(num_embeddings) + ")");
+  }
+}
+
+/// padding_idx as a row number, or -1 when null; negative values count from the end, as in torch.
+int64_t read_padding_idx(const Attributes& attrs, int64_t num_embeddings) {
+  if (!attrs.has("padding_idx") || attrs.is_null("padding_idx")) return -1;
+  int64_t p = attrs.get_int("padding_idx");
+  if (p < -num_embeddings || p >= num_embeddings)
+    throw UserError("padding_idx " + std::to_string(p) + " is out of range [" + std::to_string(-num_embeddings) +
+                    ", " + std::to_string(num_embeddings) + ")");
+  return p < 0 ? p + num_embeddings : p;
+}
+
+class EmbeddingKernel final : public Kernel {
+ public:
+  explicit EmbeddingKernel(const KernelSpec& spec) {
+    num_ = spec.params.at(0).shape.at(0);
+    dim_ = spec.params.at(0).shape.at(1);
+    count_ = shape_numel(spec.inputs.at(0).shape);
+  }
+
+  void forward(const KernelArgs& args) override {
+    const int64_t* idx = args.inputs[0].data<int64_t>();
+    const float* w = args.params[0].data<float>();
+    float* out = args.outputs[0].data<float>();
+    check_indices(idx, count_, num_, "embedding");
+    const int64_t dim = dim_;
+    cpu::parallel_for(count_, dim, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) std::memcpy(out + i * dim, w + idx[i] * dim, sizeof(float) * dim);
+    });
+  }
+
+ private:
+  int64_t num_ = 0, dim_ = 0, count_ = 0;
+};
+
+enum class BagMode { sum, mean, max };
+
+class EmbeddingBagKernel final : public Kernel {
+ public:
+  explicit EmbeddingBagKernel(const KernelSpec& spec) {
+    const Attributes& attrs = *spec.attrs;
+    num_ = spec.params.at(0).shape.at(0);
+    dim_ = spec.params.at(0).shape.at(1);
+    const std::string& mode = attrs.get_string("mode");
+    if (mode == "sum") mode_ = BagMode::sum;
+    else if (mode == "mean") mode_ = BagMode::mean;
+    else if (mode == "max") mode_ = BagMode::max;
+    else throw UserError("embedding_bag: mode '" + mode + "' is not one of sum, mean, max");
+    padding_idx_ = read_padding_idx(attrs, num_);
+    include_last_offset_ = attrs.get_bool("include_last_offset");
+    const Shape& in = spec.inputs.at(0).shape;
+    bags_ = spec.outputs.at(0).shape.at(0);
+    if (spec.inputs.size() == 1) {
+      if (in.size() != 2)
+        throw UserError("embedding_bag: indices of shape " + shape_str(in) + " need offsets (or shape [B, L])");
+      bag_len_ = in[1];
+      count_ = in[0] * in[1];
+    } else {
+      if (in.size() != 1) throw UserError("embedding_bag: with offsets, indices must be 1-D, got " + shape_str(in));
+      count_ = in[0];
+      num_offsets_ = spec.inputs[1].shape.at(0);
+      TANDEM_ASSERT(bags_ == (include_last_offset_ ? std::max<int64_t>(num_offsets_ - 1, 0) : num_offsets_),
+                    "embedding_bag: output batch does not match offsets");
+    }
+  }
+
+  void forward(const KernelArgs& args) override {
+    const int64_t* idx = args.inputs[0].data<int64_t>();
+    const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
+    const float* w = args.params[0].data<float>();
+    float* out = args.outputs[0].data<float>();
+    check_indices(idx, count_, num_, "embedding_bag");
+    if (offsets) check_offsets(offsets);
+    cpu::parallel_for(bags_, dim_ * std::max<int64_t>(1, count_ / std::max<int64_t>(bags_, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t b = begin; b < end; ++b) {
+                          int64_t first = offsets ? offsets[b] : b * bag_len_;
+                          int64_t last = offsets ? bag_end(offsets, b) : first + bag_len_;
+                          reduce_bag(idx + first, last - first, w, out + b * dim_);
+                        }
+                      });
+  }
+
+ private:
+  int64_t bag_end(const int64_t* offsets, int64_t b) const {
+    return b + 1 < num_offsets_ ? offsets[b + 1] : count_;
+  }
+
+  void check_offsets(const int64_t* offsets) const {
+    if (num_offsets_ == 0) return;
+    if (offsets[0] != 0)
+      throw UserError("embedding_bag: offsets[0] is " + std::to_string(offsets[0]) + ", must be 0");
+    for (int64_t i = 1; i < num_offsets_; ++i) {
+      if (offsets[i] < offsets[i - 1] || offsets[i] > count_)
+        throw UserError("embedding_bag: offsets[" + std::to_string(i) + "] is " + std::to_string(offsets[i]) +
+                        ", must be in [" + std::to_string(offsets[i - 1]) + ", " + std::to_string(count_) +
+                        "] (offsets are non-decreasing and at most the number of indices)");
+    }
+  }
+
+  void reduce_bag(const int64_t* idx, int64_t n, const float* w, float* out) const {
+    const int64_t dim = dim_;
+    int64_t used = 0;
+    if (mode_ == BagMode::max) {
+      for (int64_t i = 0; i < n; ++i) {
+        if (idx[i] == padding_idx_) continue;
+        const float* row = w + idx[i] * dim;
+        if (used++ == 0) {
+          std::memcpy(out, row, sizeof(float) * dim);
+          continue;
+        }
+        for (int64_t d = 0; d < dim; ++d) out[d] = std::max(out[d], row[d]);
+      }
+      if (used == 0) std::fill(out, out + dim, 0.f);
+      return;
+    }
+    std::fill(out, out + dim, 0.f);
+    for (int64_t i = 0; i < n; ++i) {
+      if (idx[i] == padding_idx_) continue;
+      const float* row = w + idx[i] * dim;
+#pragma omp simd
+      for (int64_t d = 0; d < dim; ++d) out[d] += row[d];
+      ++used;
+    }
+    if (mode_ == BagMode::mean && used > 0) {
+      const float count = static_cast<float>(used);
+      for (int64_t d = 0; d < dim; ++d) out[d] /= count;
+    }
+  }
+
+  int64_t num_ = 0, dim_ = 0, bags_ = 0, count_ = 0, bag_len_ = 0, num_offsets_ = 0;
+  int64_t padding_idx_ = -1;
+  bool include_last_offset_ = false;
+  BagMode mode_ = BagMode::mean;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_embedding_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<EmbeddingKernel>(spec);
+}
+
+std::unique_ptr<Kernel> make_embedding_bag_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<EmbeddingBagKernel>(spec);
+}
+
+}  // namespace tandem

@@ -1,0 +1,30 @@
+// The factories of the CPU backend's op kernels, one per op (see backends/kernel.h for
+// the contract). find_cpu_kernel() in cpu_kernels.cpp maps op names to these.
+#pragma once
+
+#include <memory>
+
+#include "backends/cpu/cpu_context.h"
+#include "backends/kernel.h"
+
+namespace tandem {
+
+std::unique_ptr<Kernel> make_linear_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_matmul_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_embedding_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_embedding_bag_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_relu_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_gelu_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_tanh_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_sigmoid_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_log_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_layer_norm_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_dropout_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_add_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_mul_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_cat_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_flatten_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_reshape_kernel(CpuContext& ctx, const KernelSpec& spec);
+
+}  // namespace tandem

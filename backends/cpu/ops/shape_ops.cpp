@@ -1,0 +1,89 @@
+// cat (attr dim, negative allowed; two or more inputs -> concatenated), flatten and
+// reshape (a contiguous copy: the runtime usually aliases these instead, but the
+// kernel must work on its own). Byte copies, so int64 tensors work as well as float32.
+#include <cstring>
+
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem {
+namespace {
+
+void parallel_copy(void* dst, const void* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  constexpr int64_t kBlock = 1 << 16;
+  int64_t blocks = static_cast<int64_t>((bytes + kBlock - 1) / kBlock);
+  cpu::parallel_for(blocks, kBlock / 4, [&](int64_t begin, int64_t end) {
+    size_t from = static_cast<size_t>(begin) * kBlock;
+    size_t to = std::min(bytes, static_cast<size_t>(end) * kBlock);
+    std::memcpy(static_cast<char*>(dst) + from, static_cast<const char*>(src) + from, to - from);
+  });
+}
+
+class CopyKernel final : public Kernel {
+ public:
+  explicit CopyKernel(const KernelSpec& spec) {
+    bytes_ = static_cast<size_t>(shape_numel(spec.inputs.at(0).shape)) * dtype_size(spec.inputs[0].dtype);
+    TANDEM_ASSERT(shape_numel(spec.outputs.at(0).shape) == shape_numel(spec.inputs[0].shape),
+                  spec.op + ": output " + shape_str(spec.outputs[0].shape) + " has a different size than input " +
+                      shape_str(spec.inputs[0].shape));
+  }
+  void forward(const KernelArgs& args) override {
+    parallel_copy(args.outputs[0].raw_data(), args.inputs[0].raw_data(), bytes_);
+  }
+
+ private:
+  size_t bytes_ = 0;
+};
+
+class CatKernel final : public Kernel {
+ public:
+  explicit CatKernel(const KernelSpec& spec) {
+    const Shape& out = spec.outputs.at(0).shape;
+    TANDEM_ASSERT(spec.inputs.size() >= 1 && !out.empty(), "cat: no inputs or a rank-0 output");
+    int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(out.size()), "cat");
+    size_t elem = dtype_size(spec.outputs[0].dtype);
+    outer_ = cpu::dims_product(out, 0, dim);
+    size_t inner_bytes = static_cast<size_t>(cpu::dims_product(out, dim + 1, out.size())) * elem;
+    out_row_bytes_ = static_cast<size_t>(out[dim]) * inner_bytes;
+    int64_t total = 0;
+    for (const TensorDesc& in : spec.inputs) {
+      TANDEM_ASSERT(in.shape.size() == out.size(), "cat: input rank differs from the output's");
+      chunk_bytes_.push_back(static_cast<size_t>(in.shape[dim]) * inner_bytes);
+      total += in.shape[dim];
+    }
+    TANDEM_ASSERT(total == out[dim], "cat: inputs do not add up to the output along dim");
+  }
+
+  void forward(const KernelArgs& args) override {
+    char* y = static_cast<char*>(args.outputs[0].raw_data());
+    const size_t n_inputs = chunk_bytes_.size();
+    cpu::parallel_for(outer_, static_cast<int64_t>(out_row_bytes_ / 8), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        char* dst = y + o * out_row_bytes_;
+        for (size_t i = 0; i < n_inputs; ++i) {
+          const size_t chunk = chunk_bytes_[i];
+          std::memcpy(dst, static_cast<const char*>(args.inputs[i].raw_data()) + o * chunk, chunk);
+          dst += chunk;
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t outer_ = 0;
+  size_t out_row_bytes_ = 0;
+  std::vector<size_t> chunk_bytes_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cat_kernel(CpuContext&, const KernelSpec& spec) { return std::make_unique<CatKernel>(spec); }
+std::unique_ptr<Kernel> make_flatten_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<CopyKernel>(spec);
+}
+std::unique_ptr<Kernel> make_reshape_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<CopyKernel>(spec);
+}
+
+}  // namespace tandem

@@ -1,0 +1,97 @@
+// softmax, log_softmax over attribute `dim` (negative counts from the end), any rank:
+// [*] -> [*]. The tensor is viewed as [outer, axis, inner]. Numerically stable: the
+// row maximum is subtracted before exp. Small tensors run our loop; from
+// kSoftmaxMinElements up, oneDNN's softmax_forward / logsoftmax_forward.
+#include <cmath>
+#include <optional>
+
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem {
+namespace {
+
+constexpr int64_t kSoftmaxMinElements = 4096;
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  SoftmaxKernel(CpuContext& ctx, const KernelSpec& spec, bool log) : ctx_(ctx), log_(log) {
+    const Shape& shape = spec.inputs.at(0).shape;
+    int64_t rank = static_cast<int64_t>(shape.size());
+    int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
+    outer_ = cpu::dims_product(shape, 0, dim);
+    axis_ = rank == 0 ? 1 : shape[dim];
+    inner_ = cpu::dims_product(shape, dim + 1, shape.size());
+    int64_t n = outer_ * axis_ * inner_;
+    if (n < kSoftmaxMinElements) return;
+    std::optional<cpu::ScopedMaxThreads> one_thread;
+    if (n * 8 < cpu::kParallelThreshold) one_thread.emplace(1);
+    dnnl::memory::desc md({outer_, axis_, inner_}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abc);
+    dnnl::primitive prim = ctx.cached_primitive(cpu::spec_key(spec), [&]() -> dnnl::primitive {
+      if (log) {
+        dnnl::logsoftmax_forward::desc desc(dnnl::prop_kind::forward_inference, md, 1);
+        return dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(desc, ctx.engine()));
+      }
+      dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, md, 1);
+      return dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(desc, ctx.engine()));
+    });
+    call_ = cpu::DnnlCall(prim);
+    src_ = call_.bind(DNNL_ARG_SRC, md, ctx.engine());
+    dst_ = call_.bind(DNNL_ARG_DST, md, ctx.engine());
+  }
+
+  void forward(const KernelArgs& args) override {
+    const float* x = args.inputs[0].data<float>();
+    float* y = args.outputs[0].data<float>();
+    if (call_.valid()) {
+      call_.set(src_, x);
+      call_.set(dst_, y);
+      call_.run(ctx_.stream());
+      return;
+    }
+    // One "lane" is the axis_ elements at fixed (outer, inner), inner_ apart.
+    const int64_t axis = axis_, inner = inner_;
+    const bool log = log_;
+    cpu::parallel_for(outer_ * inner_, axis * 8, [&](int64_t begin, int64_t end) {
+      for (int64_t lane = begin; lane < end; ++lane) {
+        const int64_t base = (lane / inner) * axis * inner + lane % inner;
+        const float* xl = x + base;
+        float* yl = y + base;
+        float mx = -INFINITY;
+        for (int64_t a = 0; a < axis; ++a) mx = std::max(mx, xl[a * inner]);
+        if (std::isinf(mx) && mx < 0) mx = 0.f;  // all -inf: NaN out, as torch, not inf - inf
+        float sum = 0.f;
+        for (int64_t a = 0; a < axis; ++a) {
+          float e = std::exp(xl[a * inner] - mx);
+          if (!log) yl[a * inner] = e;
+          sum += e;
+        }
+        if (log) {
+          const float shift = mx + std::log(sum);
+          for (int64_t a = 0; a < axis; ++a) yl[a * inner] = xl[a * inner] - shift;
+        } else {
+          const float scale = 1.f / sum;
+          for (int64_t a = 0; a < axis; ++a) yl[a * inner] *= scale;
+        }
+      }
+    });
+  }
+
+ private:
+  CpuContext& ctx_;
+  bool log_;
+  int64_t outer_ = 1, axis_ = 1, inner_ = 1;
+  cpu::DnnlCall call_;
+  size_t src_ = 0, dst_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_softmax_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<SoftmaxKernel>(ctx, spec, false);
+}
+std::unique_ptr<Kernel> make_log_softmax_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<SoftmaxKernel>(ctx, spec, true);
+}
+
+}  // namespace tandem

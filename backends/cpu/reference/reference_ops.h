@@ -1,0 +1,31 @@
+// Plain, obviously-correct implementations of every CPU op: simple loops over output
+// elements, accumulation in double, no threads, no oneDNN. Tests compare the kernels
+// against these. Same contract as a Kernel (backends/kernel.h): read args.inputs and
+// args.params with the spec's shapes, write every element of args.outputs. Inputs are
+// assumed valid (the kernels, not these, check indices and offsets).
+#pragma once
+
+#include "backends/kernel.h"
+
+namespace tandem::reference {
+
+/// Runs the reference of spec.op; TANDEM_ASSERT fails for an op without one.
+void forward(const KernelSpec& spec, const KernelArgs& args);
+
+void linear(const KernelSpec& spec, const KernelArgs& args);
+void matmul(const KernelSpec& spec, const KernelArgs& args);
+void embedding(const KernelSpec& spec, const KernelArgs& args);
+void embedding_bag(const KernelSpec& spec, const KernelArgs& args);
+/// relu, gelu, tanh, sigmoid.
+void activation(const KernelSpec& spec, const KernelArgs& args);
+/// softmax, log_softmax.
+void softmax(const KernelSpec& spec, const KernelArgs& args);
+void layer_norm(const KernelSpec& spec, const KernelArgs& args);
+void dropout(const KernelSpec& spec, const KernelArgs& args);
+/// add, mul.
+void binary(const KernelSpec& spec, const KernelArgs& args);
+void cat(const KernelSpec& spec, const KernelArgs& args);
+/// flatten, reshape: an element-by-element copy.
+void copy(const KernelSpec& spec, const KernelArgs& args);
+
+}  // namespace tandem::reference

@@ -1,0 +1,99 @@
+// add / mul with broadcasting, cat, flatten and reshape against the reference.
+#include "kernel_test_util.h"
+
+namespace tandem::test {
+namespace {
+
+TEST_CASE("add and mul broadcast like torch", "[cpu][elementwise]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape a, b, out; };
+  std::vector<Case> cases = {
+      {{4}, {4}, {4}},                      {{1}, {1}, {1}},
+      {{}, {}, {}},                         {{3, 4}, {}, {3, 4}},
+      {{}, {3, 4}, {3, 4}},                 {{3, 4}, {4}, {3, 4}},
+      {{4}, {3, 4}, {3, 4}},                {{3, 1}, {1, 4}, {3, 4}},
+      {{3, 1}, {3, 4}, {3, 4}},             {{2, 3, 4}, {3, 1}, {2, 3, 4}},
+      {{2, 1, 4}, {1, 3, 1}, {2, 3, 4}},    {{5, 1, 1, 7}, {2, 3, 1}, {5, 2, 3, 7}},
+      {{1, 1, 1}, {2, 3, 4}, {2, 3, 4}},    {{0, 3}, {3}, {0, 3}},
+      {{256, 1024}, {1024}, {256, 1024}},   {{64, 1, 512}, {64, 32, 1}, {64, 32, 512}},
+      {{128, 300}, {128, 300}, {128, 300}},
+  };
+  for (const Case& k : cases) {
+    INFO("a " << shape_str(k.a) << " b " << shape_str(k.b));
+    for (const char* op : {"add", "mul"}) {
+      OpCase c{op, op_attrs(op)};
+      c.inputs = {random_tensor(k.a, gen), random_tensor(k.b, gen)};
+      c.out_shape = k.out;
+      check_against_reference(c);
+    }
+    OpCase scaled{"add", op_attrs("add", {{"alpha", -2.5}})};
+    scaled.inputs = {random_tensor(k.a, gen), random_tensor(k.b, gen)};
+    scaled.out_shape = k.out;
+    check_against_reference(scaled);
+  }
+}
+
+TEST_CASE("cat concatenates along any dim", "[cpu][cat]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { std::vector<Shape> ins; int64_t dim; Shape out; };
+  std::vector<Case> cases = {
+      {{{3}, {4}}, 0, {7}},
+      {{{2, 3}, {4, 3}}, 0, {6, 3}},
+      {{{2, 3}, {2, 1}, {2, 5}}, 1, {2, 9}},
+      {{{2, 3}, {2, 1}, {2, 5}}, -1, {2, 9}},
+      {{{2, 3, 4}, {2, 2, 4}}, -2, {2, 5, 4}},
+      {{{2, 3, 4}, {2, 3, 0}, {2, 3, 1}}, 2, {2, 3, 5}},
+      {{{1, 1}, {1, 1}}, 0, {2, 1}},
+      {{{64, 300}, {64, 200}}, 1, {64, 500}},
+  };
+  for (const Case& k : cases) {
+    INFO("dim " << k.dim << " out " << shape_str(k.out));
+    OpCase c{"cat", op_attrs("cat", {{"dim", k.dim}})};
+    for (const Shape& s : k.ins) c.inputs.push_back(random_tensor(s, gen));
+    c.out_shape = k.out;
+    check_against_reference(c);
+  }
+  OpCase ints{"cat", op_attrs("cat", {{"dim", int64_t{0}}})};
+  ints.inputs = {random_indices({2, 2}, 100, gen), random_indices({1, 2}, 100, gen)};
+  ints.out_shape = {3, 2};
+  ints.out_dtype = DType::int64;
+  check_against_reference(ints);
+}
+
+TEST_CASE("cat refuses an out-of-range dim", "[cpu][cat][errors]") {
+  OpCase c{"cat", op_attrs("cat", {{"dim", int64_t{-3}}})};
+  c.inputs = {Tensor::zeros({2, 3}, DType::float32), Tensor::zeros({2, 3}, DType::float32)};
+  c.out_shape = {4, 3};
+  REQUIRE_THROWS_WITH(make_kernel(c), Catch::Contains("dim -3 is out of range"));
+}
+
+TEST_CASE("flatten and reshape copy the data", "[cpu][reshape]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase f{"flatten", op_attrs("flatten")};
+  f.inputs = {random_tensor({2, 3, 4}, gen)};
+  f.out_shape = {2, 12};
+  check_against_reference(f);
+  require_close(run_kernel(f, *make_kernel(f)).view({24}), f.inputs[0].view({24}), 0.0);
+  OpCase r{"reshape", op_attrs("reshape", {{"shape", std::vector<int64_t>{-1, 6}}})};
+  r.inputs = {random_tensor({300, 1000}, gen)};
+  r.out_shape = {50000, 6};
+  check_against_reference(r);
+  OpCase ints{"reshape", op_attrs("reshape", {{"shape", std::vector<int64_t>{4}}})};
+  ints.inputs = {random_indices({2, 2}, 9, gen)};
+  ints.out_shape = {4};
+  ints.out_dtype = DType::int64;
+  check_against_reference(ints);
+  OpCase empty{"flatten", op_attrs("flatten")};
+  empty.inputs = {random_tensor({0, 5}, gen)};
+  empty.out_shape = {0, 5};
+  check_against_reference(empty);
+}
+
+}  // namespace
+}  // namespace tandem::test
