@@ -32,7 +32,11 @@ import torch  # noqa: E402
 
 import tandem_torch as tt  # noqa: E402
 
-DEFAULT_CONFIGS = ["configs/seed_mlp.yaml", "configs/mlp_4x1024.yaml", "configs/recommender.yaml"]
+DEFAULT_CONFIGS = ["configs/seed_mlp.yaml", "configs/mlp_4x1024.yaml", "configs/recommender.yaml",
+                   "bench/configs/linear_1024.yaml"]
+GEMM_BOUND = {"bench/configs/linear_1024.yaml", "configs/mlp_4x1024.yaml"}  # judged against the fp32 peak
+PEAK_FRACTION_TARGET = 0.8
+IDLE_BEFORE_TANDEM_S = 0.5
 DEFAULT_BATCHES = [1, 32, 256]
 TARGETS = {1: 0.5, 256: 0.9}  # batch -> max tandem/torch time ratio
 
@@ -148,6 +152,9 @@ def tandem_time(tandem, config, batch, bindings, repeat, timeout):
             cmd += ["--bind", "%s=%d" % (k, v)]
     cmd += ["--repeat", str(repeat), "--json"]
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
+    # PyTorch's OpenBLAS and OpenMP workers busy-wait for a while after its last call;
+    # on two cores they would take the CPU from the Tandem process measured next.
+    time.sleep(IDLE_BEFORE_TANDEM_S)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -164,6 +171,19 @@ def tandem_time(tandem, config, batch, bindings, repeat, timeout):
 
 
 # ----------------------------------------------------------------------------- main
+
+def fma_peak(tandem):
+    """The machine's fp32 FMA peak in GFLOP/s with THREADS threads, from bench/fma_peak
+    built beside the tandem binary; None when it is not there."""
+    if tandem is None:
+        return None
+    exe = os.path.join(os.path.dirname(tandem), "bench", "fma_peak")
+    if not os.path.exists(exe):
+        print("warning: %s not built; no peak fraction" % exe, file=sys.stderr)
+        return None
+    r = subprocess.run([exe], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(THREADS)))
+    return json.loads(r.stdout)["gflops"] if r.returncode == 0 else None
+
 
 def fmt(v, spec="%.3f"):
     return "-" if v is None else spec % v
@@ -259,6 +279,7 @@ def main(argv=None):
             print("  %-28s b=%-4d R=%-5d torch %9.4f ms  tandem %s ms" % (cfg, batch, repeat, torch_ms, fmt(tandem_ms, "%9.4f")),
                   flush=True)
 
+    peak = fma_peak(tandem)
     print()
     head = "%-28s %6s %11s %11s %8s %11s %11s %8s %6s" % (
         "config", "batch", "torch ms", "tandem ms", "ratio", "torch GF/s", "tandem GF/s", "target", "")
@@ -271,6 +292,16 @@ def main(argv=None):
             "<= %.1fx" % r["target_ratio"] if r["target_ratio"] else "-",
             {True: "PASS", False: "FAIL", None: "-"}[r["pass"]]))
     print("\ntargets: tandem/torch <= 0.5x at batch 1, <= 0.9x at batch 256 (time ratio; lower is better)")
+    if peak:
+        print("\nfp32 FMA peak of this machine, %d threads (bench/fma_peak): %.1f GFLOP/s" % (THREADS, peak))
+        for r in results:
+            if r["config"] in GEMM_BOUND and r["batch"] >= 256 and r["tandem_gflops"]:
+                r["tandem_peak_fraction"] = r["tandem_gflops"] / peak
+                ok = r["tandem_peak_fraction"] >= PEAK_FRACTION_TARGET
+                failed |= not ok
+                print("  %-28s b=%-4d tandem %.1f GFLOP/s = %.0f%% of peak (torch %.0f%%)  target >= %.0f%%  %s" % (
+                    r["config"], r["batch"], r["tandem_gflops"], 100 * r["tandem_peak_fraction"],
+                    100 * r["torch_gflops"] / peak, 100 * PEAK_FRACTION_TARGET, "PASS" if ok else "FAIL"))
     if tandem is None:
         print("(tandem not measured: --torch-only)")
     elif failed:
@@ -282,7 +313,7 @@ def main(argv=None):
         doc = {
             "threads": THREADS, "load_average_at_start": load1, "torch_version": torch.__version__, "rounds": args.rounds,
             "tandem": tandem, "machine": platform.platform(), "cpu_count": os.cpu_count(),
-            "targets": {str(k): v for k, v in TARGETS.items()},
+            "targets": {str(k): v for k, v in TARGETS.items()}, "fma_peak_gflops": peak,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "results": results,
         }
         with open(args.json_out, "w") as f:

@@ -15,24 +15,77 @@ void Allocator::count_allocation(size_t bytes) {
   }
 }
 
+namespace {
+
+// Small blocks round to a cache line, large ones to a page, so that the same shape
+// always lands in the same size class.
+size_t size_class(size_t bytes) {
+  size_t unit = bytes < 4096 ? 64 : 4096;
+  size_t rounded = (bytes + unit - 1) / unit * unit;
+  return rounded == 0 ? 64 : rounded;
+}
+
+}  // namespace
+
+CpuAllocator::~CpuAllocator() { release_cached(); }
+
 std::shared_ptr<Storage> CpuAllocator::allocate(size_t bytes) {
-  constexpr size_t alignment = 64;
-  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  if (rounded == 0) rounded = alignment;
-  void* data = std::aligned_alloc(alignment, rounded);
+  size_t rounded = size_class(bytes);
+  void* data = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = cached_.find(rounded);
+    if (it != cached_.end()) {
+      data = it->second;
+      cached_.erase(it);
+      cached_total_ -= rounded;
+    }
+  }
+  if (data == nullptr) data = std::aligned_alloc(64, rounded);
+  if (data == nullptr) {
+    release_cached();
+    data = std::aligned_alloc(64, rounded);
+  }
   if (data == nullptr)
     throw UserError("out of memory on cpu: could not allocate " + std::to_string(bytes) + " bytes (" +
                     std::to_string(current_bytes()) + " bytes in use); try a smaller batch");
   count_allocation(rounded);
   return std::make_shared<Storage>(data, bytes, Device::cpu(), [this, rounded](void* p, size_t) {
-    std::free(p);
     count_free(rounded);
+    recycle(p, rounded);
   });
 }
 
+void CpuAllocator::recycle(void* block, size_t rounded) {
+  {
+    std::lock_guard lock(mutex_);
+    if (cached_total_ + rounded <= max_cached_bytes_) {
+      cached_.emplace(rounded, block);
+      cached_total_ += rounded;
+      return;
+    }
+  }
+  std::free(block);
+}
+
+size_t CpuAllocator::cached_bytes() const {
+  std::lock_guard lock(mutex_);
+  return cached_total_;
+}
+
+void CpuAllocator::release_cached() {
+  std::multimap<size_t, void*> blocks;
+  {
+    std::lock_guard lock(mutex_);
+    blocks.swap(cached_);
+    cached_total_ = 0;
+  }
+  for (auto& [size, block] : blocks) std::free(block);
+}
+
 CpuAllocator& cpu_allocator() {
-  static CpuAllocator allocator;
-  return allocator;
+  static CpuAllocator* allocator = new CpuAllocator();
+  return *allocator;
 }
 
 }  // namespace tandem

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "core/device.h"
 
@@ -55,14 +57,32 @@ class Allocator {
   std::atomic<size_t> peak_{0};
 };
 
-/// Host memory, 64-byte aligned (a cache line; what oneDNN likes).
+/// Host memory, 64-byte aligned (a cache line; what oneDNN likes), with a cache of freed
+/// blocks by size. Why: a forward pass allocates its outputs anew each call, and large
+/// blocks fresh from the system arrive unmapped, so every call would page-fault its way
+/// through them (three times the time of a 1024x1024 linear layer at batch 256).
+/// Thread-safe.
 class CpuAllocator final : public Allocator {
  public:
+  explicit CpuAllocator(size_t max_cached_bytes = size_t{1} << 30) : max_cached_bytes_(max_cached_bytes) {}
+  ~CpuAllocator() override;
   Device device() const override { return Device::cpu(); }
   std::shared_ptr<Storage> allocate(size_t bytes) override;
+  /// Bytes held in the cache, free for reuse.
+  size_t cached_bytes() const;
+  /// Returns every cached block to the system.
+  void release_cached();
+
+ private:
+  void recycle(void* block, size_t rounded);
+  const size_t max_cached_bytes_;
+  mutable std::mutex mutex_;
+  std::multimap<size_t, void*> cached_;  // rounded size -> block
+  size_t cached_total_ = 0;
 };
 
-/// The process-wide host allocator.
+/// The process-wide host allocator. Never destroyed, so that tensors that outlive main()
+/// can still give their memory back.
 CpuAllocator& cpu_allocator();
 
 }  // namespace tandem
