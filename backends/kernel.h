@@ -46,11 +46,31 @@ struct KernelArgs {
   uint64_t params_version = 0;
 };
 
+/// The tensors of one backward call, for a kernel made by the same spec.
+///
+/// Gradient convention (after llm.c): input gradients are ASSIGNED (the kernel writes
+/// every element of each defined grad_inputs[i]); parameter gradients ACCUMULATE (+=),
+/// so that a weight used twice, or over several micro-batches, sums its gradients.
+/// grad_inputs[i] is undefined (Tensor()) when input i needs no gradient (int64 indices,
+/// graph inputs): skip it.
+struct BackwardArgs {
+  std::span<const Tensor> inputs;        // as given to forward
+  std::span<const Tensor> params;        // as given to forward
+  std::span<const Tensor> outputs;       // what forward wrote
+  std::span<const Tensor> grad_outputs;  // dLoss/dOutput, shapes of the outputs
+  std::span<Tensor> grad_inputs;         // dLoss/dInput: assigned
+  std::span<Tensor> grad_params;         // dLoss/dParam: accumulated
+  bool training = true;
+  uint64_t seed = 0;  // the forward call's seed: dropout rebuilds the same mask from it
+};
+
 /// One layer's compiled computation on one device. Not thread-safe: one caller at a time.
 class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void forward(const KernelArgs& args) = 0;
+  /// Gradients of the inputs and parameters; see BackwardArgs for the convention.
+  virtual void backward(const BackwardArgs& args);
 };
 
 }  // namespace tandem

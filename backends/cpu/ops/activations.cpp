@@ -3,6 +3,13 @@
 // relu is a vectorised loop at every size. The transcendental ones use a scalar libm
 // loop for small tensors (no oneDNN call overhead) and oneDNN's JIT eltwise, whose
 // vectorised exp/erf/tanh are much faster, from kEltwiseMinElements up.
+//
+// Backward, dy [*] -> dx [*] (assigned), torch's derivatives:
+//   relu: dy where y > 0 (y > 0 exactly where x > 0; reading y keeps an in-place relu right)
+//   tanh: dy (1 - y^2); sigmoid: dy y (1 - y)  (from the output)
+//   gelu: dy (Phi(x) + x phi(x)) exact; the tanh form's derivative as torch writes it (from the input)
+// Same split as forward: a loop for small tensors, oneDNN eltwise_backward (the *_use_dst_for_bwd
+// algorithms for tanh and sigmoid) from kEltwiseMinElements up, built in the factory.
 #include <cmath>
 #include <optional>
 
@@ -41,6 +48,48 @@ dnnl::algorithm dnnl_algorithm(Act act) {
   return dnnl::algorithm::eltwise_relu;
 }
 
+/// dx for one element, from the input x, the output y and the output gradient g.
+inline float apply_grad(Act act, float x, float y, float g) {
+  switch (act) {
+    case Act::relu: return y > 0.f ? g : 0.f;
+    case Act::tanh: return g * (1.f - y * y);
+    case Act::sigmoid: return g * y * (1.f - y);
+    case Act::gelu_erf: {
+      const float cdf = 0.5f * (1.f + std::erf(x * 0.70710678118654752f));
+      const float pdf = 0.39894228040143268f * std::exp(-0.5f * x * x);
+      return g * (cdf + x * pdf);
+    }
+    case Act::gelu_tanh: {
+      constexpr float kBeta = 0.79788456080286536f, kKappa = 0.044715f;
+      const float x_sq = x * x;
+      const float t = std::tanh(kBeta * (x + kKappa * x_sq * x));
+      const float left_derivative = 0.5f * (1.f + t);
+      const float right_derivative = 0.5f * x * (1.f - t * t) * kBeta * (1.f + 3.f * kKappa * x_sq);
+      return g * (left_derivative + right_derivative);
+    }
+  }
+  return g;
+}
+
+/// The oneDNN algorithm for backward: tanh and sigmoid read the output instead of the input.
+dnnl::algorithm dnnl_backward_algorithm(Act act) {
+  switch (act) {
+    case Act::tanh: return dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
+    case Act::sigmoid: return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+    default: return dnnl_algorithm(act);
+  }
+}
+
+bool backward_reads_output(Act act) { return act != Act::gelu_erf && act != Act::gelu_tanh; }
+
+template <Act A>
+void run_grad_loop(const float* x, const float* y, const float* g, float* dx, int64_t n) {
+  cpu::parallel_for(n, A == Act::relu ? 1 : 16, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) dx[i] = apply_grad(A, x[i], y[i], g[i]);
+  });
+}
+
 template <Act A>
 void run_loop(const float* x, float* y, int64_t n) {
   cpu::parallel_for(n, A == Act::relu ? 1 : 16, [&](int64_t begin, int64_t end) {
@@ -62,6 +111,29 @@ class ActivationKernel final : public Kernel {
     call_ = cpu::DnnlCall(ctx.cached_primitive(cpu::spec_key(spec), [&] { return dnnl::eltwise_forward(pd); }));
     src_ = call_.bind(DNNL_ARG_SRC, md, ctx.engine());
     dst_ = call_.bind(DNNL_ARG_DST, md, ctx.engine());
+    make_backward_primitive(spec, md);
+  }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    const float* x = args.inputs[0].data<float>();
+    const float* y = args.outputs[0].data<float>();
+    const float* g = args.grad_outputs[0].data<float>();
+    float* dx = args.grad_inputs[0].data<float>();
+    if (bwd_.valid()) {
+      bwd_.set(bwd_data_, backward_reads_output(act_) ? y : x);
+      bwd_.set(bwd_diff_dst_, g);
+      bwd_.set(bwd_diff_src_, dx);
+      bwd_.run(ctx_.stream());
+      return;
+    }
+    switch (act_) {
+      case Act::relu: return run_grad_loop<Act::relu>(x, y, g, dx, n_);
+      case Act::tanh: return run_grad_loop<Act::tanh>(x, y, g, dx, n_);
+      case Act::sigmoid: return run_grad_loop<Act::sigmoid>(x, y, g, dx, n_);
+      case Act::gelu_erf: return run_grad_loop<Act::gelu_erf>(x, y, g, dx, n_);
+      case Act::gelu_tanh: return run_grad_loop<Act::gelu_tanh>(x, y, g, dx, n_);
+    }
   }
 
   void forward(const KernelArgs& args) override {
@@ -83,11 +155,27 @@ class ActivationKernel final : public Kernel {
   }
 
  private:
+  /// eltwise_backward of the backward algorithm; called under forward's thread limit.
+  void make_backward_primitive(const KernelSpec& spec, const dnnl::memory::desc& md) {
+    const dnnl::algorithm alg = dnnl_backward_algorithm(act_);
+    dnnl::eltwise_forward::primitive_desc hint(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), ctx_.engine());
+    dnnl::eltwise_backward::primitive_desc pd(dnnl::eltwise_backward::desc(alg, md, md, 0.f, 0.f), ctx_.engine(),
+                                              hint);
+    bwd_ = cpu::DnnlCall(
+        ctx_.cached_primitive(cpu::spec_key(spec) + "#bwd", [&] { return dnnl::eltwise_backward(pd); }));
+    bwd_data_ = bwd_.bind(backward_reads_output(act_) ? DNNL_ARG_DST : DNNL_ARG_SRC, md, ctx_.engine());
+    bwd_diff_dst_ = bwd_.bind(DNNL_ARG_DIFF_DST, md, ctx_.engine());
+    bwd_diff_src_ = bwd_.bind(DNNL_ARG_DIFF_SRC, md, ctx_.engine());
+  }
+
   CpuContext& ctx_;
   Act act_;
   int64_t n_ = 0;
   cpu::DnnlCall call_;
   size_t src_ = 0, dst_ = 0;
+  cpu::DnnlCall bwd_;
+  size_t bwd_data_ = 0, bwd_diff_dst_ = 0, bwd_diff_src_ = 0;
 };
 
 }  // namespace

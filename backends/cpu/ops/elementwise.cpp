@@ -5,6 +5,15 @@
 // rank, size-1 dims dropped, and adjacent dims merged where both inputs stay contiguous
 // across them. forward() then walks "rows" of the last merged dim, where each input
 // either advances (stride 1) or repeats one value (stride 0).
+//
+// Backward, dy [out] -> da [a], db [b] (assigned), summed over the dims each input was
+// broadcast along:
+//   add: da = reduce(dy),      db = alpha reduce(dy)
+//   mul: da = reduce(dy * b),  db = reduce(dy * a)
+// It needs the inputs for mul only. An input of the output's size is written row by row
+// in parallel; a broadcast one is zeroed and accumulated, threads splitting the inner
+// dim when the input advances along it (so no two write one element), else on one thread.
+#include <algorithm>
 #include <vector>
 
 #include "backends/cpu/ops/op_factories.h"
@@ -70,6 +79,21 @@ class BinaryKernel final : public Kernel {
   explicit BinaryKernel(const KernelSpec& spec) {
     plan_ = plan_broadcast(spec.inputs.at(0).shape, spec.inputs.at(1).shape, spec.outputs.at(0).shape);
     if constexpr (Op == BinOp::add) alpha_ = static_cast<float>(spec.attrs->get_float("alpha"));
+    a_numel_ = shape_numel(spec.inputs[0].shape);
+    b_numel_ = shape_numel(spec.inputs[1].shape);
+  }
+
+  void backward(const BackwardArgs& args) override {
+    const float* a = args.inputs[0].data<float>();
+    const float* b = args.inputs[1].data<float>();
+    const float* g = args.grad_outputs[0].data<float>();
+    const bool mul = Op == BinOp::mul;
+    if (args.grad_inputs[0].defined())
+      grad_input(g, mul ? b : nullptr, plan_.stride_a, plan_.stride_b, 1.f, a_numel_,
+                 args.grad_inputs[0].data<float>());
+    if (args.grad_inputs[1].defined())
+      grad_input(g, mul ? a : nullptr, plan_.stride_b, plan_.stride_a, mul ? 1.f : alpha_, b_numel_,
+                 args.grad_inputs[1].data<float>());
   }
 
   void forward(const KernelArgs& args) override {
@@ -96,6 +120,88 @@ class BinaryKernel final : public Kernel {
   }
 
  private:
+  /// Offsets into a and b (strides `sa`, `sb`) of the start of output row r.
+  void row_offsets(int64_t r, const std::vector<int64_t>& sa, const std::vector<int64_t>& sb, int64_t& oa,
+                   int64_t& ob) const {
+    oa = 0, ob = 0;
+    for (size_t d = plan_.dims.size() - 1; d-- > 0;) {
+      int64_t coord = r % plan_.dims[d];
+      r /= plan_.dims[d];
+      oa += coord * sa[d];
+      ob += coord * sb[d];
+    }
+  }
+
+  /// dx = scale * reduce_to_x(dy * other), `other` null for add (a factor of 1);
+  /// `sx`, `so`: the plan strides of x and of the other input.
+  void grad_input(const float* g, const float* other, const std::vector<int64_t>& sx,
+                  const std::vector<int64_t>& so, float scale, int64_t x_numel, float* dx) const {
+    if (plan_.numel == 0) {
+      std::fill(dx, dx + x_numel, 0.f);
+      return;
+    }
+    const int64_t inner = plan_.dims.back(), rows = plan_.numel / inner;
+    const int64_t ix = sx.back(), io = so.back();
+    // The product dy * other over elements [begin, end) of row r, into dx: assigned or added.
+    auto row = [&](int64_t r, int64_t begin, int64_t end, bool add) {
+      int64_t ox = 0, oo = 0;
+      row_offsets(r, sx, so, ox, oo);
+      const float* gr = g + r * inner;
+      float* xr = dx + ox;
+      if (ix == 0) {  // x repeats one value along this row: the row sums into it
+        float acc = 0.f;
+        if (!other) {
+          for (int64_t i = begin; i < end; ++i) acc += gr[i];
+        } else {
+          for (int64_t i = begin; i < end; ++i) acc += gr[i] * other[oo + i * io];
+        }
+        xr[0] = add ? xr[0] + scale * acc : scale * acc;
+        return;
+      }
+      if (!other) {
+        if (add) {
+#pragma omp simd
+          for (int64_t i = begin; i < end; ++i) xr[i] += scale * gr[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = begin; i < end; ++i) xr[i] = scale * gr[i];
+        }
+      } else if (io == 0) {
+        const float ov = scale * other[oo];
+        if (add) {
+#pragma omp simd
+          for (int64_t i = begin; i < end; ++i) xr[i] += ov * gr[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = begin; i < end; ++i) xr[i] = ov * gr[i];
+        }
+      } else {
+        const float* orow = other + oo;
+        if (add) {
+#pragma omp simd
+          for (int64_t i = begin; i < end; ++i) xr[i] += scale * gr[i] * orow[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = begin; i < end; ++i) xr[i] = scale * gr[i] * orow[i];
+        }
+      }
+    };
+    if (x_numel == plan_.numel) {  // not broadcast: each element written once
+      cpu::parallel_for(rows, inner, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) row(r, 0, inner, false);
+      });
+      return;
+    }
+    std::fill(dx, dx + x_numel, 0.f);
+    if (ix == 0) {
+      for (int64_t r = 0; r < rows; ++r) row(r, 0, inner, true);
+      return;
+    }
+    cpu::parallel_for(inner, rows, [&](int64_t begin, int64_t end) {
+      for (int64_t r = 0; r < rows; ++r) row(r, begin, end, true);
+    });
+  }
+
   float combine(float x, float z) const {
     if constexpr (Op == BinOp::add) return x + alpha_ * z;
     else return x * z;
@@ -121,6 +227,7 @@ class BinaryKernel final : public Kernel {
 
   BroadcastPlan plan_;
   float alpha_ = 1.f;
+  int64_t a_numel_ = 0, b_numel_ = 0;
 };
 
 }  // namespace

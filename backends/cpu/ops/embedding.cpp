@@ -5,6 +5,18 @@
 // padding_idx are skipped (and not counted by mean).
 // Indices and offsets are validated before any work, on one thread, so that a bad one
 // raises a UserError instead of reading out of bounds.
+//
+// Backward: only the weight gets a gradient (indices and offsets are int64), accumulated
+// into the dense dweight [num, dim], touching only the rows that were used; entries equal
+// to padding_idx give nothing. Threads split the dim columns, so that repeated indices
+// never race.
+//   embedding:     dweight[idx[i]] += dy[i]
+//   embedding_bag: sum:  dweight[idx] += dy[bag] for each entry of the bag;
+//                  mean: the same divided by the bag's count of non-padding entries;
+//                  max:  per column, dy[bag] goes to the entry forward chose (the first
+//                        maximal one), found again from the weight in backward, so that
+//                        forward stores nothing. The indices are those forward checked.
+// scale_grad_by_freq is not supported (backward throws).
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -39,6 +51,26 @@ class EmbeddingKernel final : public Kernel {
     num_ = spec.params.at(0).shape.at(0);
     dim_ = spec.params.at(0).shape.at(1);
     count_ = shape_numel(spec.inputs.at(0).shape);
+    padding_idx_ = read_padding_idx(*spec.attrs, num_);
+    scale_grad_by_freq_ = spec.attrs->has("scale_grad_by_freq") && spec.attrs->get_bool("scale_grad_by_freq");
+  }
+
+  void backward(const BackwardArgs& args) override {
+    if (scale_grad_by_freq_) throw UserError("embedding: scale_grad_by_freq is not supported in backward");
+    if (!args.grad_params[0].defined()) return;
+    const int64_t* idx = args.inputs[0].data<int64_t>();
+    const float* g = args.grad_outputs[0].data<float>();
+    float* dw = args.grad_params[0].data<float>();
+    const int64_t dim = dim_, count = count_, padding = padding_idx_;
+    cpu::parallel_for(dim, count, [&](int64_t begin, int64_t end) {
+      for (int64_t i = 0; i < count; ++i) {
+        if (idx[i] == padding) continue;
+        float* row = dw + idx[i] * dim;
+        const float* gr = g + i * dim;
+#pragma omp simd
+        for (int64_t d = begin; d < end; ++d) row[d] += gr[d];
+      }
+    });
   }
 
   void forward(const KernelArgs& args) override {
@@ -54,6 +86,8 @@ class EmbeddingKernel final : public Kernel {
 
  private:
   int64_t num_ = 0, dim_ = 0, count_ = 0;
+  int64_t padding_idx_ = -1;
+  bool scale_grad_by_freq_ = false;
 };
 
 enum class BagMode { sum, mean, max };
@@ -71,6 +105,7 @@ class EmbeddingBagKernel final : public Kernel {
     else throw UserError("embedding_bag: mode '" + mode + "' is not one of sum, mean, max");
     padding_idx_ = read_padding_idx(attrs, num_);
     include_last_offset_ = attrs.get_bool("include_last_offset");
+    scale_grad_by_freq_ = attrs.has("scale_grad_by_freq") && attrs.get_bool("scale_grad_by_freq");
     const Shape& in = spec.inputs.at(0).shape;
     bags_ = spec.outputs.at(0).shape.at(0);
     if (spec.inputs.size() == 1) {
@@ -102,6 +137,48 @@ class EmbeddingBagKernel final : public Kernel {
                           reduce_bag(idx + first, last - first, w, out + b * dim_);
                         }
                       });
+  }
+
+  void backward(const BackwardArgs& args) override {
+    if (scale_grad_by_freq_) throw UserError("embedding_bag: scale_grad_by_freq is not supported in backward");
+    if (!args.grad_params[0].defined()) return;
+    const int64_t* idx = args.inputs[0].data<int64_t>();
+    const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
+    const float* w = args.params[0].data<float>();
+    const float* g = args.grad_outputs[0].data<float>();
+    float* dw = args.grad_params[0].data<float>();
+    const int64_t dim = dim_, padding = padding_idx_;
+    cpu::parallel_for(dim, std::max<int64_t>(count_, bags_), [&](int64_t begin, int64_t end) {
+      for (int64_t b = 0; b < bags_; ++b) {
+        const int64_t first = offsets ? offsets[b] : b * bag_len_;
+        const int64_t last = offsets ? bag_end(offsets, b) : first + bag_len_;
+        const float* gb = g + b * dim;
+        if (mode_ == BagMode::max) {
+          for (int64_t d = begin; d < end; ++d) {
+            int64_t best = -1;
+            for (int64_t i = first; i < last; ++i) {
+              if (idx[i] == padding) continue;
+              if (best < 0 || w[idx[i] * dim + d] > w[best * dim + d]) best = idx[i];
+            }
+            if (best >= 0) dw[best * dim + d] += gb[d];
+          }
+          continue;
+        }
+        float scale = 1.f;
+        if (mode_ == BagMode::mean) {
+          int64_t used = 0;
+          for (int64_t i = first; i < last; ++i) used += idx[i] != padding;
+          if (used == 0) continue;
+          scale = 1.f / static_cast<float>(used);
+        }
+        for (int64_t i = first; i < last; ++i) {
+          if (idx[i] == padding) continue;
+          float* row = dw + idx[i] * dim;
+#pragma omp simd
+          for (int64_t d = begin; d < end; ++d) row[d] += gb[d] * scale;
+        }
+      }
+    });
   }
 
  private:
@@ -153,7 +230,7 @@ class EmbeddingBagKernel final : public Kernel {
 
   int64_t num_ = 0, dim_ = 0, bags_ = 0, count_ = 0, bag_len_ = 0, num_offsets_ = 0;
   int64_t padding_idx_ = -1;
-  bool include_last_offset_ = false;
+  bool include_last_offset_ = false, scale_grad_by_freq_ = false;
   BagMode mode_ = BagMode::mean;
 };
 

@@ -4,6 +4,15 @@
 // is larger than the whole computation there. Larger ones run a oneDNN matmul on x
 // viewed as [M, in], with the weight reordered once into the layout the primitive
 // prefers (format_tag::any) and kept until params_version or the weight pointer changes.
+//
+// Backward, with x viewed as [M, in] = [M, K], weight [N, K], dy [M, N]:
+//   dx [M, K]  = dy W          (assigned)
+//   dW [N, K] += dy^T x        (accumulated: oneDNN sum post-op, or the loop's +=)
+//   db [N]    += sum_m dy[m]   (accumulated)
+// It needs x and the plain weight from args (never the packed copy of forward: the
+// runtime may update the weight between forward and backward). Both oneDNN matmuls are
+// built in the factory for the sizes where forward uses oneDNN; tiny layers loop.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -32,7 +41,10 @@ class LinearKernel final : public Kernel {
     TANDEM_ASSERT(spec.params[0].shape.at(1) == k_, "linear: weight does not match input features");
     m_ = cpu::dims_product(x, 0, x.size() - 1);
     use_loop_ = m_ * n_ * k_ <= kLinearLoopMaxFlops || k_ == 0;
-    if (!use_loop_) make_primitive(spec);
+    if (!use_loop_) {
+      make_primitive(spec);
+      make_backward_primitives(spec);
+    }
   }
 
   void forward(const KernelArgs& args) override {
@@ -59,7 +71,104 @@ class LinearKernel final : public Kernel {
     matmul_.run(ctx_.stream());
   }
 
+  void backward(const BackwardArgs& args) override {
+    const float* x = args.inputs[0].data<float>();
+    const float* w = args.params[0].data<float>();
+    const float* dy = args.grad_outputs[0].data<float>();
+    float* dx = args.grad_inputs[0].defined() ? args.grad_inputs[0].data<float>() : nullptr;
+    float* dw = args.grad_params[0].defined() ? args.grad_params[0].data<float>() : nullptr;
+    float* db = has_bias_ && args.grad_params[1].defined() ? args.grad_params[1].data<float>() : nullptr;
+    if (m_ == 0) return;
+    if (n_ == 0) {  // y is empty: dx is zeros, nothing to accumulate
+      if (dx) std::fill(dx, dx + m_ * k_, 0.f);
+      return;
+    }
+    if (db) bias_backward(dy, db);
+    if (use_loop_) return backward_loop(x, w, dy, dx, dw);
+    if (dx) {
+      data_bwd_.set(data_dy_, dy);
+      data_bwd_.set(data_w_, w);
+      data_bwd_.set(data_dx_, dx);
+      data_bwd_.run(ctx_.stream());
+    }
+    if (dw) {
+      weights_bwd_.set(weights_dy_, dy);
+      weights_bwd_.set(weights_x_, x);
+      weights_bwd_.set(weights_dw_, dw);
+      weights_bwd_.run(ctx_.stream());
+    }
+  }
+
  private:
+  /// db[j] += sum over rows of dy[., j]; threads split the columns, so no two write one.
+  void bias_backward(const float* dy, float* db) const {
+    const int64_t m = m_, n = n_;
+    cpu::parallel_for(n, m, [&](int64_t begin, int64_t end) {
+      for (int64_t i = 0; i < m; ++i) {
+        const float* row = dy + i * n;
+#pragma omp simd
+        for (int64_t j = begin; j < end; ++j) db[j] += row[j];
+      }
+    });
+  }
+
+  void backward_loop(const float* x, const float* w, const float* dy, float* dx, float* dw) const {
+    const int64_t m = m_, n = n_, k = k_;
+    if (dx) {
+      for (int64_t i = 0; i < m; ++i) {
+        float* dxr = dx + i * k;
+        std::fill(dxr, dxr + k, 0.f);
+        for (int64_t o = 0; o < n; ++o) {
+          const float g = dy[i * n + o];
+          const float* wr = w + o * k;
+#pragma omp simd
+          for (int64_t j = 0; j < k; ++j) dxr[j] += g * wr[j];
+        }
+      }
+    }
+    if (dw) {
+      for (int64_t i = 0; i < m; ++i) {
+        const float* xr = x + i * k;
+        for (int64_t o = 0; o < n; ++o) {
+          const float g = dy[i * n + o];
+          float* dwr = dw + o * k;
+#pragma omp simd
+          for (int64_t j = 0; j < k; ++j) dwr[j] += g * xr[j];
+        }
+      }
+    }
+  }
+
+  /// dx = dy [M, N] @ W [N, K]; dW += dy^T [N, M] @ x [M, K], the += by a sum post-op.
+  void make_backward_primitives(const KernelSpec& spec) {
+    dnnl::engine& eng = ctx_.engine();
+    const auto f32 = memory::data_type::f32;
+    memory::desc dy_md({m_, n_}, f32, memory::format_tag::ab);
+    memory::desc w_md({n_, k_}, f32, memory::format_tag::ab);
+    memory::desc dx_md({m_, k_}, f32, memory::format_tag::ab);
+    memory::desc dyt_md({n_, m_}, f32, memory::format_tag::ba);
+    memory::desc x_md({m_, k_}, f32, memory::format_tag::ab);
+    memory::desc dw_md({n_, k_}, f32, memory::format_tag::ab);
+    std::optional<cpu::ScopedMaxThreads> one_thread;
+    if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
+    const std::string key = cpu::spec_key(spec);
+    dnnl::matmul::primitive_desc data_pd(dnnl::matmul::desc(dy_md, w_md, dx_md), eng);
+    data_bwd_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_data", [&] { return dnnl::matmul(data_pd); }));
+    data_dy_ = data_bwd_.bind(DNNL_ARG_SRC, dy_md, eng);
+    data_w_ = data_bwd_.bind(DNNL_ARG_WEIGHTS, w_md, eng);
+    data_dx_ = data_bwd_.bind(DNNL_ARG_DST, dx_md, eng);
+    dnnl::post_ops accumulate;
+    accumulate.append_sum(1.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(accumulate);
+    dnnl::matmul::primitive_desc weights_pd(dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, eng);
+    weights_bwd_ =
+        cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_weights", [&] { return dnnl::matmul(weights_pd); }));
+    weights_dy_ = weights_bwd_.bind(DNNL_ARG_SRC, dyt_md, eng);
+    weights_x_ = weights_bwd_.bind(DNNL_ARG_WEIGHTS, x_md, eng);
+    weights_dw_ = weights_bwd_.bind(DNNL_ARG_DST, dw_md, eng);
+  }
+
   void forward_loop(const float* x, const float* w, const float* b, float* y) const {
     const int64_t m = m_, n = n_, k = k_;
     cpu::parallel_for(m * n, k, [&](int64_t begin, int64_t end) {
@@ -110,6 +219,8 @@ class LinearKernel final : public Kernel {
   bool use_loop_ = true;
   int64_t m_ = 0, n_ = 0, k_ = 0;
   cpu::DnnlCall matmul_, reorder_;
+  cpu::DnnlCall data_bwd_, weights_bwd_;
+  size_t data_dy_ = 0, data_w_ = 0, data_dx_ = 0, weights_dy_ = 0, weights_x_ = 0, weights_dw_ = 0;
   size_t src_slot_ = 0, dst_slot_ = 0, bias_slot_ = 0, weight_slot_ = 0, reorder_src_ = 0;
   bool weight_ready_ = false;
   uint64_t weight_version_ = 0;

@@ -1,6 +1,10 @@
 // cat (attr dim, negative allowed; two or more inputs -> concatenated), flatten and
 // reshape (a contiguous copy: the runtime usually aliases these instead, but the
 // kernel must work on its own). Byte copies, so int64 tensors work as well as float32.
+//
+// Backward (needs nothing from forward; input gradients assigned):
+//   cat:              dy [.., sum_i n_i, ..] is split along dim into dx_i [.., n_i, ..]
+//   flatten, reshape: dx = dy (same elements, the input's shape)
 #include <cstring>
 
 #include "backends/cpu/ops/op_factories.h"
@@ -30,6 +34,10 @@ class CopyKernel final : public Kernel {
   }
   void forward(const KernelArgs& args) override {
     parallel_copy(args.outputs[0].raw_data(), args.inputs[0].raw_data(), bytes_);
+  }
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    parallel_copy(args.grad_inputs[0].raw_data(), args.grad_outputs[0].raw_data(), bytes_);
   }
 
  private:
@@ -65,6 +73,22 @@ class CatKernel final : public Kernel {
           const size_t chunk = chunk_bytes_[i];
           std::memcpy(dst, static_cast<const char*>(args.inputs[i].raw_data()) + o * chunk, chunk);
           dst += chunk;
+        }
+      }
+    });
+  }
+
+  void backward(const BackwardArgs& args) override {
+    const char* g = static_cast<const char*>(args.grad_outputs[0].raw_data());
+    const size_t n_inputs = chunk_bytes_.size();
+    cpu::parallel_for(outer_, static_cast<int64_t>(out_row_bytes_ / 8), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const char* src = g + o * out_row_bytes_;
+        for (size_t i = 0; i < n_inputs; ++i) {
+          const size_t chunk = chunk_bytes_[i];
+          if (args.grad_inputs[i].defined())
+            std::memcpy(static_cast<char*>(args.grad_inputs[i].raw_data()) + o * chunk, src, chunk);
+          src += chunk;
         }
       }
     });

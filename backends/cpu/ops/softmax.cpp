@@ -2,6 +2,12 @@
 // [*] -> [*]. The tensor is viewed as [outer, axis, inner]. Numerically stable: the
 // row maximum is subtracted before exp. Small tensors run our loop; from
 // kSoftmaxMinElements up, oneDNN's softmax_forward / logsoftmax_forward.
+//
+// Backward, per lane (the axis elements at fixed outer, inner), from the output y only:
+//   softmax:     dx = y (dy - sum_axis(dy y))        (assigned)
+//   log_softmax: dx = dy - exp(y) sum_axis(dy)
+// Same split as forward: our loop, or oneDNN's softmax_backward / logsoftmax_backward
+// (built in the factory) from kSoftmaxMinElements up.
 #include <cmath>
 #include <optional>
 
@@ -38,6 +44,54 @@ class SoftmaxKernel final : public Kernel {
     call_ = cpu::DnnlCall(prim);
     src_ = call_.bind(DNNL_ARG_SRC, md, ctx.engine());
     dst_ = call_.bind(DNNL_ARG_DST, md, ctx.engine());
+    dnnl::primitive bwd = ctx.cached_primitive(cpu::spec_key(spec) + "#bwd", [&]() -> dnnl::primitive {
+      if (log) {
+        dnnl::logsoftmax_forward::primitive_desc hint(
+            dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
+        return dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
+            dnnl::logsoftmax_backward::desc(md, md, 1), ctx.engine(), hint));
+      }
+      dnnl::softmax_forward::primitive_desc hint(
+          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
+      return dnnl::softmax_backward(
+          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1), ctx.engine(), hint));
+    });
+    bwd_ = cpu::DnnlCall(bwd);
+    bwd_dst_ = bwd_.bind(DNNL_ARG_DST, md, ctx.engine());
+    bwd_diff_dst_ = bwd_.bind(DNNL_ARG_DIFF_DST, md, ctx.engine());
+    bwd_diff_src_ = bwd_.bind(DNNL_ARG_DIFF_SRC, md, ctx.engine());
+  }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    const float* y = args.outputs[0].data<float>();
+    const float* g = args.grad_outputs[0].data<float>();
+    float* dx = args.grad_inputs[0].data<float>();
+    if (bwd_.valid()) {
+      bwd_.set(bwd_dst_, y);
+      bwd_.set(bwd_diff_dst_, g);
+      bwd_.set(bwd_diff_src_, dx);
+      bwd_.run(ctx_.stream());
+      return;
+    }
+    const int64_t axis = axis_, inner = inner_;
+    const bool log = log_;
+    cpu::parallel_for(outer_ * inner_, axis * 6, [&](int64_t begin, int64_t end) {
+      for (int64_t lane = begin; lane < end; ++lane) {
+        const int64_t base = (lane / inner) * axis * inner + lane % inner;
+        const float* yl = y + base;
+        const float* gl = g + base;
+        float* dl = dx + base;
+        float sum = 0.f;
+        if (log) {
+          for (int64_t a = 0; a < axis; ++a) sum += gl[a * inner];
+          for (int64_t a = 0; a < axis; ++a) dl[a * inner] = gl[a * inner] - std::exp(yl[a * inner]) * sum;
+        } else {
+          for (int64_t a = 0; a < axis; ++a) sum += gl[a * inner] * yl[a * inner];
+          for (int64_t a = 0; a < axis; ++a) dl[a * inner] = yl[a * inner] * (gl[a * inner] - sum);
+        }
+      }
+    });
   }
 
   void forward(const KernelArgs& args) override {
@@ -83,6 +137,8 @@ class SoftmaxKernel final : public Kernel {
   int64_t outer_ = 1, axis_ = 1, inner_ = 1;
   cpu::DnnlCall call_;
   size_t src_ = 0, dst_ = 0;
+  cpu::DnnlCall bwd_;
+  size_t bwd_dst_ = 0, bwd_diff_dst_ = 0, bwd_diff_src_ = 0;
 };
 
 }  // namespace

@@ -28,4 +28,10 @@ void cat(const KernelSpec& spec, const KernelArgs& args);
 /// flatten, reshape: an element-by-element copy.
 void copy(const KernelSpec& spec, const KernelArgs& args);
 
+/// The backward of spec.op (reference_backward.cpp), with Kernel::backward's contract:
+/// defined input gradients assigned, defined parameter gradients accumulated (+=).
+/// Sums in double, from the inputs and parameters only (softmax recomputes its output).
+/// TANDEM_ASSERT fails for an op without one.
+void backward(const KernelSpec& spec, const BackwardArgs& args);
+
 }  // namespace tandem::reference

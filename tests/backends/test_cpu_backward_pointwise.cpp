@@ -1,0 +1,223 @@
+// Backward of the activations, softmax / log_softmax, layer_norm, dropout, add / mul,
+// cat, flatten and reshape: against the reference and finite differences.
+#include "backward_test_util.h"
+
+namespace tandem::test {
+namespace {
+
+OpCase unary_case(std::mt19937& gen, const std::string& op, Shape shape,
+                  std::map<std::string, AttrValue> attrs = {}) {
+  OpCase c{op, op_attrs(op, attrs)};
+  c.inputs = {random_tensor(shape, gen, -4.f, 4.f)};
+  c.out_shape = shape;
+  return c;
+}
+
+/// Values at least 0.05 from 0, so that relu's kink is beyond a finite-difference step.
+void away_from_zero(Tensor& t) {
+  for (float& v : t.span<float>())
+    if (std::abs(v) < 0.05f) v = v < 0 ? -0.05f : 0.05f;
+}
+
+TEST_CASE("activation backward matches the reference", "[cpu][backward][activation]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  std::vector<std::pair<std::string, std::map<std::string, AttrValue>>> ops = {
+      {"relu", {}}, {"tanh", {}}, {"sigmoid", {}},
+      {"gelu", {{"approximate", std::string("none")}}}, {"gelu", {{"approximate", std::string("tanh")}}}};
+  for (const auto& [op, attrs] : ops)
+    for (Shape shape : {Shape{1}, Shape{7, 3}, Shape{}, Shape{0, 4}, Shape{64, 128}, Shape{5001}}) {
+      INFO(op << " " << shape_str(shape));
+      check_backward(unary_case(gen, op, shape, attrs), gen);
+    }
+  for (const auto& [op, attrs] : ops) {
+    INFO(op);
+    OpCase c = unary_case(gen, op, {3, 5}, attrs);
+    away_from_zero(c.inputs[0]);
+    check_finite_differences(c, gen);
+  }
+}
+
+TEST_CASE("relu backward passes nothing where the input is negative", "[cpu][backward][activation]") {
+  OpCase c{"relu", op_attrs("relu")};
+  c.inputs = {Tensor::from_vector<float>({4}, {-1.f, 2.f, 0.f, 3.f})};
+  c.out_shape = {4};
+  auto kernel = make_kernel(c);
+  Tensor out = run_kernel(c, *kernel);
+  Grads g = make_grads(c, NAN);
+  run_backward(c, *kernel, out, Tensor::from_vector<float>({4}, {5.f, 6.f, 7.f, 8.f}), g);
+  CHECK(g.inputs[0].to_vector<float>() == std::vector<float>{0.f, 6.f, 0.f, 8.f});
+}
+
+TEST_CASE("softmax and log_softmax backward match the reference", "[cpu][backward][softmax]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape shape; int64_t dim; };
+  std::vector<Case> cases = {{{5}, 0},      {{3, 4, 5}, 0},   {{3, 4, 5}, 1},  {{3, 4, 5}, -1},
+                             {{1, 1}, -1},  {{2, 3, 700}, 1}, {{64, 128}, -1}, {{64, 128}, 0},
+                             {{}, 0},       {{0, 3}, 1}};
+  for (const char* op : {"softmax", "log_softmax"})
+    for (const Case& k : cases) {
+      INFO(op << " " << shape_str(k.shape) << " dim " << k.dim);
+      check_backward(unary_case(gen, op, k.shape, {{"dim", k.dim}}), gen);
+    }
+  for (const char* op : {"softmax", "log_softmax"}) {
+    check_finite_differences(unary_case(gen, op, {3, 4}, {{"dim", int64_t{-1}}}), gen);
+    check_finite_differences(unary_case(gen, op, {2, 3, 2}, {{"dim", int64_t{1}}}), gen);
+  }
+}
+
+OpCase layer_norm_case(std::mt19937& gen, Shape shape, std::vector<int64_t> normalized, bool affine, bool bias) {
+  OpCase c{"layer_norm", op_attrs("layer_norm", {{"normalized_shape", normalized},
+                                                  {"elementwise_affine", affine},
+                                                  {"bias", bias}})};
+  c.inputs = {random_tensor(shape, gen)};
+  if (affine) {
+    c.params.push_back(random_tensor(normalized, gen, 0.5f, 1.5f));
+    if (bias) c.params.push_back(random_tensor(normalized, gen));
+  }
+  c.out_shape = shape;
+  return c;
+}
+
+TEST_CASE("layer_norm backward matches the reference", "[cpu][backward][layer_norm]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape shape; std::vector<int64_t> normalized; };
+  std::vector<Case> cases = {{{4, 8}, {8}},     {{2, 3, 5}, {3, 5}}, {{1, 17}, {17}},
+                             {{3, 1}, {1}},     {{64, 256}, {256}},  {{0, 6}, {6}},
+                             {{513, 33}, {33}}};
+  for (const Case& k : cases)
+    for (auto [affine, bias] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, false}}) {
+      INFO(shape_str(k.shape) << " affine " << affine << " bias " << bias);
+      OpCase c = layer_norm_case(gen, k.shape, k.normalized, affine, bias);
+      // One element per row: var = 0 and rstd = 1/sqrt(eps) multiplies float rounding
+      // (an FMA-contracted g - mean(g)) by ~316 at the default eps; the exact dx is 0.
+      if (k.normalized == std::vector<int64_t>{1}) c.attrs.set("eps", 0.1);
+      check_backward(c, gen, 2e-5);
+    }
+  check_finite_differences(layer_norm_case(gen, {3, 6}, {6}, true, true), gen);
+  check_finite_differences(layer_norm_case(gen, {2, 2, 3}, {2, 3}, true, false), gen);
+  check_finite_differences(layer_norm_case(gen, {2, 5}, {5}, false, false), gen);
+}
+
+OpCase dropout_case(std::mt19937& gen, Shape shape, double p, bool training, uint64_t seed) {
+  OpCase c{"dropout", op_attrs("dropout", {{"p", p}})};
+  c.inputs = {random_tensor(shape, gen, 0.5f, 2.f)};
+  c.out_shape = shape;
+  c.training = training;
+  c.seed = seed;
+  return c;
+}
+
+TEST_CASE("dropout backward reuses forward's mask", "[cpu][backward][dropout]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (double p : {0.0, 0.3, 0.5, 1.0})
+    for (bool training : {true, false})
+      for (Shape shape : {Shape{1}, Shape{7, 9}, Shape{64, 513}}) {
+        INFO("p " << p << " training " << training << " " << shape_str(shape));
+        OpCase c = dropout_case(gen, shape, p, training, gen());
+        check_backward(c, gen);
+        // dx is zero exactly where forward dropped.
+        auto kernel = make_kernel(c);
+        Tensor out = run_kernel(c, *kernel);
+        Grads g = make_grads(c, NAN);
+        run_backward(c, *kernel, out, filled(out, 1.f), g);
+        auto y = out.span<float>();
+        auto dx = g.inputs[0].span<float>();
+        for (size_t i = 0; i < y.size(); ++i) REQUIRE((y[i] == 0.f) == (dx[i] == 0.f));
+      }
+  check_finite_differences(dropout_case(gen, {4, 5}, 0.4, true, 1234), gen);
+}
+
+TEST_CASE("add and mul backward reduce over broadcast dims", "[cpu][backward][elementwise]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape a, b, out; };
+  std::vector<Case> cases = {
+      {{4}, {4}, {4}},                      {{1}, {1}, {1}},
+      {{}, {}, {}},                         {{3, 4}, {}, {3, 4}},
+      {{}, {3, 4}, {3, 4}},                 {{3, 4}, {4}, {3, 4}},
+      {{4}, {3, 4}, {3, 4}},                {{3, 1}, {1, 4}, {3, 4}},
+      {{3, 1}, {3, 4}, {3, 4}},             {{2, 3, 4}, {3, 1}, {2, 3, 4}},
+      {{2, 1, 4}, {1, 3, 1}, {2, 3, 4}},    {{5, 1, 1, 7}, {2, 3, 1}, {5, 2, 3, 7}},
+      {{1, 1, 1}, {2, 3, 4}, {2, 3, 4}},    {{0, 3}, {3}, {0, 3}},
+      {{256, 1024}, {1024}, {256, 1024}},   {{64, 1, 512}, {64, 32, 1}, {64, 32, 512}},
+      {{128, 300}, {128, 300}, {128, 300}}, {{300, 1}, {300, 200}, {300, 200}},
+  };
+  for (const Case& k : cases) {
+    INFO("a " << shape_str(k.a) << " b " << shape_str(k.b));
+    for (const char* op : {"add", "mul"}) {
+      OpCase c{op, op_attrs(op)};
+      c.inputs = {random_tensor(k.a, gen), random_tensor(k.b, gen)};
+      c.out_shape = k.out;
+      check_backward(c, gen, 2e-5);
+    }
+    OpCase scaled_add{"add", op_attrs("add", {{"alpha", -2.5}})};
+    scaled_add.inputs = {random_tensor(k.a, gen), random_tensor(k.b, gen)};
+    scaled_add.out_shape = k.out;
+    check_backward(scaled_add, gen, 2e-5);
+  }
+  for (const char* op : {"add", "mul"}) {
+    OpCase c{op, op_attrs(op, std::string(op) == "add" ? std::map<std::string, AttrValue>{{"alpha", 0.5}}
+                                                       : std::map<std::string, AttrValue>{})};
+    c.inputs = {random_tensor({2, 1, 4}, gen), random_tensor({3, 1}, gen)};
+    c.out_shape = {2, 3, 4};
+    check_finite_differences(c, gen);
+  }
+}
+
+TEST_CASE("cat backward splits the gradient", "[cpu][backward][cat]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { std::vector<Shape> ins; int64_t dim; Shape out; };
+  std::vector<Case> cases = {
+      {{{2, 3}, {4, 3}}, 0, {6, 3}},
+      {{{2, 3}, {2, 1}, {2, 5}}, 1, {2, 9}},
+      {{{2, 3, 4}, {2, 3, 1}}, -1, {2, 3, 5}},
+      {{{2, 0, 4}, {2, 3, 4}}, -2, {2, 3, 4}},
+      {{{5}}, 0, {5}},
+      {{{64, 300}, {64, 200}}, 1, {64, 500}},
+  };
+  for (const Case& k : cases) {
+    INFO("dim " << k.dim << " out " << shape_str(k.out));
+    OpCase c{"cat", op_attrs("cat", {{"dim", k.dim}})};
+    for (const Shape& s : k.ins) c.inputs.push_back(random_tensor(s, gen));
+    c.out_shape = k.out;
+    check_backward(c, gen, 0.0);
+  }
+  OpCase c{"cat", op_attrs("cat", {{"dim", int64_t{-1}}})};
+  c.inputs = {random_tensor({2, 2}, gen), random_tensor({2, 3}, gen)};
+  c.out_shape = {2, 5};
+  check_finite_differences(c, gen);
+}
+
+TEST_CASE("flatten and reshape backward copy the gradient", "[cpu][backward][shape]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase f{"flatten", op_attrs("flatten")};
+  f.inputs = {random_tensor({2, 3, 4}, gen)};
+  f.out_shape = {2, 12};
+  check_backward(f, gen, 0.0);
+  check_finite_differences(f, gen);
+  OpCase r{"reshape", op_attrs("reshape", {{"shape", std::vector<int64_t>{-1, 6}}})};
+  r.inputs = {random_tensor({4, 3}, gen)};
+  r.out_shape = {2, 6};
+  check_backward(r, gen, 0.0);
+  check_finite_differences(r, gen);
+  OpCase big{"reshape", op_attrs("reshape", {{"shape", std::vector<int64_t>{-1}}})};
+  big.inputs = {random_tensor({300, 700}, gen)};
+  big.out_shape = {210000};
+  check_backward(big, gen, 0.0);
+}
+
+}  // namespace
+}  // namespace tandem::test
