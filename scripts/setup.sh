@@ -9,6 +9,7 @@ packages=(
   libtbb-dev libyaml-cpp-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   catch2
+  zlib1g-dev python3-sklearn          # the data loader's gzip reader; sklearn ships digits.csv.gz
   libopenmpi-dev openmpi-bin
   python3-torch python3-numpy python3-yaml libopenblas0-pthread   # the PyTorch oracle and peer
 )

@@ -1,0 +1,74 @@
+// Training data: datasets from CSV (gzip too) and safetensors, a seeded split, and a
+// loader that batches, shuffles per epoch and prefetches on worker threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/training_spec.h"
+
+namespace tandem {
+
+/// One named column of the data: a model input or target, per sample.
+struct ColumnSpec {
+  std::string name;
+  Shape sample_shape;            // without the batch dimension: {64} for x [batch, 64]; {} for label [batch]
+  DType dtype = DType::float32;
+  std::optional<int64_t> high;   // int64 values must lie in [0, high) (class count); nullopt: any
+};
+
+// DataSpec (path, format, header, columns) is read from a model file's `train: data:`:
+// it lives with the graph.
+
+/// Samples along dimension 0 of every tensor. Immutable once loaded; safe to share.
+class Dataset {
+ public:
+  Dataset() = default;
+  explicit Dataset(TensorMap tensors);  // all with the same dimension 0
+  int64_t size() const { return size_; }
+  const TensorMap& tensors() const { return tensors_; }
+  /// The samples at `indices`, in that order (a gather into fresh tensors).
+  TensorMap gather(std::span<const int64_t> indices) const;
+  Dataset subset(std::span<const int64_t> indices) const { return Dataset(gather(indices)); }
+
+ private:
+  TensorMap tensors_;
+  int64_t size_ = 0;
+};
+
+/// Loads `spec` into tensors named by `columns`. UserError naming the file and line for
+/// a missing file, an empty file, a wrong column count, a cell that is not a number,
+/// an int64 value that is not an integer or lies outside [0, high).
+Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns);
+
+/// A seeded permutation of the samples; the last round(fraction * N) of it validate.
+/// Returns {train, validation}.
+std::pair<Dataset, Dataset> split_dataset(const Dataset& data, double validation_fraction, uint64_t seed);
+
+/// Batches of a dataset, epoch by epoch. The order of epoch e depends only on
+/// (seed, e), so a resumed run sees the batches an uninterrupted one would.
+/// Worker threads gather the next batches while the caller trains on the current one.
+class BatchLoader {
+ public:
+  BatchLoader(std::shared_ptr<const Dataset> data, int64_t batch, bool shuffle, bool drop_last, uint64_t seed,
+              int workers = 1, int prefetch = 2);
+  ~BatchLoader();
+  int64_t batches_per_epoch() const;
+  /// Starts epoch `epoch` (any number: resuming may begin past 0), skipping its first
+  /// `skip_batches` batches.
+  void start_epoch(int64_t epoch, int64_t skip_batches = 0);
+  /// The next batch of the current epoch, or nullopt at its end.
+  std::optional<TensorMap> next();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem

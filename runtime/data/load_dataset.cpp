@@ -1,0 +1,108 @@
+#include "runtime/data/dataset.h"
+
+#include <set>
+#include <string_view>
+
+#include "runtime/data/csv_reader.h"
+#include "runtime/io/safetensors.h"
+
+namespace tandem {
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string data_format(const DataSpec& spec) {
+  if (!spec.format.empty()) {
+    if (spec.format != "csv" && spec.format != "safetensors")
+      throw UserError(spec.path + ": unknown data format '" + spec.format + "' (expected csv or safetensors)");
+    return spec.format;
+  }
+  if (ends_with(spec.path, ".csv") || ends_with(spec.path, ".csv.gz")) return "csv";
+  if (ends_with(spec.path, ".safetensors")) return "safetensors";
+  throw UserError(spec.path + ": cannot tell the data format from the extension (expected .csv, .csv.gz or "
+                  ".safetensors)");
+}
+
+void check_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns) {
+  if (columns.empty()) throw UserError(spec.path + ": no columns to load");
+  std::set<std::string> seen;
+  for (const ColumnSpec& c : columns) {
+    if (c.name.empty()) throw UserError(spec.path + ": a column has no name");
+    if (!seen.insert(c.name).second) throw UserError(spec.path + ": column '" + c.name + "' is named twice");
+    for (int64_t d : c.sample_shape)
+      if (d < 0)
+        throw UserError(spec.path + ": column '" + c.name + "' has a negative dimension in sample shape " +
+                        shape_str(c.sample_shape));
+    if (shape_numel(c.sample_shape) == 0)
+      throw UserError(spec.path + ": column '" + c.name + "' has sample shape " + shape_str(c.sample_shape) +
+                      ", which holds no values");
+    if (c.high && *c.high <= 0)
+      throw UserError(spec.path + ": column '" + c.name + "': high must be positive, got " +
+                      std::to_string(*c.high));
+  }
+}
+
+/// Each column is a tensor of the same name, [N, *sample_shape], of the column's dtype.
+TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns) {
+  const std::string& file = spec.path;
+  if (!spec.columns.empty())
+    throw UserError(file + ": columns: a safetensors file names its tensors; the mapping is for CSV only");
+  TensorMap all = read_safetensors(file);
+  TensorMap out;
+  const ColumnSpec* first = nullptr;
+  int64_t n = 0;
+  for (const ColumnSpec& c : columns) {
+    auto it = all.find(c.name);
+    if (it == all.end()) {
+      std::string names;
+      for (const auto& [name, t] : all) names += (names.empty() ? "" : ", ") + name;
+      throw UserError(file + ": no tensor '" + c.name + "' (the file holds: " + (names.empty() ? "none" : names) +
+                      ")");
+    }
+    const Tensor& t = it->second;
+    std::string what = file + ": tensor '" + c.name + "'";
+    if (t.dtype() != c.dtype)
+      throw UserError(what + " is " + std::string(dtype_name(t.dtype())) + ", expected " +
+                      std::string(dtype_name(c.dtype)));
+    Shape expected{t.dim() > 0 ? t.size(0) : -1};
+    expected.insert(expected.end(), c.sample_shape.begin(), c.sample_shape.end());
+    if (t.shape() != expected) {
+      Shape want = c.sample_shape;
+      std::string want_str = shape_str(want);
+      want_str = "[N" + std::string(want.empty() ? "" : ", ") + want_str.substr(1);
+      throw UserError(what + " has shape " + shape_str(t.shape()) + ", expected " + want_str);
+    }
+    if (first == nullptr) {
+      first = &c;
+      n = t.size(0);
+    } else if (t.size(0) != n) {
+      throw UserError(what + " has " + std::to_string(t.size(0)) + " samples, '" + first->name + "' has " +
+                      std::to_string(n));
+    }
+    if (c.dtype == DType::int64 && c.high) {
+      auto values = t.span<int64_t>();
+      int64_t row = t.size(0) == 0 ? 1 : t.numel() / t.size(0);
+      for (size_t i = 0; i < values.size(); ++i)
+        if (values[i] < 0 || values[i] >= *c.high)
+          throw UserError(what + ": sample " + std::to_string(static_cast<int64_t>(i) / row) + ": " + c.name +
+                          " " + std::to_string(values[i]) + " is outside [0, " + std::to_string(*c.high) + ")");
+    }
+    out.emplace(c.name, t);
+  }
+  if (n == 0) throw UserError(file + ": no samples");
+  return out;
+}
+
+}  // namespace
+
+Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns) {
+  std::string format = data_format(spec);
+  check_columns(spec, columns);
+  if (format == "csv") return Dataset(read_csv(spec, columns));
+  return Dataset(read_safetensors_columns(spec, columns));
+}
+
+}  // namespace tandem
