@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "graph/attributes.h"
 #include "graph/op_schema.h"
+#include "graph/training_spec.h"
 
 namespace tandem {
 
@@ -81,6 +82,9 @@ struct Graph {
   std::vector<Value> values;
   std::vector<Block> blocks;
   std::vector<GraphOutput> outputs;
+  std::vector<GraphInput> targets;     // fed by the data, read only by the loss
+  std::optional<LossSpec> loss;
+  std::optional<TrainingSpec> training;  // the `train:` section, when present
 
   int64_t parameter_count() const;
   /// All parameters in node order.

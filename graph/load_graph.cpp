@@ -62,7 +62,9 @@ class GraphLoader {
 
   Graph load(const YAML::Node& root) {
     if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
-    check_keys(root, {"name", "inputs", "layers", "modules", "outputs"}, "", "top-level key");
+    // oracle_steps is read by the test oracle (tests/oracle) and ignored here
+    check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle_steps"}, "",
+               "top-level key");
     const YAML::Node name = require(root, "name", "");
     graph_.name = scalar_string(name, "", "name");
     load_inputs(require(root, "inputs", ""));
@@ -77,6 +79,9 @@ class GraphLoader {
     expand_list(layers, "", graph_inputs, scope, -1, std::nullopt, false, top, 0);
     load_outputs(root["outputs"], top, root);
     check_symbols_known();
+    if (root["targets"]) graph_.targets = load_tensor_decls(root["targets"], "target");
+    if (root["loss"]) graph_.loss = load_loss(root["loss"], top);
+    if (root["train"]) graph_.training = load_training(root["train"]);
     return std::move(graph_);
   }
 
@@ -176,17 +181,23 @@ class GraphLoader {
   }
 
   // ---- graph inputs ---------------------------------------------------------------
-  void load_inputs(const YAML::Node& inputs) {
+  void load_inputs(const YAML::Node& inputs) { graph_.inputs = load_tensor_decls(inputs, "input"); }
+
+  // `inputs:` and `targets:`: name -> {shape, dtype, high}.
+  std::vector<GraphInput> load_tensor_decls(const YAML::Node& inputs, const std::string& kind) {
+    std::vector<GraphInput> decls;
     if (!inputs.IsMap() || inputs.size() == 0)
-      fail(inputs, "", "inputs must be a mapping of input names to {shape, dtype}; got " + kind_of(inputs));
+      fail(inputs, "", kind + "s must be a mapping of " + kind + " names to {shape, dtype}; got " + kind_of(inputs));
     std::set<std::string> names;
     for (auto it = inputs.begin(); it != inputs.end(); ++it) {
-      std::string name = scalar_string(it->first, "", "an input name");
-      if (!is_identifier(name)) fail(it->first, "", "input name '" + name + "' must be letters, digits and _ only");
-      if (!names.insert(name).second) fail(it->first, "", "duplicate input '" + name + "'");
+      std::string name = scalar_string(it->first, "", "a " + kind + " name");
+      if (!is_identifier(name)) fail(it->first, "", kind + " name '" + name + "' must be letters, digits and _ only");
+      if (!names.insert(name).second || (kind == "target" && std::any_of(graph_.inputs.begin(), graph_.inputs.end(),
+                                                                      [&](const GraphInput& in) { return in.name == name; })))
+        fail(it->first, "", "duplicate " + kind + " '" + name + "'");
       const YAML::Node spec = it->second;
-      if (!spec.IsMap()) fail(spec, "", "input '" + name + "' must be a mapping {shape: [...], dtype: ...}");
-      check_keys(spec, {"shape", "dtype", "high"}, "", "key of input '" + name + "'");
+      if (!spec.IsMap()) fail(spec, "", kind + " '" + name + "' must be a mapping {shape: [...], dtype: ...}");
+      check_keys(spec, {"shape", "dtype", "high"}, "", "key of " + kind + " '" + name + "'");
       const YAML::Node shape_node = require(spec, "shape", "");
       if (!shape_node.IsSequence())
         fail(shape_node, "", "the shape of input '" + name + "' must be a list such as [batch, 10]");
@@ -194,29 +205,30 @@ class GraphLoader {
       for (size_t i = 0; i < shape_node.size(); ++i) {
         const YAML::Node d = shape_node[i];
         if (auto v = try_int(d)) {
-          if (*v < 1) fail(d, "", "input '" + name + "': dimensions must be positive; got " + std::to_string(*v));
+          if (*v < 1) fail(d, "", kind + " '" + name + "': dimensions must be positive; got " + std::to_string(*v));
           type.shape.push_back(Dim(*v));
         } else if (d.IsScalar() && is_identifier(d.Scalar()) && !std::isdigit(static_cast<unsigned char>(d.Scalar()[0]))) {
           type.shape.push_back(Dim::symbol(d.Scalar()));
         } else {
-          fail(d, "", "input '" + name + "': a dimension must be a positive integer or a symbol such as batch; got " +
+          fail(d, "", kind + " '" + name + "': a dimension must be a positive integer or a symbol such as batch; got " +
                           kind_of(d));
         }
       }
       if (spec["dtype"]) {
         std::string text = scalar_string(spec["dtype"], "", "dtype");
         auto dtype = parse_dtype(text);
-        if (!dtype) fail(spec["dtype"], "", "input '" + name + "': unknown dtype '" + text + "'; use float32 or int64");
+        if (!dtype) fail(spec["dtype"], "", kind + " '" + name + "': unknown dtype '" + text + "'; use float32 or int64");
         type.dtype = *dtype;
       }
       GraphInput input{name, add_value(name, type, -1), std::nullopt, where(it->first)};
       if (spec["high"]) {
-        if (type.dtype != DType::int64) fail(spec["high"], "", "input '" + name + "': high applies to int64 inputs only");
+        if (type.dtype != DType::int64) fail(spec["high"], "", kind + " '" + name + "': high applies to int64 inputs only");
         input.high = scalar_int(spec["high"], "", "high");
-        if (*input.high < 1) fail(spec["high"], "", "input '" + name + "': high must be at least 1");
+        if (*input.high < 1) fail(spec["high"], "", kind + " '" + name + "': high must be at least 1");
       }
-      graph_.inputs.push_back(input);
+      decls.push_back(input);
     }
+    return decls;
   }
 
   int add_value(const std::string& name, TensorType type, int producer) {
@@ -553,6 +565,192 @@ class GraphLoader {
     std::ostringstream out;
     out << v;
     return out.str();
+  }
+
+  // ---- loss and training -----------------------------------------------------------
+  LossSpec load_loss(const YAML::Node& n, const std::vector<Entry>& top) {
+    if (!n.IsMap()) fail(n, "", "loss must be a mapping such as {op: cross_entropy, input: head, target: label}");
+    check_keys(n, {"op", "input", "target", "reduction", "ignore_index", "label_smoothing"}, "", "key of loss");
+    static const std::vector<std::string> ops = {"cross_entropy", "nll_loss", "mse_loss",
+                                                 "binary_cross_entropy_with_logits"};
+    LossSpec loss;
+    const YAML::Node op = require(n, "op", "");
+    loss.op = scalar_string(op, "", "loss op");
+    if (std::find(ops.begin(), ops.end(), loss.op) == ops.end())
+      fail(op, "", "unknown loss '" + loss.op + "'" + did_you_mean(loss.op, ops) +
+                       "; use cross_entropy, nll_loss, mse_loss or binary_cross_entropy_with_logits");
+    Scope scope{nullptr, &top};
+    loss.input = n["input"] ? resolve(n["input"], scope, "") : graph_.outputs.at(0).value;
+    if (graph_.targets.empty()) fail(n, "", "the loss needs a target: declare it under targets: (like inputs:)");
+    if (const YAML::Node t = n["target"]) {
+      std::string name = scalar_string(t, "", "loss target");
+      auto it = std::find_if(graph_.targets.begin(), graph_.targets.end(), [&](const GraphInput& g) { return g.name == name; });
+      if (it == graph_.targets.end()) {
+        std::vector<std::string> names;
+        for (const GraphInput& g : graph_.targets) names.push_back(g.name);
+        fail(t, "", "unknown target '" + name + "'" + did_you_mean(name, names) + "; targets are declared under targets:");
+      }
+      loss.target = it->value;
+    } else if (graph_.targets.size() == 1) {
+      loss.target = graph_.targets[0].value;
+    } else {
+      fail(n, "", "there are several targets: name the loss's with target:");
+    }
+    if (const YAML::Node r = n["reduction"]) {
+      loss.reduction = scalar_string(r, "", "reduction");
+      if (loss.reduction != "mean" && loss.reduction != "sum")
+        fail(r, "", "reduction must be mean or sum for a training loss; got '" + loss.reduction + "'");
+    }
+    bool classification = loss.op == "cross_entropy" || loss.op == "nll_loss";
+    if (const YAML::Node i = n["ignore_index"]) {
+      if (!classification) fail(i, "", "ignore_index applies to cross_entropy and nll_loss");
+      loss.ignore_index = scalar_int(i, "", "ignore_index");
+    }
+    if (const YAML::Node l = n["label_smoothing"]) {
+      if (loss.op != "cross_entropy") fail(l, "", "label_smoothing applies to cross_entropy");
+      loss.label_smoothing = scalar_number(l, "", "label_smoothing");
+      if (loss.label_smoothing < 0 || loss.label_smoothing > 1) fail(l, "", "label_smoothing must be within [0, 1]");
+    }
+    const TensorType& in = graph_.values[loss.input].type;
+    const TensorType& target = graph_.values[loss.target].type;
+    std::string shapes = " (input " + sym_shape_str(in.shape) + " " + std::string(dtype_name(in.dtype)) + ", target " +
+                         sym_shape_str(target.shape) + " " + std::string(dtype_name(target.dtype)) + ")";
+    if (in.dtype != DType::float32) fail(n, "", loss.op + " needs a float32 input" + shapes);
+    if (classification) {
+      if (in.shape.size() != 2 || target.shape.size() != 1 || target.dtype != DType::int64 || !(in.shape[0] == target.shape[0]))
+        fail(n, "", loss.op + " needs an input [N, classes] and an int64 target [N] of class indices" + shapes);
+      if (!in.shape[1].is_constant()) fail(n, "", loss.op + ": the number of classes must be a fixed size" + shapes);
+    } else if (target.dtype != DType::float32 || !(in.shape == target.shape)) {
+      fail(n, "", loss.op + " needs a float32 target of the input's shape" + shapes);
+    }
+    return loss;
+  }
+
+  TrainingSpec load_training(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
+    check_keys(n, {"epochs", "batch", "shuffle", "drop_last", "seed", "validation_split", "optimizer", "schedule",
+                   "clip_grad_norm", "data"},
+               "", "key of train");
+    TrainingSpec t;
+    auto positive = [&](const char* key, int64_t& out) {
+      if (const YAML::Node v = n[key]) {
+        out = scalar_int(v, "", std::string("train ") + key);
+        if (out < 1) fail(v, "", std::string("train ") + key + " must be at least 1");
+      }
+    };
+    positive("epochs", t.epochs);
+    positive("batch", t.batch);
+    if (n["shuffle"]) t.shuffle = scalar_bool(n["shuffle"], "", "shuffle");
+    if (n["drop_last"]) t.drop_last = scalar_bool(n["drop_last"], "", "drop_last");
+    if (n["seed"]) {
+      int64_t seed = scalar_int(n["seed"], "", "seed");
+      if (seed < 0) fail(n["seed"], "", "seed must not be negative");
+      t.seed = static_cast<uint64_t>(seed);
+    }
+    if (const YAML::Node v = n["validation_split"]) {
+      t.validation_split = scalar_number(v, "", "validation_split");
+      if (t.validation_split < 0 || t.validation_split >= 1) fail(v, "", "validation_split must be within [0, 1)");
+    }
+    if (const YAML::Node v = n["clip_grad_norm"]; v && !v.IsNull()) {
+      t.clip_grad_norm = scalar_number(v, "", "clip_grad_norm");
+      if (*t.clip_grad_norm <= 0) fail(v, "", "clip_grad_norm must be positive");
+    }
+    if (n["optimizer"]) t.optimizer = load_optimizer(n["optimizer"]);
+    if (n["schedule"]) t.schedule = load_schedule(n["schedule"]);
+    if (n["data"]) t.data = load_data_spec(n["data"]);
+    return t;
+  }
+
+  OptimizerConfig load_optimizer(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "optimizer must be a mapping such as {name: adam, lr: 0.001}");
+    const YAML::Node name = require(n, "name", "");
+    OptimizerConfig o;
+    o.name = scalar_string(name, "", "optimizer name");
+    if (o.name == "sgd") {
+      check_keys(n, {"name", "lr", "momentum", "dampening", "nesterov", "weight_decay"}, "", "key of the sgd optimizer");
+    } else if (o.name == "adam" || o.name == "adamw") {
+      check_keys(n, {"name", "lr", "betas", "eps", "weight_decay"}, "", "key of the " + o.name + " optimizer");
+      o.lr = 0.001;
+      if (o.name == "adamw") o.weight_decay = 0.01;
+    } else {
+      fail(name, "", "unknown optimizer '" + o.name + "'" + did_you_mean(o.name, {"sgd", "adam", "adamw"}) +
+                         "; use sgd, adam or adamw");
+    }
+    auto non_negative = [&](const char* key, double& out) {
+      if (const YAML::Node v = n[key]) {
+        out = scalar_number(v, "", key);
+        if (out < 0) fail(v, "", std::string(key) + " must not be negative");
+      }
+    };
+    non_negative("lr", o.lr);
+    non_negative("momentum", o.momentum);
+    non_negative("dampening", o.dampening);
+    non_negative("weight_decay", o.weight_decay);
+    non_negative("eps", o.eps);
+    if (n["nesterov"]) o.nesterov = scalar_bool(n["nesterov"], "", "nesterov");
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+      fail(n["nesterov"], "", "nesterov needs momentum > 0 and dampening 0 (as in torch.optim.SGD)");
+    if (const YAML::Node b = n["betas"]) {
+      if (!b.IsSequence() || b.size() != 2) fail(b, "", "betas must be a list of two numbers such as [0.9, 0.999]");
+      o.beta1 = scalar_number(b[0], "", "beta1");
+      o.beta2 = scalar_number(b[1], "", "beta2");
+      for (size_t i = 0; i < 2; ++i) {
+        double v = i == 0 ? o.beta1 : o.beta2;
+        if (v < 0 || v >= 1) fail(b[i], "", "betas must lie within [0, 1)");
+      }
+    }
+    return o;
+  }
+
+  ScheduleConfig load_schedule(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "schedule must be a mapping such as {name: cosine, warmup_steps: 100}");
+    const YAML::Node name = require(n, "name", "");
+    ScheduleConfig s;
+    s.name = scalar_string(name, "", "schedule name");
+    if (s.name == "constant") check_keys(n, {"name"}, "", "key of the constant schedule");
+    else if (s.name == "step") check_keys(n, {"name", "step_size", "gamma"}, "", "key of the step schedule");
+    else if (s.name == "cosine") check_keys(n, {"name", "warmup_steps", "total_steps", "min_lr"}, "", "key of the cosine schedule");
+    else fail(name, "", "unknown schedule '" + s.name + "'" + did_you_mean(s.name, {"constant", "step", "cosine"}) +
+                            "; use constant, step or cosine");
+    if (s.name == "step") {
+      const YAML::Node size = require(n, "step_size", "");
+      s.step_size = scalar_int(size, "", "step_size");
+      if (s.step_size < 1) fail(size, "", "step_size must be at least 1");
+      if (n["gamma"]) s.gamma = scalar_number(n["gamma"], "", "gamma");
+    }
+    auto count = [&](const char* key, int64_t& out) {
+      if (const YAML::Node v = n[key]) {
+        out = scalar_int(v, "", key);
+        if (out < 0) fail(v, "", std::string(key) + " must not be negative");
+      }
+    };
+    count("warmup_steps", s.warmup_steps);
+    count("total_steps", s.total_steps);
+    if (n["min_lr"]) s.min_lr = scalar_number(n["min_lr"], "", "min_lr");
+    return s;
+  }
+
+  DataSpec load_data_spec(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "data must be a mapping such as {path: train.csv, format: csv}");
+    check_keys(n, {"path", "format", "header", "columns"}, "", "key of data");
+    DataSpec d;
+    d.path = scalar_string(require(n, "path", ""), "", "data path");
+    if (const YAML::Node f = n["format"]) {
+      d.format = scalar_string(f, "", "data format");
+      if (d.format != "csv" && d.format != "safetensors") fail(f, "", "data format must be csv or safetensors");
+    }
+    if (n["header"]) d.header = scalar_bool(n["header"], "", "header");
+    if (const YAML::Node c = n["columns"]) {
+      if (!c.IsMap()) fail(c, "", "columns must map input and target names to column ranges such as \"0:64\"");
+      for (auto it = c.begin(); it != c.end(); ++it) {
+        std::string name = scalar_string(it->first, "", "a column name");
+        bool known = std::any_of(graph_.inputs.begin(), graph_.inputs.end(), [&](auto& g) { return g.name == name; }) ||
+                     std::any_of(graph_.targets.begin(), graph_.targets.end(), [&](auto& g) { return g.name == name; });
+        if (!known) fail(it->first, "", "columns: '" + name + "' is neither an input nor a target");
+        d.columns[name] = scalar_string(it->second, "", "a column range");
+      }
+    }
+    return d;
   }
 
   // ---- references -----------------------------------------------------------------

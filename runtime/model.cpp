@@ -6,6 +6,8 @@
 #include "graph/load_graph.h"
 #include "graph/text_similarity.h"
 #include "runtime/compiled_forward.h"
+#include "runtime/compiled_training.h"
+#include "runtime/loss.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/random.h"
 
@@ -14,7 +16,14 @@ namespace tandem {
 Model Model::load(const std::string& yaml_path) { return Model(load_graph(yaml_path)); }
 
 Model::Model(Graph graph) : graph_(std::move(graph)), plan_(plan_on_cpu(graph_)), cpu_(std::make_unique<CpuContext>()) {
-  for (const ParamSpec& p : graph_.parameters()) params_.emplace(p.name, Tensor::empty(p.shape, DType::float32));
+  for (const ParamSpec& p : graph_.parameters()) {
+    try {
+      params_.emplace(p.name, Tensor::empty(p.shape, DType::float32));
+      grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));
+    } catch (const UserError& e) {
+      throw UserError("parameter '" + p.name + "' of model '" + graph_.name + "': " + e.what());
+    }
+  }
   init_parameters(0);
 }
 
@@ -78,21 +87,35 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
   ++params_version_;
 }
 
-void Model::load_weights(const std::string& path) { set_weights(read_safetensors(path), path); }
+void Model::load_weights(const std::string& path) {
+  TensorMap tensors = read_safetensors(path);
+  // a training checkpoint holds the optimizer's state beside the weights
+  if (read_safetensors_metadata(path).count("tandem_checkpoint"))
+    std::erase_if(tensors, [](const auto& entry) { return entry.first.starts_with("optimizer."); });
+  set_weights(tensors, path);
+}
 
 void Model::save_weights(const std::string& path) const {
   write_safetensors(path, params_, {{"format", "pt"}, {"model", graph_.name}});
 }
 
-Bindings Model::bind(const TensorMap& inputs) const {
+Bindings Model::bind(const TensorMap& inputs) const { return bind_declared(inputs, graph_.inputs, false); }
+
+Bindings Model::bind_batch(const TensorMap& batch) const {
+  std::vector<GraphInput> declared = graph_.inputs;
+  declared.insert(declared.end(), graph_.targets.begin(), graph_.targets.end());
+  return bind_declared(batch, declared, false);
+}
+
+Bindings Model::bind_declared(const TensorMap& inputs, const std::vector<GraphInput>& declared, bool allow_extra) const {
   std::vector<std::string> names;
-  for (const GraphInput& in : graph_.inputs) names.push_back(in.name);
+  for (const GraphInput& in : declared) names.push_back(in.name);
   for (const auto& [name, t] : inputs)
-    if (std::find(names.begin(), names.end(), name) == names.end())
+    if (!allow_extra && std::find(names.begin(), names.end(), name) == names.end())
       throw UserError("model '" + graph_.name + "' has no input '" + name + "'" + did_you_mean(name, names));
   Bindings bindings;
   std::map<std::string, std::string> bound_by;
-  for (const GraphInput& in : graph_.inputs) {
+  for (const GraphInput& in : declared) {
     auto it = inputs.find(in.name);
     if (it == inputs.end()) throw UserError("input '" + in.name + "' of model '" + graph_.name + "' is missing");
     const Tensor& t = it->second;
@@ -116,7 +139,7 @@ Bindings Model::bind(const TensorMap& inputs) const {
       }
     }
   }
-  for (const GraphInput& in : graph_.inputs) {  // dimensions written as expressions of symbols
+  for (const GraphInput& in : declared) {  // dimensions written as expressions of symbols
     const TensorType& type = graph_.values[in.value].type;
     for (size_t d = 0; d < type.shape.size(); ++d)
       if (auto v = type.shape[d].evaluate(bindings); v && *v != inputs.at(in.name).size(d))
@@ -195,6 +218,107 @@ TensorMap Model::forward(const TensorMap& inputs) {
   TensorMap named;
   for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_.outputs[i].name, std::move(outputs[i]));
   return named;
+}
+
+}  // namespace tandem
+
+namespace tandem {
+
+void Model::zero_gradients() {
+  for (auto& [name, g] : grads_) std::memset(g.raw_data(), 0, g.nbytes());
+}
+
+CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads) {
+  auto key = std::make_pair(bindings, input_grads);
+  auto it = training_.find(key);
+  if (it != training_.end()) return *it->second;
+  auto compiled = std::make_unique<CompiledTraining>(graph_, plan_, bindings, *cpu_, params_, grads_, input_grads);
+  return *training_.emplace(key, std::move(compiled)).first->second;
+}
+
+TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
+  Bindings bindings = bind(inputs);
+  CompiledTraining& t = training_for(bindings, true);
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_.inputs) ordered.push_back(inputs.at(in.name));
+  t.forward(ordered, seed, params_version_, training);
+  std::vector<int> seeded;
+  for (const GraphOutput& out : graph_.outputs) {
+    auto it = grad_outputs.find(out.name);
+    if (it == grad_outputs.end()) continue;
+    if (graph_.values[out.value].type.dtype != DType::float32)
+      throw UserError("output '" + out.name + "' is int64 and has no gradient");
+    Tensor& buffer = t.gradient_buffer(out.value);
+    if (it->second.shape() != buffer.shape() || it->second.dtype() != DType::float32)
+      throw UserError("the gradient of output '" + out.name + "' must be float32 " + shape_str(buffer.shape()) + ", got " +
+                      shape_str(it->second.shape()));
+    std::memcpy(buffer.raw_data(), it->second.raw_data(), buffer.nbytes());
+    seeded.push_back(out.value);
+  }
+  for (const auto& [name, g] : grad_outputs)
+    if (std::none_of(graph_.outputs.begin(), graph_.outputs.end(), [&](const GraphOutput& o) { return o.name == name; }))
+      throw UserError("model '" + graph_.name + "' has no output '" + name + "'");
+  t.backward(seeded);
+  TensorMap input_grads;
+  for (size_t i = 0; i < graph_.inputs.size(); ++i)
+    if (Tensor g = t.input_gradient(i); g.defined()) input_grads.emplace(graph_.inputs[i].name, std::move(g));
+  return input_grads;
+}
+
+LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
+  if (!graph_.loss) throw UserError("model '" + graph_.name + "' has no loss: add a loss: section to train it");
+  Bindings bindings = bind_batch(batch);
+  CompiledTraining& t = training_for(bindings, false);
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_.inputs) ordered.push_back(batch.at(in.name));
+  t.forward(ordered, seed, params_version_);
+  const LossSpec& loss = *graph_.loss;
+  const Tensor& target = batch.at(graph_.values[loss.target].name);
+  if (graph_.values[loss.input].producer < 0)
+    throw UserError("the loss scores graph input '" + graph_.values[loss.input].name + "': nothing to train");
+  LossValue value = compute_loss(loss, t.value(loss.input), target, &t.gradient_buffer(loss.input));
+  t.backward({loss.input});
+  return value;
+}
+
+LossValue Model::evaluate_loss(const TensorMap& batch) {
+  if (!graph_.loss) throw UserError("model '" + graph_.name + "' has no loss");
+  bind_batch(batch);
+  TensorMap inputs;
+  for (const GraphInput& in : graph_.inputs) inputs.emplace(in.name, batch.at(in.name));
+  const LossSpec& loss = *graph_.loss;
+  // the scored tensor may be any layer's output: run the compiled forward and read it
+  Bindings bindings = bind(inputs);
+  CompiledTraining& t = training_for(bindings, false);
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_.inputs) ordered.push_back(inputs.at(in.name));
+  t.forward(ordered, 0, params_version_, /*training=*/false);
+  return compute_loss(loss, t.value(loss.input), batch.at(graph_.values[loss.target].name), nullptr);
+}
+
+TensorMap Model::random_targets(const Bindings& bindings, uint64_t seed) const {
+  TensorMap targets;
+  for (const GraphInput& tg : graph_.targets) {
+    Shape shape;
+    for (const Dim& d : graph_.values[tg.value].type.shape) {
+      auto v = d.evaluate(bindings);
+      if (!v) throw UserError("target '" + tg.name + "' has a symbol without a value: " + d.str());
+      shape.push_back(*v);
+    }
+    Rng rng(seed, "target:" + tg.name);
+    Tensor t = Tensor::empty(shape, graph_.values[tg.value].type.dtype);
+    if (t.dtype() == DType::float32) {
+      bool probability = graph_.loss && graph_.loss->target == tg.value && graph_.loss->op == "binary_cross_entropy_with_logits";
+      for (float& x : t.span<float>()) x = static_cast<float>(probability ? rng.uniform(0, 1) : rng.normal());
+    } else {
+      int64_t high = tg.high.value_or(2);
+      if (graph_.loss && graph_.loss->target == tg.value && !tg.high)
+        high = graph_.values[graph_.loss->input].type.shape[1].constant();
+      for (int64_t& x : t.span<int64_t>()) x = rng.below(high);
+    }
+    targets.emplace(tg.name, std::move(t));
+  }
+  return targets;
 }
 
 }  // namespace tandem

@@ -21,6 +21,8 @@
 namespace tandem {
 
 class CompiledForward;
+class CompiledTraining;
+struct LossValue;
 
 class Model {
  public:
@@ -52,11 +54,34 @@ class Model {
   /// Inference: outputs by output name.
   TensorMap forward(const TensorMap& inputs);
 
+  // ---- training -------------------------------------------------------------------
+  /// Gradients by parameter name: zero until a backward, then accumulated by each one.
+  const TensorMap& gradients() const { return grads_; }
+  void zero_gradients();
+  /// Like torch's `outputs.backward(grad_outputs)`: a forward on `inputs` (in training
+  /// mode unless `training` is false: then dropout is the identity, as after
+  /// module.eval()), then gradients of every parameter (accumulated into gradients());
+  /// returns the gradients of the float inputs by name.
+  TensorMap backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training = true, uint64_t seed = 0);
+  /// Forward in training mode, the model's loss against the batch's targets, backward:
+  /// parameter gradients accumulate into gradients(). `batch` holds inputs and targets.
+  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed);
+  /// The loss of the batch in inference mode (no gradients).
+  LossValue evaluate_loss(const TensorMap& batch);
+  /// Parameters were changed in place (an optimizer step): cached derived forms go stale.
+  void parameters_changed() { ++params_version_; }
+  /// Checks `batch` against the inputs and targets; the symbol values it implies.
+  Bindings bind_batch(const TensorMap& batch) const;
+  /// Random targets for `bindings` (classes within the loss's range).
+  TensorMap random_targets(const Bindings& bindings, uint64_t seed) const;
+
   /// How many oneDNN primitives were built so far (a repeated forward builds none).
   int64_t primitives_created() const { return cpu_->primitives_created(); }
 
  private:
   CompiledForward& compiled_for(const Bindings& bindings);
+  CompiledTraining& training_for(const Bindings& bindings, bool input_grads);
+  Bindings bind_declared(const TensorMap& tensors, const std::vector<GraphInput>& declared, bool allow_extra) const;
 
   Graph graph_;
   Plan plan_;
@@ -64,6 +89,8 @@ class Model {
   uint64_t params_version_ = 0;
   std::unique_ptr<CpuContext> cpu_;
   std::map<Bindings, std::unique_ptr<CompiledForward>> compiled_;
+  TensorMap grads_;
+  std::map<std::pair<Bindings, bool>, std::unique_ptr<CompiledTraining>> training_;
 };
 
 }  // namespace tandem

@@ -11,6 +11,7 @@ using Command = std::function<int()>;
 
 Command add_check_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
 
 }  // namespace tandem::cli

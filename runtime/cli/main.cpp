@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   };
   add(tandem::cli::add_check_command);
   add(tandem::cli::add_run_command);
+  add(tandem::cli::add_train_command);
   add(tandem::cli::add_devices_command);
   try {
     app.parse(argc, argv);

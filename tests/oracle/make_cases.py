@@ -3,14 +3,36 @@
 
     make_cases.py --out DIR [--seed S] PATHS...
 
-PATHS are YAML files or directories (their *.yaml, sorted). For each model, two cases:
-`<stem>-b1` (batch = 1) and `<stem>-b<N>` (batch = N, random in 2..9); every other symbol
-is random in 1..12 per case. Each case directory holds weights.safetensors (the
-state_dict), inputs.safetensors and expected.safetensors (outputs by name), and
+PATHS are YAML files or directories (their *.yaml, sorted), any number of them. For each
+model, two inference cases: `<stem>-b1` (batch = 1) and `<stem>-b<N>` (batch = N, random
+in 2..9); every other symbol is random in 1..12 per case. Each case directory holds
+weights.safetensors (the state_dict), inputs.safetensors, expected.safetensors (outputs
+by name) and, where torch can differentiate the model ("grads": true in the manifest),
+grads.safetensors:
+  grad_output.<output>  randn of the output's shape (the seed of the backward pass)
+  grad.<param>          d(sum_o <grad_output.o, o>)/d param, for every state_dict entry
+                        (zeros where the outputs do not depend on it)
+  grad_input.<input>    the same for every float32 graph input
+computed in eval mode (dropout is the identity).
+
+A model with `loss:` and `train:` also gets a training case `<stem>-train`:
+  weights.safetensors   the initial state_dict
+  batches.safetensors   step<k>.<input or target name> for k in 0..S-1 (S = 50, or the
+                        YAML's top-level `oracle_steps`), batch = train.batch
+  expected.safetensors  loss [S] float32 (the loss of step k, before its update),
+                        lr [S] float32 (the learning rate step k used),
+                        final.<param> (the weights after S steps),
+                        step0.grad.<param> (step 0's gradients, after clipping)
+listed under "train_cases" in the manifest with the steps, batch, bindings and the
+total_steps a cosine schedule without total_steps used (epochs * S: the case's data is
+the S batches in order, one epoch = S steps). The model runs in training mode; dropout
+must have p = 0 there.
+
 DIR/manifest.json lists the cases. A YAML the oracle cannot build fails the run (exit 1)
 unless it has the top-level key `oracle: skip`, in which case it is reported and skipped.
 """
 import argparse
+import collections
 import json
 import os
 import random
@@ -75,6 +97,12 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
                          {k: v.detach().float() for k, v in model.state_dict().items()})
     tt.write_safetensors(os.path.join(case_dir, "inputs.safetensors"), inputs)
     tt.write_safetensors(os.path.join(case_dir, "expected.safetensors"), dict(outputs))
+    grads = make_grads(model, spec, inputs, bindings, rng.randrange(2 ** 31))
+    gpath = os.path.join(case_dir, "grads.safetensors")
+    if grads is not None:
+        tt.write_safetensors(gpath, grads)
+    elif os.path.exists(gpath):
+        os.remove(gpath)
     return {
         "name": name,
         "model": os.path.abspath(yaml_path),
@@ -83,6 +111,108 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
         "inputs": list(spec.inputs),
         "outputs": list(outputs),
         "shapes": {k: list(v.shape) for k, v in outputs.items()},
+        "grads": grads is not None,
+    }
+
+
+def make_grads(model, spec, inputs, bindings, seed):
+    """grads.safetensors' tensors, or None when torch cannot differentiate the outputs."""
+    gen = torch.Generator().manual_seed(seed)
+    ins = collections.OrderedDict()
+    for n, t in inputs.items():
+        ins[n] = t.clone().requires_grad_(True) if t.dtype == torch.float32 else t
+    params = collections.OrderedDict(model.named_parameters())
+    for p in params.values():
+        p.grad = None
+    try:
+        with torch.enable_grad():
+            outputs = model(ins, bindings)
+            outs, seeds, named = [], [], collections.OrderedDict()
+            for name, o in outputs.items():
+                if o.dtype != torch.float32:
+                    continue
+                g = torch.randn(o.shape, generator=gen)
+                named["grad_output." + name] = g
+                if o.requires_grad:
+                    outs.append(o)
+                    seeds.append(g)
+            if not outs:
+                return None
+            torch.autograd.backward(outs, seeds)
+    except RuntimeError as e:
+        print("make_cases: no grads for %s: %s" % (spec.name, e), file=sys.stderr)
+        return None
+    res = collections.OrderedDict(named)
+    for n, p in params.items():
+        res["grad." + n] = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+        p.grad = None
+    for n, t in ins.items():
+        if t.dtype == torch.float32:
+            res["grad_input." + n] = t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
+    return res
+
+
+def make_train_case(yaml_path, doc, stem, seed, out_dir):
+    rng = random.Random("%d:%s:train" % (seed, stem))
+    torch.manual_seed(rng.randrange(2 ** 31))
+    model, spec = tt.build_model(yaml_path, doc=doc)
+    for s in spec.plan:
+        if s.op == "dropout" and s.attrs["p"] != 0:
+            raise tt.SpecError("training case: layer '%s' is dropout with p = %s; training cases need p = 0"
+                               % (s.path, s.attrs["p"]))
+    perturb_norms(model)
+    train = spec.train
+    steps = doc.get("oracle_steps", 50)
+    if not tt._is_int(steps) or steps < 1:
+        raise tt.SpecError("oracle_steps must be a positive int")
+    batch = train["batch"]
+    bindings = tt.draw_bindings(spec, rng, batch)
+    total_steps = train["epochs"] * steps
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    weights = {k: v.detach().clone().float() for k, v in model.state_dict().items()}
+    opt, sched = tt.make_optimizer(model, train, total_steps)
+    model.train()
+    batches, losses, lrs, expected = collections.OrderedDict(), [], [], collections.OrderedDict()
+    for k in range(steps):
+        inputs = tt.draw_inputs(spec, bindings, gen)
+        n_classes = None
+        if spec.loss["op"] in tt.CLASS_LOSSES:
+            with torch.no_grad():
+                n_classes = tt.loss_classes(spec, model.values(inputs, bindings))
+        targets = tt.draw_targets(spec, bindings, gen, n_classes)
+        for n, t in list(inputs.items()) + list(targets.items()):
+            batches["step%d.%s" % (k, n)] = t
+        lrs.append(opt.param_groups[0]["lr"])
+        loss, grads = tt.train_step(model, opt, sched, inputs, targets, bindings, train["clip_grad_norm"])
+        if not torch.isfinite(loss):
+            raise tt.SpecError("training case: loss of step %d is %s" % (k, float(loss)))
+        losses.append(float(loss))
+        if k == 0:
+            for n, g in grads.items():
+                expected["step0.grad." + n] = g
+    expected["loss"] = torch.tensor(losses, dtype=torch.float32)
+    expected["lr"] = torch.tensor(lrs, dtype=torch.float32)
+    for n, p in model.state_dict().items():
+        expected["final." + n] = p.detach().clone().float()
+    name = "%s-train" % stem
+    case_dir = os.path.join(out_dir, name)
+    os.makedirs(case_dir, exist_ok=True)
+    tt.write_safetensors(os.path.join(case_dir, "weights.safetensors"), weights)
+    tt.write_safetensors(os.path.join(case_dir, "batches.safetensors"), batches)
+    tt.write_safetensors(os.path.join(case_dir, "expected.safetensors"), expected)
+    return {
+        "name": name,
+        "model": os.path.abspath(yaml_path),
+        "dir": os.path.abspath(case_dir),
+        "steps": steps,
+        "batch": batch,
+        "bindings": bindings,
+        "total_steps": total_steps,
+        "inputs": list(spec.inputs),
+        "targets": list(spec.targets),
+        "params": list(weights),
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
     }
 
 
@@ -99,13 +229,15 @@ def main(argv=None):
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
-    cases, names, skipped = [], set(), []
+    cases, train_cases, names, skipped = [], [], set(), []
     for path in collect(args.paths):
         stem = os.path.splitext(os.path.basename(path))[0]
         doc = None
         try:
             doc = tt.load_spec_doc(path)
             made = [make_case(path, doc, stem, kind, seed, args.out) for kind in ("b1", "bN")]
+            trains = isinstance(doc, dict) and "loss" in doc and "train" in doc
+            tmade = [make_train_case(path, doc, stem, seed, args.out)] if trains else []
         except Exception as e:  # noqa: BLE001
             skip = isinstance(doc, dict) and doc.get("oracle") == "skip"
             msg = "%s: %s" % (type(e).__name__, e)
@@ -126,13 +258,23 @@ def main(argv=None):
             if not args.quiet:
                 print("  %-32s %s -> %s" % (c["name"], json.dumps(c["bindings"]),
                                            ", ".join("%s%s" % (k, v) for k, v in c["shapes"].items())))
-    manifest = {"seed": seed, "cases": cases, "skipped": skipped}
+        for c in tmade:
+            if c["name"] in names:
+                print("make_cases: FAILED: two cases named %s (same YAML stem twice?)" % c["name"], file=sys.stderr)
+                return 1
+            names.add(c["name"])
+            train_cases.append(c)
+            if not args.quiet:
+                print("  %-32s %d steps, batch %d, loss %.4g -> %.4g" % (c["name"], c["steps"], c["batch"],
+                                                                       c["first_loss"], c["last_loss"]))
+    manifest = {"seed": seed, "cases": cases, "train_cases": train_cases, "skipped": skipped}
     tmp = os.path.join(args.out, "manifest.json.tmp")
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1)
     os.replace(tmp, os.path.join(args.out, "manifest.json"))
-    print("make_cases: %d cases from %d models in %.1f s (seed %d)"
-          % (len(cases), len(cases) // 2, time.time() - t0, seed), flush=True)
+    print("make_cases: %d cases from %d models (%d with grads), %d training cases, in %.1f s (seed %d)"
+          % (len(cases), len(cases) // 2, sum(c["grads"] for c in cases), len(train_cases), time.time() - t0, seed),
+          flush=True)
     return 0
 
 

@@ -12,6 +12,7 @@ The module tree mirrors the YAML: each block (a `layers:` list, a `module:` use,
 device and no `module.` prefix is added.
 """
 import collections
+import math
 import os
 import re
 import sys
@@ -24,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safetensors_np import read_safetensors, write_safetensors  # noqa: E402,F401
 
 __all__ = ["SpecError", "build_model", "load_spec", "draw_bindings", "draw_inputs",
-           "read_safetensors", "write_safetensors", "linear_flops"]
+           "read_safetensors", "write_safetensors", "linear_flops",
+           "loss_fn", "make_optimizer", "make_scheduler", "scheduled_lr", "train_step", "draw_targets"]
 
 
 class SpecError(Exception):
@@ -35,9 +37,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _SYMBOL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:[0-9]+)$")
 
-TOP_KEYS = {"name", "inputs", "layers", "modules", "outputs"}
-# Keys that other tools own (training, placement) or that steer the oracle itself.
-IGNORED_TOP_KEYS = {"train", "loss", "placement", "oracle"}
+TOP_KEYS = {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train"}
+# Keys that other tools own (placement) or that steer the oracle itself.
+IGNORED_TOP_KEYS = {"placement", "oracle", "oracle_steps"}
 LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel"}
 
 _REQ = object()  # marks a required attribute
@@ -160,6 +162,9 @@ class ModelSpec:
         self.symbols = []                        # symbols of the input shapes, first-seen order
         self.outputs = collections.OrderedDict()  # output name -> source key
         self.plan = []                           # [Step]
+        self.targets = collections.OrderedDict()  # name -> {"shape", "dtype", "high"} (docs/training.md)
+        self.loss = None                         # parsed `loss:` (see _parse_loss) or None
+        self.train = None                        # parsed `train:` with every default filled, or None
 
     def input_key(self, name):
         return "input:" + name
@@ -209,6 +214,12 @@ class Model(nn.Module):
         return b
 
     def forward(self, inputs, bindings=None):
+        vals = self.values(inputs, bindings)
+        return collections.OrderedDict((name, vals[key]) for name, key in self.spec.outputs.items())
+
+    def values(self, inputs, bindings=None):
+        """Every tensor of one forward pass by key ("input:NAME", "layer:PATH"); what
+        loss_fn reads its input from."""
         spec = self.spec
         missing = [n for n in spec.inputs if n not in inputs]
         extra = [n for n in inputs if n not in spec.inputs]
@@ -216,7 +227,8 @@ class Model(nn.Module):
             raise SpecError("inputs: missing %s, unexpected %s" % (missing, extra))
         for n, info in spec.inputs.items():
             want = torch.int64 if info["dtype"] == "int64" else torch.float32
-            if inputs[n].dtype != want:
+            # float64 for a float32 input: the oracle's double-precision mode (model.double(), finite differences)
+            if inputs[n].dtype != want and not (want == torch.float32 and inputs[n].dtype == torch.float64):
                 raise SpecError("input %r: expected %s, got %s" % (n, want, inputs[n].dtype))
         b = self.infer_bindings(inputs, bindings)
         vals = {spec.input_key(n): inputs[n] for n in spec.inputs}
@@ -227,7 +239,7 @@ class Model(nn.Module):
             else:
                 y = step.module(*xs)
             vals["layer:" + step.path] = y
-        return collections.OrderedDict((name, vals[key]) for name, key in spec.outputs.items())
+        return vals
 
 
 # ----------------------------------------------------------------------------- builder
@@ -268,36 +280,47 @@ class _Builder:
         graph_inputs = [spec.input_key(n) for n in spec.inputs]
         top_scope, last_name = self._build_list(doc["layers"], model, "", [], graph_inputs, (), False)
         self._parse_outputs(doc.get("outputs"), top_scope, last_name)
+        if "targets" in doc:
+            self._parse_inputs(doc["targets"], "targets", spec.targets)
+            both = set(spec.targets) & set(spec.inputs)
+            if both:
+                raise SpecError("%s: %s named both in inputs and targets" % (self.where, sorted(both)))
+        if "loss" in doc:
+            spec.loss = _parse_loss(self, doc["loss"], top_scope)
+        if "train" in doc:
+            spec.train = _parse_train(self.where, doc["train"])
         return model
 
-    def _parse_inputs(self, inputs):
+    def _parse_inputs(self, inputs, what="inputs", into=None):
         spec = self.spec
+        into = spec.inputs if into is None else into
+        kind = what[:-1]
         if not isinstance(inputs, dict) or not inputs:
-            raise SpecError("%s: 'inputs' must be a non-empty mapping" % self.where)
+            raise SpecError("%s: '%s' must be a non-empty mapping" % (self.where, what))
         for name, info in inputs.items():
             name = _name_str(name)
             if not _NAME_RE.match(name):
-                raise SpecError("%s: input name %r is not letters, digits and _" % (self.where, name))
+                raise SpecError("%s: %s name %r is not letters, digits and _" % (self.where, kind, name))
             if not isinstance(info, dict) or "shape" not in info or set(info) - {"shape", "dtype", "high"}:
-                raise SpecError("%s: input '%s' must be {shape, dtype, high}" % (self.where, name))
+                raise SpecError("%s: %s '%s' must be {shape, dtype, high}" % (self.where, kind, name))
             shape = info["shape"]
             if not isinstance(shape, list):
-                raise SpecError("%s: input '%s': shape must be a list" % (self.where, name))
+                raise SpecError("%s: %s '%s': shape must be a list" % (self.where, kind, name))
             for d in shape:
                 if _is_int(d):
                     if d <= 0:
-                        raise SpecError("%s: input '%s': dimension %d is not positive" % (self.where, name, d))
+                        raise SpecError("%s: %s '%s': dimension %d is not positive" % (self.where, kind, name, d))
                 elif not (isinstance(d, str) and _SYMBOL_RE.match(d)):
-                    raise SpecError("%s: input '%s': bad dimension %r" % (self.where, name, d))
+                    raise SpecError("%s: %s '%s': bad dimension %r" % (self.where, kind, name, d))
                 elif d not in spec.symbols:
                     spec.symbols.append(d)
             dtype = info.get("dtype", "float32")
             if dtype not in ("float32", "int64"):
-                raise SpecError("%s: input '%s': dtype must be float32 or int64" % (self.where, name))
+                raise SpecError("%s: %s '%s': dtype must be float32 or int64" % (self.where, kind, name))
             high = info.get("high")
             if high is not None and (dtype != "int64" or not _is_int(high) or high <= 0):
-                raise SpecError("%s: input '%s': high must be a positive int on an int64 input" % (self.where, name))
-            spec.inputs[name] = {"shape": list(shape), "dtype": dtype, "high": high}
+                raise SpecError("%s: %s '%s': high must be a positive int on an int64 input" % (self.where, kind, name))
+            into[name] = {"shape": list(shape), "dtype": dtype, "high": high}
 
     def _parse_outputs(self, outputs, top_scope, last_name):
         spec = self.spec
@@ -712,3 +735,308 @@ def linear_flops(model, inputs):
         for h in handles:
             h.remove()
     return total[0]
+
+
+# ----------------------------------------------------------------------------- training (docs/training.md)
+
+LOSS_OPS = ("cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits")
+CLASS_LOSSES = ("cross_entropy", "nll_loss")
+LOSS_KEYS = {"op", "input", "target", "reduction", "ignore_index", "label_smoothing"}
+TRAIN_KEYS = {"epochs", "batch", "shuffle", "drop_last", "seed", "validation_split", "optimizer", "schedule",
+              "clip_grad_norm", "data"}
+# optimizer name -> its keys with defaults
+OPTIMIZERS = {
+    "sgd": {"lr": 0.01, "momentum": 0.0, "dampening": 0.0, "nesterov": False, "weight_decay": 0.0},
+    "adam": {"lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0},
+    "adamw": {"lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01},
+}
+SCHEDULES = {
+    "constant": {},
+    "step": {"step_size": _REQ, "gamma": 0.1},
+    "cosine": {"warmup_steps": 0, "total_steps": None, "min_lr": 0.0},
+}
+
+
+def _parse_loss(builder, loss, top_scope):
+    where, spec = builder.where, builder.spec
+    err = lambda msg: SpecError("%s: loss: %s" % (where, msg))  # noqa: E731
+    if not isinstance(loss, dict):
+        raise err("must be a mapping {op, input, target, reduction, ...}")
+    unknown = set(loss) - LOSS_KEYS
+    if unknown:
+        raise err("unknown key(s) %s" % sorted(unknown))
+    op = loss.get("op")
+    if op not in LOSS_OPS:
+        raise err("op must be one of %s, got %r" % (", ".join(LOSS_OPS), op))
+    out = {"op": op}
+    if "input" in loss:
+        ref = builder._ref_str(loss["input"], "loss")
+        out["input"] = ref
+        out["input_key"] = builder._resolve(ref, [top_scope], "loss")
+    else:
+        first = next(iter(spec.outputs))
+        out["input"], out["input_key"] = first, spec.outputs[first]
+    if "target" in loss:
+        try:
+            t = _name_str(loss["target"])
+        except TypeError:
+            raise err("target must be a name")
+        if t not in spec.targets:
+            raise err("target %r is not in targets: %s" % (t, list(spec.targets)))
+    else:
+        if len(spec.targets) != 1:
+            raise err("no target given and there is not exactly one target (%s)" % list(spec.targets))
+        t = next(iter(spec.targets))
+    out["target"] = t
+    tinfo = spec.targets[t]
+    red = loss.get("reduction", "mean")
+    if red not in ("mean", "sum"):
+        raise err("reduction must be mean or sum, got %r" % (red,))
+    out["reduction"] = red
+    if op in CLASS_LOSSES:
+        if tinfo["dtype"] != "int64" or len(tinfo["shape"]) != 1:
+            raise err("%s needs an int64 target of shape [N]; %r is %s %s" % (op, t, tinfo["dtype"], tinfo["shape"]))
+        ii = loss.get("ignore_index", -100)
+        if not _is_int(ii):
+            raise err("ignore_index must be an int")
+        out["ignore_index"] = ii
+        out["ignore_index_given"] = "ignore_index" in loss
+        ls = loss.get("label_smoothing", 0.0)
+        if "label_smoothing" in loss and op != "cross_entropy":
+            raise err("label_smoothing is a cross_entropy attribute")
+        if not _is_num(ls) or not 0 <= ls <= 1:
+            raise err("label_smoothing must be a number in [0, 1]")
+        out["label_smoothing"] = float(ls)
+    else:
+        for k in ("ignore_index", "label_smoothing"):
+            if k in loss:
+                raise err("%s is not an attribute of %s" % (k, op))
+        if tinfo["dtype"] != "float32":
+            raise err("%s needs a float32 target; %r is %s" % (op, t, tinfo["dtype"]))
+    return out
+
+
+def _sub(where, what, given, defaults):
+    """Checks a `{name: ..., keys}` mapping against `defaults` (name -> {key: default})."""
+    if not isinstance(given, dict) or "name" not in given:
+        raise SpecError("%s: train.%s must be a mapping with a name" % (where, what))
+    name = given["name"]
+    if name not in defaults:
+        raise SpecError("%s: train.%s: unknown name %r (one of %s)" % (where, what, name, ", ".join(defaults)))
+    unknown = set(given) - set(defaults[name]) - {"name"}
+    if unknown:
+        raise SpecError("%s: train.%s %s has no key(s) %s" % (where, what, name, sorted(unknown)))
+    out = {"name": name}
+    for k, d in defaults[name].items():
+        if k in given:
+            out[k] = given[k]
+        elif d is _REQ:
+            raise SpecError("%s: train.%s %s needs '%s'" % (where, what, name, k))
+        else:
+            out[k] = list(d) if isinstance(d, list) else d
+    return out
+
+
+def _parse_train(where, train):
+    def err(msg):
+        return SpecError("%s: train: %s" % (where, msg))
+    if not isinstance(train, dict):
+        raise err("must be a mapping")
+    unknown = set(train) - TRAIN_KEYS
+    if unknown:
+        raise err("unknown key(s) %s" % sorted(unknown))
+    t = {"epochs": 1, "batch": 32, "shuffle": True, "drop_last": False, "seed": 0, "validation_split": 0.0,
+         "clip_grad_norm": None, "data": None}
+    t.update({k: v for k, v in train.items() if k in t})
+    for k in ("epochs", "batch"):
+        if not _is_int(t[k]) or t[k] < 1:
+            raise err("%s must be a positive int" % k)
+    for k in ("shuffle", "drop_last"):
+        if not isinstance(t[k], bool):
+            raise err("%s must be true or false" % k)
+    if not _is_int(t["seed"]) or t["seed"] < 0:
+        raise err("seed must be an int >= 0")
+    if not _is_num(t["validation_split"]) or not 0 <= t["validation_split"] < 1:
+        raise err("validation_split must be a number in [0, 1)")
+    if t["clip_grad_norm"] is not None and (not _is_num(t["clip_grad_norm"]) or t["clip_grad_norm"] <= 0):
+        raise err("clip_grad_norm must be a positive number or null")
+    o = _sub(where, "optimizer", train.get("optimizer", {"name": "sgd"}), OPTIMIZERS)
+    for k in ("lr", "momentum", "dampening", "weight_decay", "eps"):
+        if k in o and (not _is_num(o[k]) or o[k] < 0 or (k in ("lr", "eps") and o[k] <= 0)):
+            raise err("optimizer.%s must be a %s number" % (k, "positive" if k in ("lr", "eps") else "non-negative"))
+    if "nesterov" in o:
+        if not isinstance(o["nesterov"], bool):
+            raise err("optimizer.nesterov must be true or false")
+        if o["nesterov"] and (o["momentum"] <= 0 or o["dampening"] != 0):
+            raise err("optimizer: nesterov needs momentum > 0 and dampening 0 (as torch.optim.SGD)")
+    if "betas" in o:
+        b = o["betas"]
+        if not (isinstance(b, list) and len(b) == 2 and all(_is_num(x) and 0 <= x < 1 for x in b)):
+            raise err("optimizer.betas must be two numbers in [0, 1)")
+    t["optimizer"] = o
+    s = _sub(where, "schedule", train.get("schedule", {"name": "constant"}), SCHEDULES)
+    if s["name"] == "step":
+        if not _is_int(s["step_size"]) or s["step_size"] < 1:
+            raise err("schedule.step_size must be a positive int")
+        if not _is_num(s["gamma"]) or s["gamma"] < 0:
+            raise err("schedule.gamma must be a non-negative number")
+    if s["name"] == "cosine":
+        if not _is_int(s["warmup_steps"]) or s["warmup_steps"] < 0:
+            raise err("schedule.warmup_steps must be an int >= 0")
+        if s["total_steps"] is not None and (not _is_int(s["total_steps"]) or s["total_steps"] < 1):
+            raise err("schedule.total_steps must be a positive int")
+        if not _is_num(s["min_lr"]) or s["min_lr"] < 0:
+            raise err("schedule.min_lr must be a non-negative number")
+    t["schedule"] = s
+    d = t["data"]
+    if d is not None:
+        if not isinstance(d, dict) or not isinstance(d.get("path"), str) or set(d) - {"path", "format", "header", "columns"}:
+            raise err("data must be {path, format, header, columns}")
+        d = dict(d)
+        if "format" not in d:
+            d["format"] = "safetensors" if d["path"].endswith(".safetensors") else "csv"
+        if d["format"] not in ("csv", "safetensors"):
+            raise err("data.format must be csv or safetensors")
+        d.setdefault("header", False)
+        d.setdefault("columns", None)
+        t["data"] = d
+    return t
+
+
+def steps_per_epoch(train, n_samples):
+    """Optimizer steps in one epoch over n_samples training samples."""
+    b = train["batch"]
+    return n_samples // b if train["drop_last"] else -(-n_samples // b)
+
+
+def scheduled_lr(train, step, total_steps=None):
+    """The learning rate of optimizer step `step` (from 0), docs/training.md's formulas."""
+    lr = float(train["optimizer"]["lr"])
+    s = train["schedule"]
+    if s["name"] == "constant":
+        return lr
+    if s["name"] == "step":
+        return lr * float(s["gamma"]) ** (step // s["step_size"])
+    w = s["warmup_steps"]
+    if step < w:
+        return lr * (step + 1) / w
+    total = s["total_steps"] if s["total_steps"] is not None else total_steps
+    if total is None:
+        raise SpecError("cosine schedule: no total_steps (give train.schedule.total_steps or the data size)")
+    mn = float(s["min_lr"])
+    frac = min(1.0, (step - w) / max(1, total - w))
+    return mn + (lr - mn) * (1 + math.cos(math.pi * frac)) / 2
+
+
+def make_scheduler(optimizer, train, total_steps=None):
+    """A LambdaLR stepped once per optimizer step: step k runs with scheduled_lr(k)."""
+    base = float(train["optimizer"]["lr"])
+    scheduled_lr(train, 10 ** 9, total_steps)  # fail now, not mid-training, when total_steps is missing
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: scheduled_lr(train, k, total_steps) / base)
+
+
+def make_optimizer(model, train, total_steps=None):
+    """(torch.optim optimizer over model.parameters() in state_dict order, LambdaLR scheduler)."""
+    o = train["optimizer"]
+    params = list(model.parameters())
+    if o["name"] == "sgd":
+        opt = torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], dampening=o["dampening"],
+                              nesterov=o["nesterov"], weight_decay=o["weight_decay"])
+    elif o["name"] == "adam":
+        opt = torch.optim.Adam(params, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                               weight_decay=o["weight_decay"])
+    else:
+        opt = torch.optim.AdamW(params, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                                weight_decay=o["weight_decay"])
+    return opt, make_scheduler(opt, train, total_steps)
+
+
+def loss_fn(spec, values, targets):
+    """The scalar loss. `values`: Model.values() (or any map holding the loss input's key,
+    "layer:PATH" / "input:NAME"); `targets`: name -> tensor."""
+    L = spec.loss
+    if L is None:
+        raise SpecError("%s: no loss: section" % spec.path)
+    x = values[L["input_key"]]
+    t = targets[L["target"]]
+    op, red = L["op"], L["reduction"]
+    if op in CLASS_LOSSES:
+        if x.dim() != 2 or t.dim() != 1 or t.shape[0] != x.shape[0]:
+            raise SpecError("%s: input [N, C] and target [N] expected, got %s and %s"
+                            % (op, list(x.shape), list(t.shape)))
+        C = x.shape[1]
+        bad = (t != L["ignore_index"]) & ((t < 0) | (t >= C))
+        if bool(bad.any()):
+            raise SpecError("%s: target %d outside [0, %d)" % (op, int(t[bad][0]), C))
+        if op == "nll_loss":
+            return F.nll_loss(x, t, ignore_index=L["ignore_index"], reduction=red)
+        return F.cross_entropy(x, t, ignore_index=L["ignore_index"], reduction=red,
+                               label_smoothing=L["label_smoothing"])
+    if x.shape != t.shape:
+        raise SpecError("%s: input %s and target %s differ in shape" % (op, list(x.shape), list(t.shape)))
+    if op == "mse_loss":
+        return F.mse_loss(x, t, reduction=red)
+    return F.binary_cross_entropy_with_logits(x, t, reduction=red)
+
+
+def train_step(model, optimizer, scheduler, inputs, targets, bindings=None, clip=None):
+    """One step of docs/training.md: forward (the model's current mode), loss, backward,
+    clip_grad_norm_, optimizer step with the scheduled lr, scheduler step. A parameter
+    the loss does not reach gets a zero gradient (so weight decay and momentum still
+    apply, as if Tandem's summed-over-every-use gradient of no use is zero).
+    Returns (loss value as a float32 tensor, {param name: gradient after clipping})."""
+    spec = model.spec
+    for p in model.parameters():
+        p.grad = None
+    vals = model.values(inputs, bindings)
+    loss = loss_fn(spec, vals, targets)
+    loss.backward()
+    for p in model.parameters():
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    if clip is not None:
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=float(clip))
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    optimizer.step()
+    scheduler.step()
+    return loss.detach().float(), grads
+
+
+def loss_classes(spec, values):
+    """C of a cross_entropy / nll_loss input [N, C] in `values`."""
+    return int(values[spec.loss["input_key"]].shape[-1])
+
+
+def draw_targets(spec, bindings, gen, n_classes=None, ignore_prob=0.1):
+    """Random targets: the loss target as its op wants (class losses: [0, n_classes), with
+    ~ignore_prob of them set to ignore_index when the loss gives one explicitly, never all
+    of a batch; bce: uniform [0, 1); mse: randn); any other target: randn, or uniform
+    [0, high) for int64."""
+    out = collections.OrderedDict()
+    L = spec.loss
+    for name, info in spec.targets.items():
+        shape = spec.bind(info["shape"], bindings)
+        if L is not None and name == L["target"]:
+            op = L["op"]
+            if op in CLASS_LOSSES:
+                if n_classes is None:
+                    raise SpecError("draw_targets: the class count is needed")
+                t = torch.randint(0, n_classes, shape, generator=gen, dtype=torch.int64)
+                ii = L["ignore_index"]
+                if L["ignore_index_given"] and t.numel():
+                    t[torch.rand(shape, generator=gen) < ignore_prob] = ii
+                    live = t != ii
+                    if not bool(live.any()):
+                        t[0] = (ii + 1) % n_classes if 0 <= ii < n_classes else 0
+                out[name] = t
+            elif op == "binary_cross_entropy_with_logits":
+                out[name] = torch.rand(shape, generator=gen)
+            else:
+                out[name] = torch.randn(shape, generator=gen)
+        elif info["dtype"] == "float32":
+            out[name] = torch.randn(shape, generator=gen)
+        else:
+            if info["high"] is None:
+                raise SpecError("int64 target %r has no `high:` and is not the loss target" % name)
+            out[name] = torch.randint(0, info["high"], shape, generator=gen, dtype=torch.int64)
+    return out

@@ -1,0 +1,420 @@
+#!/usr/bin/python3
+"""Training benchmark: one training step (forward, loss, backward, Adam update) in Tandem
+vs PyTorch, in one run, on the same machine and threads.
+
+    /usr/bin/python3 bench/bench_training.py [--tandem build/tandem] [--rounds 5] [--json OUT]
+
+The configs have no loss of their own: the bench writes a copy of each (in a temporary
+directory) with `targets:`, `loss:` and `train:` added, and both sides train that copy:
+  seed_mlp     mse_loss(block3, y [batch, 20])
+  mlp_4x1024   mse_loss(head, y [batch, 1024])
+  recommender  binary_cross_entropy_with_logits(top.fc2, y [batch, 1])   (the logit before the sigmoid)
+with train: {batch: B, optimizer: {name: adam, lr: 0.001}}. PyTorch: the model built by
+tests/oracle/tandem_torch.py, train mode, 2 threads, step = zero_grad(set_to_none) +
+forward + loss + backward + optimizer.step(). Tandem: `tandem train COPY --bench-steps R
+--batch B [--bind tags=8*B] --json` with OMP_NUM_THREADS=2, expected to print
+{"timing": {"median_ms": ...}, "peak_bytes": ...} (random data of the declared shapes).
+Each measurement is the median per-step time over R steps; alternating rounds; the table
+shows the medians over the rounds.
+
+Memory: Tandem's "peak_bytes" (top level or under "memory") when it reports one. For
+PyTorch it is an ESTIMATE, not a measurement: parameter + gradient + Adam state (2x the
+parameters) bytes, plus the bytes of the tensors autograd saves for backward in one step
+(counted with torch.autograd.graph.saved_tensors_hooks, storages deduplicated,
+parameters excluded); allocator overhead, temporaries and the backward's transient
+buffers are not in it.
+Targets: tandem/torch time <= 0.5 at batch 1 and 32, <= 0.9 at batch 256.
+"""
+import os
+
+THREADS = 2
+os.environ["OMP_NUM_THREADS"] = str(THREADS)  # before torch is imported
+os.environ.setdefault("MKL_NUM_THREADS", str(THREADS))
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+import tandem_torch as tt  # noqa: E402
+
+# config -> (loss op, loss input reference, target shape after batch)
+LOSSES = {
+    "configs/seed_mlp.yaml": ("mse_loss", "block3", [20]),
+    "configs/mlp_4x1024.yaml": ("mse_loss", "head", [1024]),
+    "configs/recommender.yaml": ("binary_cross_entropy_with_logits", "top.fc2", [1]),
+}
+DEFAULT_CONFIGS = list(LOSSES)
+IDLE_BEFORE_TANDEM_S = 0.5
+DEFAULT_BATCHES = [1, 32, 256]
+TARGETS = {1: 0.5, 32: 0.5, 256: 0.9}  # batch -> max tandem/torch time ratio
+LR = 0.001
+
+
+class BenchError(Exception):
+    pass
+
+
+def parse_binds(items):
+    out = {"tags": "8*B"}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit("--bind wants NAME=EXPR, e.g. tags=8*B")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def eval_bind(expr, batch):
+    try:
+        v = eval(expr, {"__builtins__": {}}, {"B": batch})  # noqa: S307 - a tiny arithmetic expression
+    except Exception as e:  # noqa: BLE001
+        raise SystemExit("bad --bind expression %r: %s" % (expr, e))
+    if int(v) != v or v < 1:
+        raise SystemExit("--bind expression %r gives %r for B=%d" % (expr, v, batch))
+    return int(v)
+
+
+def bindings_for(spec, batch, bind_exprs):
+    b = {}
+    for s in spec.symbols:
+        if s == "batch":
+            b[s] = batch
+        elif s in bind_exprs:
+            b[s] = eval_bind(bind_exprs[s], batch)
+        else:
+            raise BenchError("%s: no value for symbol %r (use --bind %s=EXPR)" % (spec.path, s, s))
+    return b
+
+
+def training_copy(cfg, cfg_path, batch, tmpdir):
+    """Writes the config with targets/loss/train added; returns its path."""
+    if cfg not in LOSSES:
+        raise BenchError("%s: no loss defined for it in bench_training.py (LOSSES)" % cfg)
+    op, ref, tshape = LOSSES[cfg]
+    with open(cfg_path) as f:
+        doc = yaml.safe_load(f)
+    doc = copy.deepcopy(doc)
+    doc["targets"] = {"y": {"shape": ["batch"] + tshape}}
+    doc["loss"] = {"op": op, "input": ref, "target": "y"}
+    doc["train"] = {"batch": batch, "optimizer": {"name": "adam", "lr": LR}}
+    out = os.path.join(tmpdir, "%s.train.b%d.yaml" % (os.path.splitext(os.path.basename(cfg))[0], batch))
+    with open(out, "w") as f:
+        f.write("# written by bench/bench_training.py from %s\n" % cfg)
+        yaml.safe_dump(doc, f, sort_keys=False)
+    return out
+
+
+# ----------------------------------------------------------------------------- torch
+
+class TorchStep:
+    def __init__(self, yaml_path, bindings, batch):
+        torch.manual_seed(0)
+        self.model, self.spec = tt.build_model(yaml_path)
+        self.model.train()
+        self.bindings = bindings
+        gen = torch.Generator().manual_seed(batch)
+        self.inputs = tt.draw_inputs(self.spec, bindings, gen, pad_prob=0.0)
+        self.targets = tt.draw_targets(self.spec, bindings, gen)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=LR)
+
+    def step(self):
+        self.opt.zero_grad(set_to_none=True)
+        vals = self.model.values(self.inputs, self.bindings)
+        loss = tt.loss_fn(self.spec, vals, self.targets)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def memory_estimate(self):
+        """Bytes: parameters, gradients, Adam's exp_avg/exp_avg_sq, and what autograd saves."""
+        params = list(self.model.parameters())
+        pbytes = sum(p.numel() * p.element_size() for p in params)
+        pptrs = {p.data_ptr() for p in params}
+        saved = {}
+
+        def pack(t):
+            try:
+                ptr = t.untyped_storage().data_ptr()  # noqa: E1101
+                nbytes = t.untyped_storage().nbytes()
+            except AttributeError:
+                ptr = t.storage().data_ptr()
+                nbytes = t.storage().nbytes()
+            if ptr not in pptrs and t.data_ptr() not in pptrs:
+                saved[ptr] = max(saved.get(ptr, 0), nbytes)
+            return t
+
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            vals = self.model.values(self.inputs, self.bindings)
+            loss = tt.loss_fn(self.spec, vals, self.targets)
+        loss.backward()
+        act = sum(saved.values())
+        return {"params": pbytes, "grads": pbytes, "adam_state": 2 * pbytes, "saved_activations": act,
+                "total": 4 * pbytes + act}
+
+
+def torch_time(ts, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        ts.step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3, min(times) * 1e3
+
+
+def torch_warmup(ts, min_calls=3, min_s=0.2):
+    times = []
+    t_start = time.perf_counter()
+    while len(times) < min_calls or time.perf_counter() - t_start < min_s:
+        t0 = time.perf_counter()
+        ts.step()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 5000:
+            break
+    return statistics.median(times[1:] or times)
+
+
+# ----------------------------------------------------------------------------- tandem
+
+def find_tandem(path):
+    if os.path.isabs(path) or os.path.exists(path):
+        full = os.path.abspath(path)
+    elif os.path.exists(os.path.join(ROOT, path)):
+        full = os.path.join(ROOT, path)
+    elif os.path.sep not in path and shutil.which(path):
+        full = shutil.which(path)
+    else:
+        full = os.path.join(ROOT, path)
+    if not os.path.isfile(full) or not os.access(full, os.X_OK):
+        raise BenchError("Tandem CLI not found or not executable: %s\n"
+                         "  build it (cmake --build build --target tandem), pass --tandem PATH or set TANDEM=PATH,\n"
+                         "  or run with --torch-only" % full)
+    return full
+
+
+def check_tandem_train(tandem):
+    """A clear error when this Tandem has no `train --bench-steps` yet."""
+    try:
+        r = subprocess.run([tandem, "train", "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BenchError("could not run %s train --help: %s" % (tandem, e))
+    text = r.stdout + r.stderr
+    if r.returncode != 0 and "bench-steps" not in text:
+        raise BenchError("this Tandem has no working `train` subcommand (`%s train --help` exited %d):\n%s\n"
+                         "  the bench needs `tandem train CONFIG --bench-steps R --batch B --json`; "
+                         "run with --torch-only meanwhile" % (tandem, r.returncode, text.strip()[-1500:]))
+    if "bench-steps" not in text:
+        raise BenchError("`%s train` does not list --bench-steps in its help; the bench needs "
+                         "`tandem train CONFIG --bench-steps R --batch B --json` (or run with --torch-only)" % tandem)
+
+
+def parse_json_output(text):
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    start, end = text.find("{"), text.rfind("}")
+    if start >= 0 and end > start:
+        try:
+            return json.loads(text[start:end + 1])
+        except ValueError:
+            pass
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise BenchError("no JSON in the Tandem output:\n%s" % text[-2000:])
+
+
+def peak_bytes_of(doc):
+    for holder in (doc, doc.get("memory"), doc.get("timing")):
+        if isinstance(holder, dict) and isinstance(holder.get("peak_bytes"), (int, float)):
+            return int(holder["peak_bytes"])
+    return None
+
+
+def tandem_time(tandem, config, batch, bindings, repeat, timeout):
+    cmd = [tandem, "train", config, "--bench-steps", str(repeat), "--batch", str(batch)]
+    for k, v in bindings.items():
+        if k != "batch":
+            cmd += ["--bind", "%s=%d" % (k, v)]
+    cmd += ["--json"]
+    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
+    # PyTorch's OpenBLAS and OpenMP workers busy-wait for a while after its last call;
+    # on two cores they would take the CPU from the Tandem process measured next.
+    time.sleep(IDLE_BEFORE_TANDEM_S)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError("timed out after %d s: %s" % (timeout, " ".join(cmd)))
+    if r.returncode != 0:
+        raise BenchError("exit %d from: %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout[-2000:], r.stderr[-2000:]))
+    doc = parse_json_output(r.stdout)
+    timing = doc.get("timing") if isinstance(doc, dict) else None
+    if not isinstance(timing, dict) or "median_ms" not in timing:
+        raise BenchError("no timing.median_ms in the Tandem JSON: %s" % json.dumps(doc)[:2000])
+    return float(timing["median_ms"]), float(timing.get("min_ms", timing["median_ms"])), doc
+
+
+# ----------------------------------------------------------------------------- main
+
+def fmt(v, spec="%.3f"):
+    return "-" if v is None else spec % v
+
+
+def mib(v):
+    return "-" if v is None else "%.1f" % (v / 2 ** 20)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tandem", default=os.environ.get("TANDEM", "build/tandem"),
+                    help="the tandem CLI (default: $TANDEM or build/tandem)")
+    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
+    ap.add_argument("--batches", default=",".join(map(str, DEFAULT_BATCHES)), help="comma-separated")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating Tandem/PyTorch rounds (default 5)")
+    ap.add_argument("--repeat", type=int, default=None, help="steps per measurement (default: ~0.25 s worth)")
+    ap.add_argument("--target-s", type=float, default=0.25, help="seconds per measurement when choosing R")
+    ap.add_argument("--bind", action="append", default=[], help="NAME=EXPR in B (default tags=8*B)")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per Tandem call")
+    ap.add_argument("--torch-only", action="store_true", help="measure PyTorch only")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--json", dest="json_out", default=None, help="write the results here")
+    ap.add_argument("--keep-configs", default=None, help="write the training copies of the configs here")
+    args = ap.parse_args(argv)
+
+    batches = [int(b) for b in args.batches.split(",") if b.strip()]
+    bind_exprs = parse_binds(args.bind)
+    torch.set_num_threads(THREADS)
+    tandem = None
+    if not args.torch_only:
+        try:
+            tandem = find_tandem(args.tandem)
+            check_tandem_train(tandem)
+        except BenchError as e:
+            print("bench_training: %s" % e, file=sys.stderr)
+            return 2
+
+    print("bench_training: torch %s, %d threads, %s; tandem: %s; rounds %d; adam lr %g"
+          % (torch.__version__, torch.get_num_threads(), platform.processor() or platform.machine(),
+             tandem or "(skipped)", args.rounds, LR), flush=True)
+    try:
+        load1 = os.getloadavg()[0]
+    except OSError:
+        load1 = None
+    if load1 is not None and load1 > 0.5:
+        print("warning: load average %.2f: other work is running; timings with %d threads will be noisy"
+              % (load1, THREADS), file=sys.stderr)
+    tmpdir = args.keep_configs or tempfile.mkdtemp(prefix="bench_training.")
+    os.makedirs(tmpdir, exist_ok=True)
+    results, failed = [], False
+    try:
+        for cfg in args.configs:
+            cfg_path = cfg if os.path.isabs(cfg) else os.path.join(ROOT, cfg)
+            for batch in batches:
+                try:
+                    copy_path = training_copy(cfg, cfg_path, batch, tmpdir)
+                    spec = tt.load_spec(copy_path)
+                    bindings = bindings_for(spec, batch, bind_exprs)
+                except (BenchError, tt.SpecError) as e:
+                    print("bench_training: %s" % e, file=sys.stderr)
+                    return 2
+                ts = TorchStep(copy_path, bindings, batch)
+                mem = ts.memory_estimate()
+                per_call = torch_warmup(ts)
+                repeat = args.repeat or max(5, min(2000, int(round(args.target_s / max(per_call, 1e-7)))))
+                t_rounds, t_mins, n_rounds, n_mins, tandem_doc = [], [], [], [], None
+                for rnd in range(args.rounds):
+                    order = ("tandem", "torch") if rnd % 2 == 0 else ("torch", "tandem")
+                    for who in order:
+                        if who == "torch":
+                            med, mn = torch_time(ts, repeat)
+                            t_rounds.append(med)
+                            t_mins.append(mn)
+                        elif tandem:
+                            try:
+                                med, mn, tandem_doc = tandem_time(tandem, copy_path, batch, bindings, repeat,
+                                                                  args.timeout)
+                            except BenchError as e:
+                                print("bench_training: tandem failed on %s batch %d: %s" % (cfg, batch, e),
+                                      file=sys.stderr)
+                                return 2
+                            n_rounds.append(med)
+                            n_mins.append(mn)
+                torch_ms = statistics.median(t_rounds)
+                tandem_ms = statistics.median(n_rounds) if n_rounds else None
+                ratio = tandem_ms / torch_ms if tandem_ms is not None else None
+                target = TARGETS.get(batch)
+                ok = None if (target is None or ratio is None) else ratio <= target
+                failed |= ok is False
+                tandem_peak = peak_bytes_of(tandem_doc) if isinstance(tandem_doc, dict) else None
+                results.append({
+                    "config": cfg, "model": spec.name, "loss": LOSSES[cfg][0], "batch": batch, "bindings": bindings,
+                    "repeat": repeat, "torch_ms": torch_ms, "torch_ms_rounds": t_rounds, "torch_min_ms": min(t_mins),
+                    "tandem_ms": tandem_ms, "tandem_ms_rounds": n_rounds,
+                    "tandem_min_ms": min(n_mins) if n_mins else None, "ratio": ratio,
+                    "target_ratio": target, "pass": ok,
+                    "torch_memory_estimate_bytes": mem, "tandem_peak_bytes": tandem_peak,
+                })
+                print("  %-28s b=%-4d R=%-5d torch %9.4f ms  tandem %s ms" % (
+                    cfg, batch, repeat, torch_ms, fmt(tandem_ms, "%9.4f")), flush=True)
+    finally:
+        if not args.keep_configs:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+    print()
+    head = "%-26s %6s %11s %11s %8s %8s %6s %13s %12s" % (
+        "config", "batch", "torch ms", "tandem ms", "ratio", "target", "", "torch MiB(est)", "tandem MiB")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        print("%-26s %6d %11.4f %11s %8s %8s %6s %13s %12s" % (
+            r["config"], r["batch"], r["torch_ms"], fmt(r["tandem_ms"], "%.4f"), fmt(r["ratio"], "%.3f"),
+            "<= %.1fx" % r["target_ratio"] if r["target_ratio"] else "-",
+            {True: "PASS", False: "FAIL", None: "-"}[r["pass"]],
+            mib(r["torch_memory_estimate_bytes"]["total"]), mib(r["tandem_peak_bytes"])))
+    print("\ntargets: tandem/torch step time <= 0.5x at batch 1 and 32, <= 0.9x at batch 256 (lower is better)")
+    print("torch MiB(est) is an ESTIMATE: parameters + gradients + Adam state (2x parameters) + the tensors\n"
+          "autograd saved for backward (saved_tensors_hooks, deduplicated); not a measured peak.\n"
+          "tandem MiB is the peak_bytes Tandem reports ('-' when it reports none).")
+    if tandem is None:
+        print("(tandem not measured: --torch-only)")
+    elif failed:
+        print("some targets missed")
+    else:
+        print("all targets met")
+
+    if args.json_out:
+        doc = {
+            "threads": THREADS, "load_average_at_start": load1, "torch_version": torch.__version__,
+            "rounds": args.rounds, "tandem": tandem, "machine": platform.platform(), "cpu_count": os.cpu_count(),
+            "optimizer": {"name": "adam", "lr": LR}, "losses": {k: v[0] for k, v in LOSSES.items()},
+            "targets": {str(k): v for k, v in TARGETS.items()}, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "torch_memory_note": "estimate: params + grads + adam state + autograd-saved tensors",
+            "results": results,
+        }
+        with open(args.json_out, "w") as f:
+            json.dump(doc, f, indent=1)
+        print("wrote %s" % args.json_out)
+    return 1 if (failed and args.strict) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+// What a model file says about training: its loss and its `train:` section, validated at
+// load time like the layers. Plain values; runtime/ turns them into optimizers, a data
+// pipeline and a training loop (docs/training.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace tandem {
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd, adam, adamw
+  double lr = 0.01;
+  double momentum = 0, dampening = 0;  // sgd
+  bool nesterov = false;               // sgd
+  double weight_decay = 0;             // sgd, adam: L2 on the gradient; adamw: decoupled
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+};
+
+struct ScheduleConfig {
+  std::string name = "constant";  // constant, step, cosine
+  int64_t step_size = 1;          // step
+  double gamma = 0.1;             // step
+  int64_t warmup_steps = 0;       // cosine
+  int64_t total_steps = 0;        // cosine; 0: the run's total
+  double min_lr = 0;              // cosine
+};
+
+struct DataSpec {
+  std::string path;
+  std::string format;                          // "csv" or "safetensors"; "" = from the extension
+  bool header = false;                         // csv: skip the first line
+  std::map<std::string, std::string> columns;  // csv: name -> "a:b" (columns a..b-1) or "a"; empty: consecutive
+};
+
+struct TrainingSpec {
+  int64_t epochs = 1;
+  int64_t batch = 32;
+  bool shuffle = true;
+  bool drop_last = false;
+  uint64_t seed = 0;
+  double validation_split = 0.0;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  std::optional<double> clip_grad_norm;
+  std::optional<DataSpec> data;
+};
+
+/// `loss:` of a model file.
+struct LossSpec {
+  std::string op;      // cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits
+  int input = -1;      // value id of the scored tensor
+  int target = -1;     // value id of the target (a graph target)
+  std::string reduction = "mean";
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,177 @@
+// tandem train MODEL.yaml: train on a dataset (or time training steps with --bench-steps).
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "runtime/cli/commands.h"
+#include "runtime/trainer.h"
+
+namespace tandem::cli {
+namespace {
+
+struct TrainOptions {
+  std::string model, data, save, resume, weights, optimizer;
+  std::optional<int64_t> epochs, batch;
+  std::optional<double> lr, validation_split;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> binds;
+  int bench_steps = 0;
+  bool json = false;
+};
+
+TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
+  TrainingSpec spec = graph.training.value_or(TrainingSpec{});
+  if (o.epochs) spec.epochs = *o.epochs;
+  if (o.batch) spec.batch = *o.batch;
+  if (o.seed) spec.seed = *o.seed;
+  if (!o.optimizer.empty() && o.optimizer != spec.optimizer.name) {
+    OptimizerConfig fresh;  // another optimizer: its own defaults, not the YAML's
+    fresh.name = o.optimizer;
+    if (o.optimizer == "adam" || o.optimizer == "adamw") fresh.lr = 0.001;
+    if (o.optimizer == "adamw") fresh.weight_decay = 0.01;
+    spec.optimizer = fresh;
+  }
+  if (o.lr) spec.optimizer.lr = *o.lr;
+  if (o.validation_split) spec.validation_split = *o.validation_split;
+  if (!o.data.empty()) {
+    DataSpec d = spec.data.value_or(DataSpec{});
+    d.path = o.data;
+    d.format = "";
+    spec.data = d;
+  }
+  if (spec.epochs < 1 || spec.batch < 1) throw UserError("--epochs and --batch must be at least 1");
+  if (spec.validation_split < 0 || spec.validation_split >= 1) throw UserError("--validation-split must be within [0, 1)");
+  if (spec.optimizer.lr < 0) throw UserError("--lr must not be negative");
+  return spec;
+}
+
+// Times `steps` optimizer steps on one random batch: the training benchmark's half.
+int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o) {
+  Bindings b{{"batch", spec.batch}};
+  for (const std::string& text : o.binds) {
+    auto eq = text.find('=');
+    if (eq == std::string::npos) throw UserError("--bind expects NAME=VALUE; got '" + text + "'");
+    b[text.substr(0, eq)] = std::stoll(text.substr(eq + 1));
+  }
+  TensorMap batch = model.random_inputs(b, spec.seed);
+  batch.merge(model.random_targets(b, spec.seed));
+  Trainer trainer(model, spec);
+  trainer.set_total_steps(o.bench_steps + 3);
+  for (int i = 0; i < 3; ++i) trainer.step(batch);
+  std::vector<double> ms;
+  double loss = 0;
+  for (int i = 0; i < o.bench_steps; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    loss = trainer.step(batch);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  nlohmann::json j{{"model", model.graph().name},
+                   {"batch", spec.batch},
+                   {"loss", loss},
+                   {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
+                   {"peak_bytes", cpu_allocator().peak_bytes()}};
+  if (o.json) fmt::print("{}\n", j.dump(2));
+  else fmt::print("training step: median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
+                  ms[ms.size() / 2], ms.front(), o.bench_steps, cpu_allocator().peak_bytes() / double(1 << 20));
+  return 0;
+}
+
+std::string progress_bar(int64_t done, int64_t total, int width = 24) {
+  int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+  return std::string(filled, '#') + std::string(width - filled, '.');
+}
+
+int run_train(const TrainOptions& o) {
+  Model model = Model::load(o.model);
+  TrainingSpec spec = training_spec(model.graph(), o);
+  model.init_parameters(spec.seed);
+  if (!o.weights.empty()) model.load_weights(o.weights);
+  if (o.bench_steps > 0) return bench_training(model, spec, o);
+  Trainer trainer(model, spec);  // first: it says when the model has no loss
+  if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
+  Dataset all = load_dataset(*spec.data, data_columns(model.graph()));
+  auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
+  if (!o.resume.empty()) trainer.load_checkpoint(o.resume);
+
+  const bool tty = !o.json && isatty(STDOUT_FILENO);
+  if (!o.json)
+    fmt::print("training '{}' on {} samples ({} for validation), batch {}, {} epochs, {} lr {}{}\n", model.graph().name,
+               train.size(), validation.size(), spec.batch, spec.epochs, spec.optimizer.name, spec.optimizer.lr,
+               o.resume.empty() ? "" : fmt::format(", resumed at epoch {}", trainer.epochs_done()));
+  nlohmann::json epochs = nlohmann::json::array();
+  auto run_start = std::chrono::steady_clock::now();
+  auto epoch_start = run_start;
+  ProgressFn progress;
+  if (tty)
+    progress = [&](int64_t done, int64_t total, double loss) {
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+      double per_batch = elapsed / done;
+      double left = per_batch * (total - done) + per_batch * total * (spec.epochs - trainer.epochs_done() - 1);
+      fmt::print("\repoch {:>3}/{} [{}] {:>4}/{} loss {:.4f}  {:.0f} samples/s  {:.0f}s left   ", trainer.epochs_done() + 1,
+                 spec.epochs, progress_bar(done, total), done, total, loss, done * spec.batch / std::max(elapsed, 1e-9),
+                 left);
+      std::fflush(stdout);
+    };
+  auto on_epoch = [&](const EpochReport& r) {
+    epoch_start = std::chrono::steady_clock::now();
+    nlohmann::json e{{"epoch", r.epoch + 1}, {"train_loss", r.train_loss}, {"seconds", r.seconds},
+                     {"samples_per_second", r.samples_per_second}};
+    std::string val;
+    if (r.validation) {
+      e["validation_loss"] = r.validation->loss;
+      val = fmt::format("  val loss {:.4f}", r.validation->loss);
+      if (r.validation->accuracy) {
+        e["validation_accuracy"] = *r.validation->accuracy;
+        val += fmt::format("  val acc {:.2f}%", 100 * *r.validation->accuracy);
+      }
+    }
+    epochs.push_back(e);
+    if (o.json) return;
+    if (tty) fmt::print("\r");
+    fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}\n", r.epoch + 1, spec.epochs, r.train_loss, val,
+               r.samples_per_second, r.seconds, tty ? std::string(20, ' ') : "");
+  };
+  trainer.fit(train, &validation, o.save, on_epoch, progress);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  if (o.json) {
+    nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", trainer.steps_done()},
+                     {"seconds", seconds}, {"train_samples", train.size()}, {"validation_samples", validation.size()}};
+    if (!epochs.empty() && epochs.back().contains("validation_accuracy"))
+      j["validation_accuracy"] = epochs.back()["validation_accuracy"];
+    if (!o.save.empty()) j["checkpoint"] = o.save;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("done: {} steps in {:.1f}s{}\n", trainer.steps_done(), seconds,
+               o.save.empty() ? "" : ", checkpoint " + o.save);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* sub = app.add_subcommand("train", "Train a model on a dataset; flags override the model's train: section");
+  sub->add_option("model", o->model, "the model's YAML file (with loss: and targets:)")->required();
+  sub->add_option("--data", o->data, "CSV (.csv, .csv.gz) or safetensors file with the inputs and targets");
+  sub->add_option("--epochs", o->epochs, "passes over the training set");
+  sub->add_option("--batch", o->batch, "samples per step");
+  sub->add_option("--lr", o->lr, "learning rate");
+  sub->add_option("--optimizer", o->optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  sub->add_option("--seed", o->seed, "seed for initial weights, shuffling, the split and dropout");
+  sub->add_option("--validation-split", o->validation_split, "fraction of the data held out for validation");
+  sub->add_option("--weights", o->weights, "start from these weights (safetensors)");
+  sub->add_option("--save", o->save, "write a checkpoint here after every epoch (atomically)");
+  sub->add_option("--resume", o->resume, "continue the run saved in this checkpoint");
+  sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training");
+  sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
+  sub->add_flag("--json", o->json, "print a machine-readable result");
+  return [o] { return run_train(*o); };
+}
+
+}  // namespace tandem::cli

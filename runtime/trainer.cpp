@@ -1,0 +1,170 @@
+#include "runtime/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "runtime/io/safetensors.h"
+
+namespace tandem {
+namespace {
+
+constexpr const char* kCheckpointMark = "tandem_checkpoint";
+
+uint64_t step_seed(uint64_t seed, int64_t step) {
+  return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 1;
+}
+
+}  // namespace
+
+Trainer::Trainer(Model& model, TrainingSpec spec)
+    : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)) {
+  if (!model_.graph().loss)
+    throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
+  for (const auto& [name, p] : model_.parameters()) {
+    names_.push_back(name);
+    params_.push_back(p);
+    grads_.push_back(model_.gradients().at(name));
+  }
+}
+
+double Trainer::current_lr() const {
+  return scheduled_lr(spec_.schedule, spec_.optimizer.lr, step_, std::max<int64_t>(total_steps_, 1));
+}
+
+double Trainer::step(const TensorMap& batch) {
+  model_.zero_gradients();
+  LossValue loss = model_.loss_and_backward(batch, step_seed(spec_.seed, step_));
+  if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm);
+  optimizer_->step(params_, grads_, current_lr());
+  model_.parameters_changed();
+  ++step_;
+  return loss.loss;
+}
+
+EvalResult Trainer::evaluate(const Dataset& data) {
+  EvalResult result;
+  if (data.size() == 0) return result;
+  const LossSpec& loss = *model_.graph().loss;
+  bool classification = loss.op == "cross_entropy" || loss.op == "nll_loss";
+  double total = 0;
+  int64_t counted = 0, correct = 0;
+  std::vector<int64_t> indices;
+  for (int64_t start = 0; start < data.size(); start += spec_.batch) {
+    indices.clear();
+    for (int64_t i = start; i < std::min(data.size(), start + spec_.batch); ++i) indices.push_back(i);
+    LossValue v = model_.evaluate_loss(data.gather(indices));
+    // back to a sum, so that the mean is over samples, not batches
+    total += loss.reduction == "mean" ? v.loss * v.counted : v.loss;
+    counted += v.counted;
+    correct += v.correct;
+  }
+  result.samples = data.size();
+  result.loss = counted > 0 ? total / counted : 0;
+  if (classification && counted > 0) result.accuracy = static_cast<double>(correct) / counted;
+  return result;
+}
+
+void Trainer::fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
+                  const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress) {
+  auto data = std::make_shared<const Dataset>(train);
+  BatchLoader loader(data, spec_.batch, spec_.shuffle, spec_.drop_last, spec_.seed);
+  if (loader.batches_per_epoch() == 0)
+    throw UserError("no batches: " + std::to_string(train.size()) + " training samples with batch " +
+                    std::to_string(spec_.batch) + (spec_.drop_last ? " and drop_last" : ""));
+  if (total_steps_ == 0) total_steps_ = spec_.epochs * loader.batches_per_epoch();
+  for (; epoch_ < spec_.epochs;) {
+    auto start = std::chrono::steady_clock::now();
+    loader.start_epoch(epoch_);
+    double loss_sum = 0;
+    int64_t batches = 0, samples = 0;
+    while (auto batch = loader.next()) {
+      samples += batch->begin()->second.size(0);
+      loss_sum += step(*batch);
+      ++batches;
+      if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / batches);
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EpochReport report;
+    report.epoch = epoch_;
+    report.train_loss = loss_sum / std::max<int64_t>(batches, 1);
+    report.seconds = seconds;
+    report.samples_per_second = samples / std::max(seconds, 1e-9);
+    ++epoch_;
+    if (validation && validation->size() > 0) report.validation = evaluate(*validation);
+    if (!checkpoint_path.empty()) save_checkpoint(checkpoint_path);
+    if (on_epoch) on_epoch(report);
+  }
+}
+
+void Trainer::save_checkpoint(const std::string& path) const {
+  TensorMap tensors;
+  for (const auto& [name, p] : model_.parameters()) tensors.emplace(name, p);
+  for (auto& [name, t] : optimizer_->state(names_)) tensors.emplace("optimizer." + name, t);
+  std::map<std::string, std::string> meta{{kCheckpointMark, "1"},
+                                          {"model", model_.graph().name},
+                                          {"epoch", std::to_string(epoch_)},
+                                          {"step", std::to_string(step_)},
+                                          {"total_steps", std::to_string(total_steps_)},
+                                          {"seed", std::to_string(spec_.seed)},
+                                          {"optimizer", spec_.optimizer.name},
+                                          {"lr", std::to_string(spec_.optimizer.lr)},
+                                          {"batch", std::to_string(spec_.batch)},
+                                          {"epochs", std::to_string(spec_.epochs)}};
+  write_safetensors(path, tensors, meta);
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+  if (!meta.count(kCheckpointMark))
+    throw UserError(path + ": not a Tandem checkpoint (no training state); to start from these weights use --weights");
+  if (meta["model"] != model_.graph().name)
+    throw UserError(path + ": a checkpoint of model '" + meta["model"] + "', not of '" + model_.graph().name + "'");
+  TensorMap tensors = read_safetensors(path);
+  TensorMap weights, state;
+  for (auto& [name, t] : tensors) {
+    if (name.starts_with("optimizer.")) state.emplace(name.substr(10), t);
+    else weights.emplace(name, t);
+  }
+  model_.set_weights(weights, path);
+  optimizer_->load_state(state, names_, params_);
+  try {
+    epoch_ = std::stoll(meta.at("epoch"));
+    step_ = std::stoll(meta.at("step"));
+    total_steps_ = std::stoll(meta.at("total_steps"));
+    if (std::stoull(meta.at("seed")) != spec_.seed || std::stoll(meta.at("batch")) != spec_.batch)
+      throw UserError(path + ": the checkpoint was trained with seed " + meta.at("seed") + " and batch " +
+                      meta.at("batch") + "; resume with the same settings to continue the same run");
+  } catch (const std::out_of_range&) {
+    throw UserError(path + ": the checkpoint's metadata is incomplete (epoch, step, total_steps, seed, batch)");
+  } catch (const std::invalid_argument&) {
+    throw UserError(path + ": the checkpoint's metadata is malformed");
+  }
+}
+
+std::vector<ColumnSpec> data_columns(const Graph& graph) {
+  std::vector<ColumnSpec> columns;
+  auto add = [&](const GraphInput& decl) {
+    const TensorType& type = graph.values[decl.value].type;
+    ColumnSpec c;
+    c.name = decl.name;
+    c.dtype = type.dtype;
+    c.high = decl.high;
+    if (type.shape.empty() || type.shape[0].is_constant())
+      throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
+                      ": to be fed from data its first dimension must be the batch symbol");
+    for (size_t d = 1; d < type.shape.size(); ++d) {
+      if (!type.shape[d].is_constant())
+        throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
+                        ": only the first dimension may be symbolic when fed from data");
+      c.sample_shape.push_back(type.shape[d].constant());
+    }
+    if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64 && !c.high)
+      c.high = graph.values[graph.loss->input].type.shape[1].constant();
+    columns.push_back(std::move(c));
+  };
+  for (const GraphInput& in : graph.inputs) add(in);
+  for (const GraphInput& t : graph.targets) add(t);
+  return columns;
+}
+
+}  // namespace tandem

@@ -1,0 +1,81 @@
+// Trainer: the training loop around a Model. One step is forward, loss, backward,
+// clipping, an optimizer update with the scheduled learning rate, and zeroed gradients
+// (docs/training.md). Every random choice (shuffling, dropout) is a function of the
+// seed and a counter, so a run resumed from a checkpoint repeats the uninterrupted one
+// bit for bit.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/training_spec.h"
+#include "runtime/data/dataset.h"
+#include "runtime/loss.h"
+#include "runtime/model.h"
+#include "runtime/optim/optimizer.h"
+
+namespace tandem {
+
+struct EvalResult {
+  double loss = 0;                 // mean over the samples
+  std::optional<double> accuracy;  // classification losses only
+  int64_t samples = 0;
+};
+
+struct EpochReport {
+  int64_t epoch = 0;  // from 0
+  double train_loss = 0;
+  std::optional<EvalResult> validation;
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+/// Progress within an epoch: (batches done, batches in the epoch, running loss).
+using ProgressFn = std::function<void(int64_t done, int64_t total, double loss)>;
+
+/// Not thread-safe; the model must outlive it.
+class Trainer {
+ public:
+  Trainer(Model& model, TrainingSpec spec);
+
+  /// One optimizer step on `batch` (inputs and targets by name); the batch's loss.
+  double step(const TensorMap& batch);
+  /// Mean loss (and accuracy) over `data` in inference mode.
+  EvalResult evaluate(const Dataset& data);
+  /// Trains from the current epoch to spec.epochs; calls `on_epoch` after each epoch
+  /// (and saves `checkpoint_path` there when it is not empty).
+  void fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
+           const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress = {});
+
+  /// Weights, optimizer state, step and epoch, written atomically.
+  void save_checkpoint(const std::string& path) const;
+  /// Restores what save_checkpoint wrote (the model must be the same).
+  void load_checkpoint(const std::string& path);
+
+  int64_t steps_done() const { return step_; }
+  int64_t epochs_done() const { return epoch_; }
+  const TrainingSpec& spec() const { return spec_; }
+  /// The learning rate of the next step.
+  double current_lr() const;
+  /// Total optimizer steps of the run, for schedules; set by fit() or by the caller.
+  void set_total_steps(int64_t steps) { total_steps_ = steps; }
+
+ private:
+  Model& model_;
+  TrainingSpec spec_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::string> names_;
+  std::vector<Tensor> params_, grads_;
+  int64_t step_ = 0;
+  int64_t epoch_ = 0;
+  int64_t total_steps_ = 0;
+};
+
+/// The columns a dataset must provide for `graph`: each input and target without its
+/// leading (batch) dimension. UserError if a shape has another symbol.
+std::vector<ColumnSpec> data_columns(const Graph& graph);
+
+}  // namespace tandem

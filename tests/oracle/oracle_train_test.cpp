@@ -1,0 +1,109 @@
+// Training against PyTorch: gradients of every op and config (given the same output
+// gradients), and whole training runs (losses at every step, gradients at the first,
+// weights at the end) for every optimizer, schedule and loss.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/io/safetensors.h"
+#include "runtime/trainer.h"
+
+namespace {
+
+using tandem::Tensor;
+using tandem::TensorMap;
+
+nlohmann::json manifest() {
+  std::ifstream in(std::string(TANDEM_ORACLE_DIR) + "/manifest.json");
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+// max|a - b| / max|b|, as in oracle_test.cpp; an all-zero expectation compares absolutely.
+double relative_error(const Tensor& actual, const Tensor& expected) {
+  REQUIRE(actual.shape() == expected.shape());
+  auto a = actual.span<float>(), b = expected.span<float>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return scale > 1e-6 ? diff / scale : diff;
+}
+
+TensorMap with_prefix(const TensorMap& all, const std::string& prefix) {
+  TensorMap out;
+  for (const auto& [name, t] : all)
+    if (name.starts_with(prefix)) out.emplace(name.substr(prefix.size()), t);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gradients of every op and model equal PyTorch's", "[oracle][grad]") {
+  nlohmann::json m = manifest();
+  INFO("oracle seed " << m["seed"]);
+  int with_grads = 0;
+  for (const auto& c : m["cases"]) with_grads += c.value("grads", false) ? 1 : 0;
+  REQUIRE(with_grads >= 20);
+  for (const auto& c : m["cases"]) {
+    if (!c.value("grads", false)) continue;
+    std::string name = c["name"], dir = c["dir"];
+    DYNAMIC_SECTION(name) {
+      tandem::Model model = tandem::Model::load(c["model"]);
+      model.load_weights(dir + "/weights.safetensors");
+      TensorMap inputs = tandem::read_safetensors(dir + "/inputs.safetensors");
+      TensorMap grads = tandem::read_safetensors(dir + "/grads.safetensors");
+      model.zero_gradients();
+      // the oracle differentiates the module in eval mode (dropout is the identity)
+      TensorMap input_grads = model.backward(inputs, with_prefix(grads, "grad_output."), /*training=*/false);
+      for (const auto& [param, want] : with_prefix(grads, "grad.")) {
+        INFO("parameter " << param);
+        CHECK(relative_error(model.gradients().at(param), want) <= 1e-4);
+      }
+      for (const auto& [input, want] : with_prefix(grads, "grad_input.")) {
+        INFO("input " << input);
+        REQUIRE(input_grads.count(input) == 1);
+        CHECK(relative_error(input_grads.at(input), want) <= 1e-4);
+      }
+    }
+  }
+}
+
+TEST_CASE("training runs track PyTorch step for step", "[oracle][train]") {
+  nlohmann::json m = manifest();
+  INFO("oracle seed " << m["seed"]);
+  REQUIRE(m.contains("train_cases"));
+  REQUIRE(m["train_cases"].size() >= 8);
+  for (const auto& c : m["train_cases"]) {
+    std::string name = c["name"], dir = c["dir"];
+    int64_t steps = c["steps"];
+    DYNAMIC_SECTION(name) {
+      tandem::Model model = tandem::Model::load(c["model"]);
+      model.load_weights(dir + "/weights.safetensors");
+      TensorMap batches = tandem::read_safetensors(dir + "/batches.safetensors");
+      TensorMap expected = tandem::read_safetensors(dir + "/expected.safetensors");
+      tandem::Trainer trainer(model, model.graph().training.value());
+      trainer.set_total_steps(c.value("total_steps", steps));
+      std::vector<float> want_loss = expected.at("loss").to_vector<float>();
+      REQUIRE(static_cast<int64_t>(want_loss.size()) == steps);
+      for (int64_t k = 0; k < steps; ++k) {
+        double loss = trainer.step(with_prefix(batches, "step" + std::to_string(k) + "."));
+        INFO("step " << k << ": tandem " << loss << ", torch " << want_loss[k]);
+        CHECK(std::abs(loss - want_loss[k]) <= 1e-4 * std::max(1.0, std::abs(double(want_loss[k]))));
+        if (k == 0)
+          for (const auto& [param, want] : with_prefix(expected, "step0.grad.")) {
+            INFO("step 0 gradient of " << param);
+            CHECK(relative_error(model.gradients().at(param), want) <= 1e-4);
+          }
+      }
+      for (const auto& [param, want] : with_prefix(expected, "final.")) {
+        INFO("final " << param);
+        CHECK(relative_error(model.parameters().at(param), want) <= 1e-4);
+      }
+    }
+  }
+}
