@@ -1,5 +1,6 @@
 #include "runtime/compiled_training.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -18,7 +19,8 @@ void add_into(Tensor& into, const Tensor& from) {
 }  // namespace
 
 CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
-                                   const TensorMap& params, const TensorMap& param_grads, bool input_grads)
+                                   const TensorMap& params, const TensorMap& param_grads, bool input_grads,
+                                   const std::vector<int>& seedable)
     : graph_(graph) {
   const size_t n_values = graph.values.size();
   for (const Value& v : graph.values) {
@@ -60,10 +62,49 @@ CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const B
     step.scratch.resize(node.inputs.size());
     steps_.push_back(std::move(step));
   }
+  plan_gradients(seedable);
+  grad_ready_.assign(n_values, false);
+}
+
+void CompiledTraining::plan_gradients(const std::vector<int>& seedable) {
+  const size_t n_values = graph_.values.size();
+  const int n_steps = static_cast<int>(steps_.size());
+  std::vector<int> first_write(n_values, -1), producer_step(n_values, -1);
+  for (int v : seedable)
+    if (requires_grad_[v]) first_write[v] = n_steps;  // written before any backward step
+  for (int i = 0; i < n_steps; ++i) {
+    producer_step[steps_[i].node->output] = i;
+    for (int v : steps_[i].node->inputs)
+      if (requires_grad_[v]) first_write[v] = std::max(first_write[v], i);
+  }
+  std::vector<size_t> bytes;
+  std::vector<int> free_list, buffer_of(n_values, -1);
+  auto acquire = [&](size_t need) {
+    int best = -1;
+    for (int b : free_list)
+      if (bytes[b] >= need && (best < 0 || bytes[b] < bytes[best])) best = b;
+    if (best < 0 && !free_list.empty()) {
+      best = *std::max_element(free_list.begin(), free_list.end(), [&](int a, int b) { return bytes[a] < bytes[b]; });
+      bytes[best] = need;
+    }
+    if (best < 0) {
+      bytes.push_back(need);
+      return static_cast<int>(bytes.size()) - 1;
+    }
+    free_list.erase(std::find(free_list.begin(), free_list.end(), best));
+    return best;
+  };
+  for (int t = n_steps; t >= 0; --t) {
+    for (size_t v = 0; v < n_values; ++v)
+      if (first_write[v] == t) buffer_of[v] = acquire(static_cast<size_t>(shape_numel(shapes_[v])) * 4);
+    if (t == n_steps) continue;
+    int out = steps_[t].node->output;  // its gradient is consumed by this step's backward
+    if (buffer_of[out] >= 0 && producer_step[out] == t) free_list.push_back(buffer_of[out]);
+  }
+  for (size_t b : bytes) grad_buffers_.push_back(Tensor::empty({static_cast<int64_t>((b + 3) / 4)}, DType::float32));
   grads_.resize(n_values);
   for (size_t v = 0; v < n_values; ++v)
-    if (requires_grad_[v]) grads_[v] = Tensor::empty(shapes_[v], DType::float32);
-  grad_ready_.assign(n_values, false);
+    if (buffer_of[v] >= 0) grads_[v] = Tensor::from_storage(grad_buffers_[buffer_of[v]].storage(), shapes_[v], DType::float32);
 }
 
 void CompiledTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed, uint64_t params_version,
@@ -92,7 +133,7 @@ void CompiledTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed,
 }
 
 Tensor& CompiledTraining::gradient_buffer(int value_id) {
-  TANDEM_ASSERT(requires_grad_[value_id], "tensor '" + graph_.values[value_id].name + "' has no gradient");
+  TANDEM_ASSERT(grads_[value_id].defined(), "tensor '" + graph_.values[value_id].name + "' has no gradient buffer");
   return grads_[value_id];
 }
 

@@ -21,9 +21,11 @@ namespace tandem {
 class CompiledTraining {
  public:
   /// `param_grads` by parameter name, shaped like the parameters. With `input_grads`,
-  /// backward also yields gradients of the float graph inputs.
+  /// backward also yields gradients of the float graph inputs. `seedable`: the tensors
+  /// whose gradient the caller may write before backward (outputs, the loss's input).
   CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
-                   const TensorMap& params, const TensorMap& param_grads, bool input_grads);
+                   const TensorMap& params, const TensorMap& param_grads, bool input_grads,
+                   const std::vector<int>& seedable);
 
   /// Inputs in graph-input order. In training mode dropout draws from `seed`; out of it
   /// (evaluation) it is the identity, and there is nothing to backward.
@@ -45,12 +47,18 @@ class CompiledTraining {
     std::vector<Tensor> scratch;     // per input: where a second contribution is written before it is summed
   };
 
+  // Gradient buffers live from the first backward step that writes them to their
+  // producer's backward step; buffers are shared between gradients whose lives do not
+  // overlap, as in the forward plan.
+  void plan_gradients(const std::vector<int>& seedable);
+
   const Graph& graph_;
   std::vector<Shape> shapes_;
   std::vector<bool> requires_grad_;
   std::vector<Step> steps_;
   std::vector<Tensor> values_;     // owned buffers for every layer output (views alias)
-  std::vector<Tensor> grads_;      // one per value that requires a gradient
+  std::vector<Tensor> grads_;      // per value that requires a gradient: a view of a shared buffer
+  std::vector<Tensor> grad_buffers_;
   std::vector<bool> grad_ready_;   // written during the current backward
   uint64_t seed_ = 0;
   bool training_ = true;

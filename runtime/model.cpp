@@ -232,7 +232,11 @@ CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads
   auto key = std::make_pair(bindings, input_grads);
   auto it = training_.find(key);
   if (it != training_.end()) return *it->second;
-  auto compiled = std::make_unique<CompiledTraining>(graph_, plan_, bindings, *cpu_, params_, grads_, input_grads);
+  std::vector<int> seedable;
+  for (const GraphOutput& out : graph_.outputs) seedable.push_back(out.value);
+  if (graph_.loss) seedable.push_back(graph_.loss->input);
+  auto compiled =
+      std::make_unique<CompiledTraining>(graph_, plan_, bindings, *cpu_, params_, grads_, input_grads, seedable);
   return *training_.emplace(key, std::move(compiled)).first->second;
 }
 

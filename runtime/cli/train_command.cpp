@@ -107,8 +107,12 @@ int run_train(const TrainOptions& o) {
   auto run_start = std::chrono::steady_clock::now();
   auto epoch_start = run_start;
   ProgressFn progress;
+  auto last_draw = run_start;
   if (tty)
     progress = [&](int64_t done, int64_t total, double loss) {
+      auto now = std::chrono::steady_clock::now();
+      if (done < total && now - last_draw < std::chrono::milliseconds(100)) return;  // a terminal needs no more
+      last_draw = now;
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
       double per_batch = elapsed / done;
       double left = per_batch * (total - done) + per_batch * total * (spec.epochs - trainer.epochs_done() - 1);
@@ -146,7 +150,10 @@ int run_train(const TrainOptions& o) {
     if (!o.save.empty()) j["checkpoint"] = o.save;
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("done: {} steps in {:.1f}s{}\n", trainer.steps_done(), seconds,
+    std::string accuracy;
+    if (!epochs.empty() && epochs.back().contains("validation_accuracy"))
+      accuracy = fmt::format(", validation accuracy {:.2f}%", 100 * epochs.back()["validation_accuracy"].get<double>());
+    fmt::print("done: {} steps in {:.1f}s{}{}\n", trainer.steps_done(), seconds, accuracy,
                o.save.empty() ? "" : ", checkpoint " + o.save);
   }
   return 0;
