@@ -77,14 +77,15 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     loader.start_epoch(epoch_);
     double loss_sum = 0;
     int64_t batches = 0, samples = 0;
+    EpochReport report;
     while (auto batch = loader.next()) {
       samples += batch->begin()->second.size(0);
-      loss_sum += step(*batch);
+      report.step_losses.push_back(step(*batch));
+      loss_sum += report.step_losses.back();
       ++batches;
       if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / batches);
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EpochReport report;
     report.epoch = epoch_;
     report.train_loss = loss_sum / std::max<int64_t>(batches, 1);
     report.seconds = seconds;

@@ -27,7 +27,8 @@ struct EvalResult {
 
 struct EpochReport {
   int64_t epoch = 0;  // from 0
-  double train_loss = 0;
+  double train_loss = 0;           // the mean of step_losses
+  std::vector<double> step_losses;  // each step's loss, before its update
   std::optional<EvalResult> validation;
   double seconds = 0;
   double samples_per_second = 0;

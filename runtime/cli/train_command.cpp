@@ -124,7 +124,7 @@ int run_train(const TrainOptions& o) {
   auto on_epoch = [&](const EpochReport& r) {
     epoch_start = std::chrono::steady_clock::now();
     nlohmann::json e{{"epoch", r.epoch + 1}, {"train_loss", r.train_loss}, {"seconds", r.seconds},
-                     {"samples_per_second", r.samples_per_second}};
+                     {"samples_per_second", r.samples_per_second}, {"step_losses", r.step_losses}};
     std::string val;
     if (r.validation) {
       e["validation_loss"] = r.validation->loss;

@@ -156,3 +156,27 @@ TEST_CASE("bad training data and settings exit with code 2 and say where", "[tra
   CHECK(code == 2);
   CHECK_THAT(out, Catch::Contains("validation-split"));
 }
+
+TEST_CASE("tandem train --json reports every step's loss and a checkpoint that tandem run reads", "[train][cli]") {
+  std::string ckpt = scratch("cli.safetensors");
+  int code = 0;
+  std::string out = run_cli("train " + config("digits_mlp.yaml") + " --epochs 2 --batch 256 --lr 0.01 --optimizer adam" +
+                                " --validation-split 0 --json --save " + ckpt,
+                            &code);
+  REQUIRE(code == 0);
+  auto json = nlohmann::json::parse(out);
+  CHECK(json["steps"] == 16);  // 1797 samples in batches of 256: 8 per epoch
+  CHECK(json["epochs"][0]["step_losses"].size() == 8);
+  CHECK(json["epochs"][1]["step_losses"].size() == 8);
+  CHECK(json["epochs"][1]["step_losses"].back().get<double>() < json["epochs"][0]["step_losses"][0].get<double>());
+  CHECK(run_cli("run " + config("digits_mlp.yaml") + " --weights " + ckpt + " --batch 2", &code).find("fc3") !=
+        std::string::npos);
+  CHECK(code == 0);
+  // resuming a finished run trains no further
+  out = run_cli("train " + config("digits_mlp.yaml") + " --epochs 2 --batch 256 --lr 0.01 --optimizer adam" +
+                    " --validation-split 0 --json --resume " + ckpt,
+                &code);
+  CHECK(code == 0);
+  CHECK(nlohmann::json::parse(out)["epochs"].empty());
+  std::filesystem::remove(ckpt);
+}
