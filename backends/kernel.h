@@ -71,6 +71,11 @@ class Kernel {
   virtual void forward(const KernelArgs& args) = 0;
   /// Gradients of the inputs and parameters; see BackwardArgs for the convention.
   virtual void backward(const BackwardArgs& args);
+  /// What backward reads besides the gradients and parameters (after llm.c: what
+  /// backward needs is stated, not assumed). The executor frees the rest right after
+  /// forward, and passes it to backward as an undefined Tensor. Default: all of it.
+  virtual bool backward_reads_input(size_t index) const { return true; }
+  virtual bool backward_reads_output() const { return true; }
 };
 
 }  // namespace tandem

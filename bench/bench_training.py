@@ -18,11 +18,18 @@ Each measurement is the median per-step time over R steps; alternating rounds; t
 shows the medians over the rounds.
 
 Memory: Tandem's "peak_bytes" (top level or under "memory") when it reports one. For
-PyTorch it is an ESTIMATE, not a measurement: parameter + gradient + Adam state (2x the
-parameters) bytes, plus the bytes of the tensors autograd saves for backward in one step
-(counted with torch.autograd.graph.saved_tensors_hooks, storages deduplicated,
-parameters excluded); allocator overhead, temporaries and the backward's transient
-buffers are not in it.
+PyTorch it is MEASURED: the peak of CPU tensor bytes alive during one step (after 2
+warm-up steps, so Adam's state exists), parameters, gradients, Adam state, batch,
+activations and backward/optimizer temporaries all counted. torch.profiler
+(profile_memory=True) records every c10 CPU allocation and free of the step with the
+allocator's running total; peak = the distinct storages alive before the step
+(parameters, buffers, Adam state, batch) + the highest rise of that total within the step
+(at least the last step's gradients, which zero_grad frees first). Requested bytes, like
+Tandem's count: malloc overhead and BLAS/oneDNN internal buffers are not in it. The bench
+checks the method on a case with a known answer at start (memory_selftest) and, per
+config, that nothing allocated before the window is freed in it and that alive-before +
+net change == alive-after. "torch est" is the old ESTIMATE, for comparison only: params +
+grads + Adam state (2x params) + the tensors autograd saves (saved_tensors_hooks).
 Targets: tandem/torch time <= 0.5 at batch 1 and 32, <= 0.9 at batch 256.
 """
 import os
@@ -117,6 +124,113 @@ def training_copy(cfg, cfg_path, batch, tmpdir):
     return out
 
 
+# ----------------------------------------------------------------------------- torch memory
+
+_CPU_DEVICES = ("cpu", "mkldnn", "ideep")
+
+
+def _storage(t):
+    try:
+        return t.untyped_storage()  # noqa: E1101
+    except AttributeError:
+        return t.storage()
+
+
+def storage_bytes(tensors):
+    """Bytes of the distinct storages under `tensors` (views and shared storages counted once)."""
+    seen = {}
+    for t in tensors:
+        if t is None or not torch.is_tensor(t) or t.device.type != "cpu":
+            continue
+        s = _storage(t)
+        seen[s.data_ptr()] = max(seen.get(s.data_ptr(), 0), s.nbytes())
+    return sum(seen.values())
+
+
+def measure_step_peak(fn, resident, held_at_start=0):
+    """Runs fn() once under torch.profiler(profile_memory=True) and measures its peak CPU
+    tensor memory. The profiler records every c10 CPU allocation and free in the window with
+    the allocator's running total of bytes out (total_allocated, kept under its lock, so in
+    allocation order whatever the thread); a 1-element sentinel allocated first and one
+    allocated last give that total at the window's start and end. Then
+
+        peak  = bytes alive before + max(held_at_start, max(total_allocated) - start total)
+
+    where "bytes alive before" sums the distinct storages of resident() (parameters,
+    buffers, optimizer state, batch) and held_at_start is what the step frees before it
+    allocates anything (the last step's gradients, freed by zero_grad). Checks: no free in
+    the window of a block allocated before it (the profiler would not see its size), and
+    alive before + net change == storage bytes of resident() after the step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    before = storage_bytes(resident())
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        s0 = torch.empty(1, dtype=torch.float64)
+        p0 = s0.data_ptr()
+        del s0
+        fn()
+        s1 = torch.empty(1, dtype=torch.float64)
+        p1 = s1.data_ptr()
+        del s1
+    allocs = []
+
+    def walk(node):
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            ef = n.extra_fields
+            if type(ef).__name__ == "_ExtraFields_Allocation":
+                allocs.append((n.start_time_ns, ef))
+            stack.extend(n.children)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root)
+    allocs.sort(key=lambda a: a[0])
+    evs = [ef for _, ef in allocs if str(ef.device).split(":")[0] in _CPU_DEVICES]
+    first = next(i for i, ef in enumerate(evs) if ef.ptr == p0 and ef.alloc_size > 0)
+    last = max(i for i, ef in enumerate(evs) if ef.ptr == p1 and ef.alloc_size > 0)
+    start_total = evs[first].total_allocated - evs[first].alloc_size
+    end_total = evs[last].total_allocated - evs[last].alloc_size
+    window = evs[first + 2:last]  # the step: after the first sentinel's free, before the last sentinel
+    live, foreign, n_alloc = set(), 0, 0
+    for ef in window:
+        if ef.alloc_size > 0:
+            live.add(ef.ptr)
+            n_alloc += 1
+        elif ef.ptr in live:
+            live.discard(ef.ptr)
+        else:
+            foreign += 1
+    rise = max([ef.total_allocated for ef in window] + [start_total]) - start_total
+    after = storage_bytes(resident())
+    net = end_total - start_total
+    return {"peak": before + max(held_at_start, rise), "alive_before": before, "held_at_start": held_at_start,
+            "rise": rise, "net": net, "alive_after": after, "allocations": n_alloc,
+            "consistent": foreign == 0 and before + net == after, "foreign_frees": foreign}
+
+
+def memory_selftest():
+    """The measurement on a case with a known answer; raises BenchError when it is off."""
+    M = 2 ** 20
+    keep = torch.zeros(3 * M, dtype=torch.uint8)  # alive before: 3 MiB
+    box = {}
+
+    def fn():
+        a = torch.ones(4 * M, dtype=torch.uint8)   # 3+4
+        b = torch.ones(5 * M, dtype=torch.uint8)   # 3+4+5 = 12 MiB <- peak
+        del a                                      # 8
+        c = torch.ones(2 * M, dtype=torch.uint8)   # 10
+        del b, c                                   # 3
+        box["out"] = torch.ones(1 * M, dtype=torch.uint8)  # 4 MiB stays
+
+    r = measure_step_peak(fn, lambda: [keep] + list(box.values()))
+    want = {"peak": 12 * M, "alive_before": 3 * M, "rise": 9 * M, "net": 1 * M, "alive_after": 4 * M}
+    got = {k: r[k] for k in want}
+    if got != want or not r["consistent"]:
+        raise BenchError("memory self-test failed: want %s, got %s" % (want, r))
+    return r
+
+
 # ----------------------------------------------------------------------------- torch
 
 class TorchStep:
@@ -134,9 +248,38 @@ class TorchStep:
         self.opt.zero_grad(set_to_none=True)
         vals = self.model.values(self.inputs, self.bindings)
         loss = tt.loss_fn(self.spec, vals, self.targets)
+        # values() holds every layer's output; drop the dict as a plain training loop would, so
+        # that only what autograd saved lives through backward and optimizer.step
+        del vals
         loss.backward()
         self.opt.step()
         return loss
+
+    def resident_tensors(self):
+        """The tensors alive between steps: parameters, buffers, gradients, optimizer state, batch."""
+        out = list(self.model.parameters()) + list(self.model.buffers())
+        out += [p.grad for p in self.model.parameters() if p.grad is not None]
+        for st in self.opt.state.values():
+            out += [v for v in st.values() if torch.is_tensor(v)]
+        out += list(self.inputs.values()) + list(self.targets.values())
+        return out
+
+    def measure_peak(self, warmup=2, steps=2):
+        """Measured peak CPU tensor bytes of one step (see measure_step_peak); `warmup` steps
+        first so Adam's state exists; the largest of `steps` profiled steps."""
+        for _ in range(warmup):
+            self.step()
+        runs = []
+        for _ in range(steps):
+            grads = storage_bytes([p.grad for p in self.model.parameters() if p.grad is not None])
+            # the step's zero_grad(set_to_none) frees the last step's gradients before the step
+            # allocates anything; do it just before the window (the profiler cannot see frees of
+            # blocks allocated before it started) and count those bytes at the step's start
+            self.opt.zero_grad(set_to_none=True)
+            runs.append(measure_step_peak(self.step, self.resident_tensors, held_at_start=grads))
+        best = max(runs, key=lambda r: r["peak"])
+        best["peaks_of_runs"] = [r["peak"] for r in runs]
+        return best
 
     def memory_estimate(self):
         """Bytes: parameters, gradients, Adam's exp_avg/exp_avg_sq, and what autograd saves."""
@@ -160,6 +303,7 @@ class TorchStep:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             vals = self.model.values(self.inputs, self.bindings)
             loss = tt.loss_fn(self.spec, vals, self.targets)
+        del vals
         loss.backward()
         act = sum(saved.values())
         return {"params": pbytes, "grads": pbytes, "adam_state": 2 * pbytes, "saved_activations": act,
@@ -280,7 +424,9 @@ def fmt(v, spec="%.3f"):
 
 
 def mib(v):
-    return "-" if v is None else "%.1f" % (v / 2 ** 20)
+    if v is None:
+        return "-"
+    return ("%.1f" if v >= 2 ** 20 else "%.3f") % (v / 2 ** 20)
 
 
 def main(argv=None):
@@ -322,6 +468,11 @@ def main(argv=None):
     if load1 is not None and load1 > 0.5:
         print("warning: load average %.2f: other work is running; timings with %d threads will be noisy"
               % (load1, THREADS), file=sys.stderr)
+    try:
+        selftest = memory_selftest()
+    except BenchError as e:
+        print("bench_training: %s" % e, file=sys.stderr)
+        return 2
     tmpdir = args.keep_configs or tempfile.mkdtemp(prefix="bench_training.")
     os.makedirs(tmpdir, exist_ok=True)
     results, failed = [], False
@@ -338,6 +489,10 @@ def main(argv=None):
                     return 2
                 ts = TorchStep(copy_path, bindings, batch)
                 mem = ts.memory_estimate()
+                peak = ts.measure_peak()
+                if not peak["consistent"]:
+                    print("warning: %s batch %d: the PyTorch memory measurement did not add up: %s"
+                          % (cfg, batch, peak), file=sys.stderr)
                 per_call = torch_warmup(ts)
                 repeat = args.repeat or max(5, min(2000, int(round(args.target_s / max(per_call, 1e-7)))))
                 t_rounds, t_mins, n_rounds, n_mins, tandem_doc = [], [], [], [], None
@@ -371,6 +526,7 @@ def main(argv=None):
                     "tandem_ms": tandem_ms, "tandem_ms_rounds": n_rounds,
                     "tandem_min_ms": min(n_mins) if n_mins else None, "ratio": ratio,
                     "target_ratio": target, "pass": ok,
+                    "torch_peak_bytes": peak["peak"], "torch_peak_detail": peak,
                     "torch_memory_estimate_bytes": mem, "tandem_peak_bytes": tandem_peak,
                 })
                 print("  %-28s b=%-4d R=%-5d torch %9.4f ms  tandem %s ms" % (
@@ -380,20 +536,23 @@ def main(argv=None):
             shutil.rmtree(tmpdir, ignore_errors=True)
 
     print()
-    head = "%-26s %6s %11s %11s %8s %8s %6s %13s %12s" % (
-        "config", "batch", "torch ms", "tandem ms", "ratio", "target", "", "torch MiB(est)", "tandem MiB")
+    head = "%-26s %6s %11s %11s %8s %8s %6s %11s %11s %10s" % (
+        "config", "batch", "torch ms", "tandem ms", "ratio", "target", "", "torch MiB", "tandem MiB", "torch est")
     print(head)
     print("-" * len(head))
     for r in results:
-        print("%-26s %6d %11.4f %11s %8s %8s %6s %13s %12s" % (
+        print("%-26s %6d %11.4f %11s %8s %8s %6s %11s %11s %10s" % (
             r["config"], r["batch"], r["torch_ms"], fmt(r["tandem_ms"], "%.4f"), fmt(r["ratio"], "%.3f"),
             "<= %.1fx" % r["target_ratio"] if r["target_ratio"] else "-",
             {True: "PASS", False: "FAIL", None: "-"}[r["pass"]],
-            mib(r["torch_memory_estimate_bytes"]["total"]), mib(r["tandem_peak_bytes"])))
+            mib(r["torch_peak_bytes"]), mib(r["tandem_peak_bytes"]),
+            mib(r["torch_memory_estimate_bytes"]["total"])))
     print("\ntargets: tandem/torch step time <= 0.5x at batch 1 and 32, <= 0.9x at batch 256 (lower is better)")
-    print("torch MiB(est) is an ESTIMATE: parameters + gradients + Adam state (2x parameters) + the tensors\n"
-          "autograd saved for backward (saved_tensors_hooks, deduplicated); not a measured peak.\n"
-          "tandem MiB is the peak_bytes Tandem reports ('-' when it reports none).")
+    print("torch MiB is MEASURED: peak CPU tensor bytes alive during one training step (torch.profiler\n"
+          "profile_memory allocation trace + the storages alive before the step: params, grads, Adam state,\n"
+          "batch, activations, temporaries). tandem MiB is the peak_bytes Tandem reports ('-' when none).\n"
+          "torch est is the old ESTIMATE (params + grads + 2x params Adam state + autograd-saved tensors),\n"
+          "not a measurement; shown for comparison.")
     if tandem is None:
         print("(tandem not measured: --torch-only)")
     elif failed:
@@ -407,7 +566,10 @@ def main(argv=None):
             "rounds": args.rounds, "tandem": tandem, "machine": platform.platform(), "cpu_count": os.cpu_count(),
             "optimizer": {"name": "adam", "lr": LR}, "losses": {k: v[0] for k, v in LOSSES.items()},
             "targets": {str(k): v for k, v in TARGETS.items()}, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "torch_memory_note": "estimate: params + grads + adam state + autograd-saved tensors",
+            "torch_memory_note": "torch_peak_bytes: measured peak CPU tensor bytes of one step (torch.profiler "
+                                 "profile_memory trace + storages alive before); torch_memory_estimate_bytes: "
+                                 "estimate (params + grads + adam state + autograd-saved tensors)",
+            "torch_memory_selftest": selftest,
             "results": results,
         }
         with open(args.json_out, "w") as f:

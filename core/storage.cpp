@@ -17,11 +17,10 @@ void Allocator::count_allocation(size_t bytes) {
 
 namespace {
 
-// Small blocks round to a cache line, large ones to a page, so that the same shape
-// always lands in the same size class.
+// Blocks round up to a cache line: the same shape always lands in the same size class,
+// and no more than 63 bytes a block are spent on it.
 size_t size_class(size_t bytes) {
-  size_t unit = bytes < 4096 ? 64 : 4096;
-  size_t rounded = (bytes + unit - 1) / unit * unit;
+  size_t rounded = (bytes + 63) / 64 * 64;
   return rounded == 0 ? 64 : rounded;
 }
 

@@ -47,7 +47,8 @@ class Tensor {
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
 
-  void* raw_data() const { return static_cast<char*>(storage_->data()) + offset_; }
+  /// nullptr for an undefined tensor.
+  void* raw_data() const { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }
   template <class T>
   T* data() const {
     TANDEM_ASSERT(dtype_ == dtype_of<T>(), "tensor holds " + std::string(dtype_name(dtype_)));

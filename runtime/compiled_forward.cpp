@@ -2,44 +2,19 @@
 
 #include <algorithm>
 
-#include "backends/cpu/cpu_kernels.h"
+#include "runtime/node_kernels.h"
 
 namespace tandem {
 
 CompiledForward::CompiledForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
                                  const TensorMap& params)
-    : graph_(graph) {
-  for (const Value& v : graph.values) {
-    Shape shape;
-    for (const Dim& d : v.type.shape) {
-      auto size = d.evaluate(bindings);
-      if (!size) throw UserError("tensor '" + v.name + "' has size " + d.str() + ", but not all of its symbols have values");
-      if (*size < 0) throw UserError("tensor '" + v.name + "' would have a negative size " + d.str() + " = " + std::to_string(*size));
-      shape.push_back(*size);
-    }
-    shape_numel(shape);
-    value_shapes_.push_back(std::move(shape));
-  }
+    : graph_(graph), value_shapes_(concrete_shapes(graph, bindings)) {
   for (const OpStep& op_step : plan.steps) {
     const Node& node = graph.nodes[op_step.node];
     Step step;
     step.node = &node;
     for (const ParamSpec& p : node.params) step.params.push_back(params.at(p.name));
-    if (!node.schema->is_view) {
-      CpuKernelFactory factory = find_cpu_kernel(node.op);
-      if (!factory) throw UserError("layer '" + node.path + "': the cpu backend cannot run op '" + node.op + "'");
-      KernelSpec spec;
-      spec.op = node.op;
-      spec.attrs = &node.attrs;
-      for (int v : node.inputs) spec.inputs.push_back({value_shapes_[v], graph.values[v].type.dtype});
-      for (const Tensor& p : step.params) spec.params.push_back({p.shape(), p.dtype()});
-      spec.outputs.push_back({value_shapes_[node.output], graph.values[node.output].type.dtype});
-      try {
-        step.kernel = factory(cpu, spec);
-      } catch (const UserError& e) {
-        throw UserError("layer '" + node.path + "' (" + node.op + "): " + e.what());
-      }
-    }
+    if (!node.schema->is_view) step.kernel = make_cpu_kernel(cpu, graph, node, value_shapes_, step.params);
     steps_.push_back(std::move(step));
   }
   plan_buffers(graph);

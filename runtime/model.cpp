@@ -9,7 +9,7 @@
 #include "runtime/compiled_training.h"
 #include "runtime/loss.h"
 #include "runtime/io/safetensors.h"
-#include "runtime/random.h"
+#include "core/random.h"
 
 namespace tandem {
 
@@ -232,11 +232,10 @@ CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads
   auto key = std::make_pair(bindings, input_grads);
   auto it = training_.find(key);
   if (it != training_.end()) return *it->second;
-  std::vector<int> seedable;
-  for (const GraphOutput& out : graph_.outputs) seedable.push_back(out.value);
-  if (graph_.loss) seedable.push_back(graph_.loss->input);
+  std::vector<int> kept;
+  if (graph_.loss) kept.push_back(graph_.loss->input);
   auto compiled =
-      std::make_unique<CompiledTraining>(graph_, plan_, bindings, *cpu_, params_, grads_, input_grads, seedable);
+      std::make_unique<CompiledTraining>(graph_, plan_, bindings, *cpu_, params_, grads_, input_grads, kept);
   return *training_.emplace(key, std::move(compiled)).first->second;
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/io/safetensors.h"
+#include "tests/oracle/oracle_util.h"
 #include "runtime/model.h"
 
 namespace {
@@ -17,33 +18,12 @@ namespace {
 using tandem::Tensor;
 using tandem::TensorMap;
 
-nlohmann::json manifest() {
-  std::ifstream in(std::string(TANDEM_ORACLE_DIR) + "/manifest.json");
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-
-// max|a - b| / max|b|: the error relative to the tensor's scale.
-double relative_error(const Tensor& actual, const Tensor& expected) {
-  REQUIRE(actual.shape() == expected.shape());
-  REQUIRE(actual.dtype() == expected.dtype());
-  if (actual.dtype() == tandem::DType::int64) return actual.to_vector<int64_t>() == expected.to_vector<int64_t>() ? 0 : 1;
-  auto a = actual.span<float>(), b = expected.span<float>();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
 void compare_outputs(const TensorMap& actual, const TensorMap& expected, const std::string& case_name) {
   REQUIRE(actual.size() == expected.size());
   for (const auto& [name, want] : expected) {
     INFO("case " << case_name << ", output " << name);
     REQUIRE(actual.count(name) == 1);
-    double err = relative_error(actual.at(name), want);
+    double err = oracle::relative_error(actual.at(name), want);
     CHECK(err <= 1e-5);
   }
 }
@@ -51,7 +31,7 @@ void compare_outputs(const TensorMap& actual, const TensorMap& expected, const s
 }  // namespace
 
 TEST_CASE("every model computes what PyTorch computes", "[oracle]") {
-  nlohmann::json m = manifest();
+  nlohmann::json m = oracle::manifest();
   INFO("oracle seed " << m["seed"]);
   REQUIRE(m["cases"].size() >= 10);
   for (const auto& c : m["cases"]) {
@@ -71,7 +51,7 @@ TEST_CASE("every model computes what PyTorch computes", "[oracle]") {
 }
 
 TEST_CASE("the tandem CLI computes what PyTorch computes", "[oracle][cli]") {
-  nlohmann::json m = manifest();
+  nlohmann::json m = oracle::manifest();
   std::filesystem::path scratch = std::filesystem::temp_directory_path() / ("tandem-oracle-cli-" + std::to_string(getpid()));
   std::filesystem::create_directories(scratch);
   for (const auto& c : m["cases"]) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/io/safetensors.h"
+#include "tests/oracle/oracle_util.h"
 #include "runtime/trainer.h"
 
 namespace {
@@ -15,24 +16,6 @@ namespace {
 using tandem::Tensor;
 using tandem::TensorMap;
 
-nlohmann::json manifest() {
-  std::ifstream in(std::string(TANDEM_ORACLE_DIR) + "/manifest.json");
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-
-// max|a - b| / max|b|, as in oracle_test.cpp; an all-zero expectation compares absolutely.
-double relative_error(const Tensor& actual, const Tensor& expected) {
-  REQUIRE(actual.shape() == expected.shape());
-  auto a = actual.span<float>(), b = expected.span<float>();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return scale > 1e-6 ? diff / scale : diff;
-}
 
 TensorMap with_prefix(const TensorMap& all, const std::string& prefix) {
   TensorMap out;
@@ -44,7 +27,7 @@ TensorMap with_prefix(const TensorMap& all, const std::string& prefix) {
 }  // namespace
 
 TEST_CASE("gradients of every op and model equal PyTorch's", "[oracle][grad]") {
-  nlohmann::json m = manifest();
+  nlohmann::json m = oracle::manifest();
   INFO("oracle seed " << m["seed"]);
   int with_grads = 0;
   for (const auto& c : m["cases"]) with_grads += c.value("grads", false) ? 1 : 0;
@@ -62,19 +45,19 @@ TEST_CASE("gradients of every op and model equal PyTorch's", "[oracle][grad]") {
       TensorMap input_grads = model.backward(inputs, with_prefix(grads, "grad_output."), /*training=*/false);
       for (const auto& [param, want] : with_prefix(grads, "grad.")) {
         INFO("parameter " << param);
-        CHECK(relative_error(model.gradients().at(param), want) <= 1e-4);
+        CHECK(oracle::relative_error(model.gradients().at(param), want) <= 1e-4);
       }
       for (const auto& [input, want] : with_prefix(grads, "grad_input.")) {
         INFO("input " << input);
         REQUIRE(input_grads.count(input) == 1);
-        CHECK(relative_error(input_grads.at(input), want) <= 1e-4);
+        CHECK(oracle::relative_error(input_grads.at(input), want) <= 1e-4);
       }
     }
   }
 }
 
 TEST_CASE("training runs track PyTorch step for step", "[oracle][train]") {
-  nlohmann::json m = manifest();
+  nlohmann::json m = oracle::manifest();
   INFO("oracle seed " << m["seed"]);
   REQUIRE(m.contains("train_cases"));
   REQUIRE(m["train_cases"].size() >= 8);
@@ -97,12 +80,12 @@ TEST_CASE("training runs track PyTorch step for step", "[oracle][train]") {
         if (k == 0)
           for (const auto& [param, want] : with_prefix(expected, "step0.grad.")) {
             INFO("step 0 gradient of " << param);
-            CHECK(relative_error(model.gradients().at(param), want) <= 1e-4);
+            CHECK(oracle::relative_error(model.gradients().at(param), want) <= 1e-4);
           }
       }
       for (const auto& [param, want] : with_prefix(expected, "final.")) {
         INFO("final " << param);
-        CHECK(relative_error(model.parameters().at(param), want) <= 1e-4);
+        CHECK(oracle::relative_error(model.parameters().at(param), want) <= 1e-4);
       }
     }
   }

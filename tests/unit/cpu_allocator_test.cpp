@@ -21,7 +21,7 @@ TEST_CASE("freed host blocks are reused for the same size and counted", "[alloca
   CHECK(allocator.current_bytes() == 0);
   CHECK(allocator.cached_bytes() == (1 << 20));
   {
-    auto again = allocator.allocate((1 << 20) - 100);  // same size class
+    auto again = allocator.allocate((1 << 20) - 10);  // same size class (64-byte units)
     CHECK(again->data() == first);
     CHECK(allocator.cached_bytes() == 0);
     auto other = allocator.allocate(1 << 12);

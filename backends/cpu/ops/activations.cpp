@@ -80,7 +80,7 @@ dnnl::algorithm dnnl_backward_algorithm(Act act) {
   }
 }
 
-bool backward_reads_output(Act act) { return act != Act::gelu_erf && act != Act::gelu_tanh; }
+bool gradient_from_output(Act act) { return act != Act::gelu_erf && act != Act::gelu_tanh; }
 
 template <Act A>
 void run_grad_loop(const float* x, const float* y, const float* g, float* dx, int64_t n) {
@@ -114,6 +114,10 @@ class ActivationKernel final : public Kernel {
     make_backward_primitive(spec, md);
   }
 
+  // relu, tanh and sigmoid differentiate from the output, gelu from the input
+  bool backward_reads_input(size_t) const override { return !gradient_from_output(act_); }
+  bool backward_reads_output() const override { return gradient_from_output(act_); }
+
   void backward(const BackwardArgs& args) override {
     if (!args.grad_inputs[0].defined()) return;
     const float* x = args.inputs[0].data<float>();
@@ -121,7 +125,7 @@ class ActivationKernel final : public Kernel {
     const float* g = args.grad_outputs[0].data<float>();
     float* dx = args.grad_inputs[0].data<float>();
     if (bwd_.valid()) {
-      bwd_.set(bwd_data_, backward_reads_output(act_) ? y : x);
+      bwd_.set(bwd_data_, gradient_from_output(act_) ? y : x);
       bwd_.set(bwd_diff_dst_, g);
       bwd_.set(bwd_diff_src_, dx);
       bwd_.run(ctx_.stream());
@@ -164,7 +168,7 @@ class ActivationKernel final : public Kernel {
                                               hint);
     bwd_ = cpu::DnnlCall(
         ctx_.cached_primitive(cpu::spec_key(spec) + "#bwd", [&] { return dnnl::eltwise_backward(pd); }));
-    bwd_data_ = bwd_.bind(backward_reads_output(act_) ? DNNL_ARG_DST : DNNL_ARG_SRC, md, ctx_.engine());
+    bwd_data_ = bwd_.bind(gradient_from_output(act_) ? DNNL_ARG_DST : DNNL_ARG_SRC, md, ctx_.engine());
     bwd_diff_dst_ = bwd_.bind(DNNL_ARG_DIFF_DST, md, ctx_.engine());
     bwd_diff_src_ = bwd_.bind(DNNL_ARG_DIFF_SRC, md, ctx_.engine());
   }

@@ -48,6 +48,10 @@ class DropoutKernel final : public Kernel {
     });
   }
 
+  // the mask is rebuilt from the seed
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+
   void backward(const BackwardArgs& args) override {
     if (!args.grad_inputs[0].defined()) return;
     const float* g = args.grad_outputs[0].data<float>();

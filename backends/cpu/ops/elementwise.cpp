@@ -83,6 +83,10 @@ class BinaryKernel final : public Kernel {
     b_numel_ = shape_numel(spec.inputs[1].shape);
   }
 
+  // add's gradients are the output's; mul's need the other factor
+  bool backward_reads_input(size_t) const override { return Op == BinOp::mul; }
+  bool backward_reads_output() const override { return false; }
+
   void backward(const BackwardArgs& args) override {
     const float* a = args.inputs[0].data<float>();
     const float* b = args.inputs[1].data<float>();

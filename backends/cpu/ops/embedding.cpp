@@ -55,6 +55,8 @@ class EmbeddingKernel final : public Kernel {
     scale_grad_by_freq_ = spec.attrs->has("scale_grad_by_freq") && spec.attrs->get_bool("scale_grad_by_freq");
   }
 
+  bool backward_reads_output() const override { return false; }
+
   void backward(const BackwardArgs& args) override {
     if (scale_grad_by_freq_) throw UserError("embedding: scale_grad_by_freq is not supported in backward");
     if (!args.grad_params[0].defined()) return;
@@ -138,6 +140,8 @@ class EmbeddingBagKernel final : public Kernel {
                         }
                       });
   }
+
+  bool backward_reads_output() const override { return false; }  // max mode recomputes its arg-max
 
   void backward(const BackwardArgs& args) override {
     if (scale_grad_by_freq_) throw UserError("embedding_bag: scale_grad_by_freq is not supported in backward");

@@ -41,6 +41,8 @@ class LayerNormKernel final : public Kernel {
     row_stats_.resize(static_cast<size_t>(2 * rows_));
   }
 
+  bool backward_reads_output() const override { return false; }  // mean and rstd are recomputed from x
+
   void backward(const BackwardArgs& args) override {
     const float* x = args.inputs[0].data<float>();
     const float* dy = args.grad_outputs[0].data<float>();

@@ -71,6 +71,8 @@ class LinearKernel final : public Kernel {
     matmul_.run(ctx_.stream());
   }
 
+  bool backward_reads_output() const override { return false; }
+
   void backward(const BackwardArgs& args) override {
     const float* x = args.inputs[0].data<float>();
     const float* w = args.params[0].data<float>();

@@ -84,6 +84,8 @@ class MatmulKernel final : public Kernel {
     }
   }
 
+  bool backward_reads_output() const override { return false; }
+
   void backward(const BackwardArgs& args) override {
     const float* a = args.inputs[0].data<float>();
     const float* b = args.inputs[1].data<float>();

@@ -35,6 +35,9 @@ class CopyKernel final : public Kernel {
   void forward(const KernelArgs& args) override {
     parallel_copy(args.outputs[0].raw_data(), args.inputs[0].raw_data(), bytes_);
   }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+
   void backward(const BackwardArgs& args) override {
     if (!args.grad_inputs[0].defined()) return;
     parallel_copy(args.grad_inputs[0].raw_data(), args.grad_outputs[0].raw_data(), bytes_);
@@ -77,6 +80,9 @@ class CatKernel final : public Kernel {
       }
     });
   }
+
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
 
   void backward(const BackwardArgs& args) override {
     const char* g = static_cast<const char*>(args.grad_outputs[0].raw_data());

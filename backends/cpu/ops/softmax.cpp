@@ -62,6 +62,8 @@ class SoftmaxKernel final : public Kernel {
     bwd_diff_src_ = bwd_.bind(DNNL_ARG_DIFF_SRC, md, ctx.engine());
   }
 
+  bool backward_reads_input(size_t) const override { return false; }  // from the output
+
   void backward(const BackwardArgs& args) override {
     if (!args.grad_inputs[0].defined()) return;
     const float* y = args.outputs[0].data<float>();

@@ -1,4 +1,6 @@
-#include "runtime/random.h"
+#include "core/random.h"
+
+#include "core/error.h"
 
 #include <cmath>
 
@@ -27,6 +29,14 @@ Rng::Rng(uint64_t seed) {
 }
 
 Rng::Rng(uint64_t seed, std::string_view stream) : Rng(seed ^ fnv1a(stream)) {}
+
+Rng::Rng(uint64_t seed, uint64_t stream) {
+  uint64_t h = seed;
+  uint64_t key = splitmix64(h);
+  h = key ^ stream;
+  key = splitmix64(h);
+  for (uint64_t& s : s_) s = splitmix64(key);
+}
 
 uint64_t Rng::next() {
   uint64_t result = rotl(s_[1] * 5, 7) * 9;
@@ -58,6 +68,19 @@ double Rng::normal() {
   return r * std::cos(2 * M_PI * u2);
 }
 
-int64_t Rng::below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+uint64_t Rng::below(uint64_t n) {
+  TANDEM_ASSERT(n > 0, "Rng::below(0)");
+  // Lemire, "Fast random integer generation in an interval" (2019).
+  unsigned __int128 m = static_cast<unsigned __int128>(next()) * n;
+  uint64_t low = static_cast<uint64_t>(m);
+  if (low < n) {
+    uint64_t threshold = -n % n;
+    while (low < threshold) {
+      m = static_cast<unsigned __int128>(next()) * n;
+      low = static_cast<uint64_t>(m);
+    }
+  }
+  return static_cast<uint64_t>(m >> 64);
+}
 
 }  // namespace tandem

@@ -1,0 +1,24 @@
+// What the forward and training executors both need to compile a plan: every tensor's
+// concrete shape for one set of symbol values, and each layer's kernel at those shapes.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/cpu_context.h"
+#include "backends/kernel.h"
+#include "graph/graph.h"
+#include "graph/symbolic.h"
+
+namespace tandem {
+
+/// Every value's shape under `bindings`. UserError when a size has a symbol without a
+/// value, is negative, or is too large.
+std::vector<Shape> concrete_shapes(const Graph& graph, const Bindings& bindings);
+
+/// The CPU kernel of `node` for these value shapes and parameters. UserError naming the
+/// layer when the backend cannot run its op or refuses the shapes.
+std::unique_ptr<Kernel> make_cpu_kernel(CpuContext& cpu, const Graph& graph, const Node& node,
+                                        const std::vector<Shape>& shapes, const std::vector<Tensor>& params);
+
+}  // namespace tandem
