@@ -4,7 +4,12 @@
 
 namespace tandem {
 
-bool DeviceInventory::has(Device d) const { return std::find(devices.begin(), devices.end(), d) != devices.end(); }
+bool DeviceInventory::has(Device d) const { return find(d) != nullptr; }
+
+const DeviceInfo* DeviceInventory::find(Device d) const {
+  auto it = std::find_if(devices.begin(), devices.end(), [&](const DeviceInfo& info) { return info.device == d; });
+  return it == devices.end() ? nullptr : &*it;
+}
 
 Plan plan_on_cpu(const Graph& graph) {
   Plan plan;

@@ -10,10 +10,21 @@
 
 namespace tandem {
 
-/// The devices a plan may use.
+/// One device a plan may use, as the runtime found it.
+struct DeviceInfo {
+  Device device;
+  size_t memory_bytes = 0;  // capacity (the host's RAM for the cpu)
+  bool simulated = false;   // a simulated GPU (--sim-gpus): CPU kernels, its own memory pool
+  std::string name;         // "AMD EPYC", "NVIDIA H100", "simulated GPU"
+};
+
+/// The devices a plan may use: the cpu first, then cuda:0, cuda:1, ... A value; placement
+/// reads it and calls nothing.
 struct DeviceInventory {
-  std::vector<Device> devices{Device::cpu()};
+  std::vector<DeviceInfo> devices{DeviceInfo{Device::cpu(), 0, false, "cpu"}};
   bool has(Device d) const;
+  /// The entry of `d`, or nullptr.
+  const DeviceInfo* find(Device d) const;
 };
 
 struct OpStep {
