@@ -19,7 +19,6 @@ os.environ.setdefault("MKL_NUM_THREADS", str(THREADS))
 import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -31,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 import torch  # noqa: E402
 
 import tandem_torch as tt  # noqa: E402
+from bench_common import BenchError, bindings_for, find_tandem, fmt, parse_binds, parse_json_output  # noqa: E402
 
 DEFAULT_CONFIGS = ["configs/seed_mlp.yaml", "configs/mlp_4x1024.yaml", "configs/recommender.yaml",
                    "bench/configs/linear_1024.yaml"]
@@ -39,42 +39,6 @@ PEAK_FRACTION_TARGET = 0.8
 IDLE_BEFORE_TANDEM_S = 0.5
 DEFAULT_BATCHES = [1, 32, 256]
 TARGETS = {1: 0.5, 256: 0.9}  # batch -> max tandem/torch time ratio
-
-
-class BenchError(Exception):
-    pass
-
-
-def parse_binds(items):
-    out = {"tags": "8*B"}
-    for item in items:
-        if "=" not in item:
-            raise SystemExit("--bind wants NAME=EXPR, e.g. tags=8*B")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def eval_bind(expr, batch):
-    try:
-        v = eval(expr, {"__builtins__": {}}, {"B": batch})  # noqa: S307 - a tiny arithmetic expression
-    except Exception as e:  # noqa: BLE001
-        raise SystemExit("bad --bind expression %r: %s" % (expr, e))
-    if int(v) != v or v < 1:
-        raise SystemExit("--bind expression %r gives %r for B=%d" % (expr, v, batch))
-    return int(v)
-
-
-def bindings_for(spec, batch, bind_exprs):
-    b = {}
-    for s in spec.symbols:
-        if s == "batch":
-            b[s] = batch
-        elif s in bind_exprs:
-            b[s] = eval_bind(bind_exprs[s], batch)
-        else:
-            raise BenchError("%s: no value for symbol %r (use --bind %s=EXPR)" % (spec.path, s, s))
-    return b
 
 
 # ----------------------------------------------------------------------------- torch
@@ -105,45 +69,6 @@ def torch_warmup(model, inputs, min_calls=3, min_s=0.2):
 
 
 # ----------------------------------------------------------------------------- tandem
-
-def find_tandem(path):
-    if os.path.isabs(path) or os.path.exists(path):
-        full = os.path.abspath(path)
-    elif os.path.exists(os.path.join(ROOT, path)):
-        full = os.path.join(ROOT, path)
-    elif os.path.sep not in path and shutil.which(path):
-        full = shutil.which(path)
-    else:
-        full = os.path.join(ROOT, path)
-    if not os.path.isfile(full) or not os.access(full, os.X_OK):
-        raise BenchError("Tandem CLI not found or not executable: %s\n"
-                         "  build it (cmake --build build --target tandem), pass --tandem PATH or set TANDEM=PATH,\n"
-                         "  or run with --torch-only" % full)
-    return full
-
-
-def parse_json_output(text):
-    text = text.strip()
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    # tolerate log lines around the JSON object
-    start, end = text.find("{"), text.rfind("}")
-    if start >= 0 and end > start:
-        try:
-            return json.loads(text[start:end + 1])
-        except ValueError:
-            pass
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    raise BenchError("no JSON in the Tandem output:\n%s" % text[-2000:])
-
 
 def tandem_time(tandem, config, batch, bindings, repeat, timeout):
     cmd = [tandem, "run", config, "--batch", str(batch)]
@@ -183,10 +108,6 @@ def fma_peak(tandem):
         return None
     r = subprocess.run([exe], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(THREADS)))
     return json.loads(r.stdout)["gflops"] if r.returncode == 0 else None
-
-
-def fmt(v, spec="%.3f"):
-    return "-" if v is None else spec % v
 
 
 def main(argv=None):
