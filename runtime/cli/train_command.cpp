@@ -14,7 +14,8 @@ namespace tandem::cli {
 namespace {
 
 struct TrainOptions {
-  std::string model, data, save, resume, weights, optimizer;
+  std::string model, data, save, resume, weights, optimizer, save_weights;
+  std::optional<bool> shuffle, drop_last;
   std::optional<int64_t> epochs, batch;
   std::optional<double> lr, validation_split;
   std::optional<uint64_t> seed;
@@ -36,6 +37,8 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
     spec.optimizer = fresh;
   }
   if (o.lr) spec.optimizer.lr = *o.lr;
+  if (o.shuffle) spec.shuffle = *o.shuffle;
+  if (o.drop_last) spec.drop_last = *o.drop_last;
   if (o.validation_split) spec.validation_split = *o.validation_split;
   if (!o.data.empty()) {
     DataSpec d = spec.data.value_or(DataSpec{});
@@ -141,6 +144,7 @@ int run_train(const TrainOptions& o) {
                r.samples_per_second, r.seconds, tty ? std::string(20, ' ') : "");
   };
   trainer.fit(train, &validation, o.save, on_epoch, progress);
+  if (!o.save_weights.empty()) model.save_weights(o.save_weights);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (o.json) {
     nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", trainer.steps_done()},
@@ -174,6 +178,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--validation-split", o->validation_split, "fraction of the data held out for validation");
   sub->add_option("--weights", o->weights, "start from these weights (safetensors)");
   sub->add_option("--save", o->save, "write a checkpoint here after every epoch (atomically)");
+  sub->add_option("--save-weights", o->save_weights, "write the final weights alone (a state_dict) here");
+  sub->add_flag("--shuffle,!--no-shuffle", o->shuffle, "shuffle the training set each epoch (default: train: shuffle)");
+  sub->add_flag("--drop-last,!--keep-last", o->drop_last, "drop an epoch's last, smaller batch");
   sub->add_option("--resume", o->resume, "continue the run saved in this checkpoint");
   sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training");
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");

@@ -47,8 +47,8 @@ class Dataset {
 /// an int64 value that is not an integer or lies outside [0, high).
 Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns);
 
-/// A seeded permutation of the samples; the last round(fraction * N) of it validate.
-/// Returns {train, validation}.
+/// A seeded choice of round(fraction * N) samples to validate (the last of a seeded
+/// permutation); both parts keep the file's order. Returns {train, validation}.
 std::pair<Dataset, Dataset> split_dataset(const Dataset& data, double validation_fraction, uint64_t seed);
 
 /// Batches of a dataset, epoch by epoch. The order of epoch e depends only on

@@ -1,5 +1,6 @@
 #include "runtime/data/dataset.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/data/seeded_permutation.h"
@@ -14,9 +15,13 @@ std::pair<Dataset, Dataset> split_dataset(const Dataset& data, double validation
   if (n > 0 && n_val >= n)
     throw UserError("validation fraction " + std::to_string(validation_fraction) + " of " + std::to_string(n) +
                     " samples leaves none to train on");
+  // The permutation only chooses which samples validate; both parts keep the file's
+  // order, so that an unshuffled run reads its data as written, whatever the seed.
   std::vector<int64_t> order = seeded_permutation(n, seed, kSplitStream);
-  std::span<const int64_t> all(order);
-  return {data.subset(all.first(static_cast<size_t>(n - n_val))), data.subset(all.last(static_cast<size_t>(n_val)))};
+  std::vector<int64_t> train(order.begin(), order.end() - n_val), validation(order.end() - n_val, order.end());
+  std::sort(train.begin(), train.end());
+  std::sort(validation.begin(), validation.end());
+  return {data.subset(train), data.subset(validation)};
 }
 
 }  // namespace tandem

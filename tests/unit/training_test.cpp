@@ -180,3 +180,24 @@ TEST_CASE("tandem train --json reports every step's loss and a checkpoint that t
   CHECK(nlohmann::json::parse(out)["epochs"].empty());
   std::filesystem::remove(ckpt);
 }
+
+TEST_CASE("tandem train without shuffling follows the data in order and saves plain weights", "[train][cli]") {
+  // two runs with different seeds but the same start weights and no shuffling see the same
+  // batches in the same order: they end with the same weights
+  std::string start = scratch("start.safetensors"), a = scratch("a.safetensors"), b = scratch("b.safetensors");
+  Model model = Model::load(config("digits_mlp.yaml"));
+  model.init_parameters(3);
+  model.save_weights(start);
+  int code = 0;
+  std::string common = "train " + config("digits_mlp.yaml") + " --epochs 1 --batch 100 --validation-split 0" +
+                       " --no-shuffle --weights " + start;
+  run_cli(common + " --seed 1 --save-weights " + a, &code);
+  REQUIRE(code == 0);
+  run_cli(common + " --seed 2 --save-weights " + b, &code);
+  REQUIRE(code == 0);
+  TensorMap wa = read_safetensors(a), wb = read_safetensors(b);
+  CHECK(wa.size() == model.parameters().size());  // weights only: no optimizer state
+  for (const auto& [name, t] : wa) CHECK(t.to_vector<float>() == wb.at(name).to_vector<float>());
+  CHECK(wa.at("fc1.weight").to_vector<float>() != read_safetensors(start).at("fc1.weight").to_vector<float>());
+  for (const std::string& f : {start, a, b}) std::filesystem::remove(f);
+}
