@@ -1,5 +1,6 @@
 #include "core/storage.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -26,58 +27,98 @@ size_t size_class(size_t bytes) {
 
 }  // namespace
 
-CpuAllocator::~CpuAllocator() { release_cached(); }
+// The cache lives apart from the allocator so that storage freed after the allocator is
+// gone still finds a mutex to take; `owner` is then null and blocks go straight back.
+struct CachingAllocator::Cache {
+  std::mutex mutex;
+  CachingAllocator* owner = nullptr;
+  std::multimap<size_t, void*> blocks;  // rounded size -> block
+  size_t total = 0;
+};
 
-std::shared_ptr<Storage> CpuAllocator::allocate(size_t bytes) {
+CachingAllocator::CachingAllocator(Device device, size_t capacity, size_t max_cached_bytes)
+    : device_(device), capacity_(capacity), max_cached_bytes_(max_cached_bytes), cache_(std::make_shared<Cache>()) {
+  cache_->owner = this;
+}
+
+CachingAllocator::~CachingAllocator() {
+  std::multimap<size_t, void*> blocks;
+  {
+    std::lock_guard lock(cache_->mutex);
+    cache_->owner = nullptr;
+    blocks.swap(cache_->blocks);
+    cache_->total = 0;
+  }
+  for (auto& [size, block] : blocks) std::free(block);
+}
+
+std::shared_ptr<Storage> CachingAllocator::allocate(size_t bytes) {
   size_t rounded = size_class(bytes);
+  if (rounded < bytes) throw OutOfMemory(device_, bytes, current_bytes(), capacity_);  // wrapped around
   void* data = nullptr;
   {
-    std::lock_guard lock(mutex_);
-    auto it = cached_.find(rounded);
-    if (it != cached_.end()) {
+    // Counting happens under the cache's lock, so that in use plus cached stays within the
+    // capacity however many threads allocate and free at once.
+    std::lock_guard lock(cache_->mutex);
+    auto it = cache_->blocks.find(rounded);
+    if (it != cache_->blocks.end()) {
       data = it->second;
-      cached_.erase(it);
-      cached_total_ -= rounded;
+      cache_->blocks.erase(it);
+      cache_->total -= rounded;
+    } else if (capacity_ > 0) {
+      if (current_bytes() + cache_->total + rounded > capacity_) {
+        for (auto& [size, block] : cache_->blocks) std::free(block);
+        cache_->blocks.clear();
+        cache_->total = 0;
+      }
+      if (rounded > capacity_ - std::min(capacity_, current_bytes()))
+        throw OutOfMemory(device_, bytes, current_bytes(), capacity_);
     }
+    count_allocation(rounded);  // reserves the bytes before the system is asked for them
   }
   if (data == nullptr) data = std::aligned_alloc(64, rounded);
   if (data == nullptr) {
     release_cached();
     data = std::aligned_alloc(64, rounded);
   }
-  if (data == nullptr)
-    throw UserError("out of memory on cpu: could not allocate " + std::to_string(bytes) + " bytes (" +
-                    std::to_string(current_bytes()) + " bytes in use); try a smaller batch");
-  count_allocation(rounded);
-  return std::make_shared<Storage>(data, bytes, Device::cpu(), [this, rounded](void* p, size_t) {
+  if (data == nullptr) {
+    std::lock_guard lock(cache_->mutex);
     count_free(rounded);
-    recycle(p, rounded);
+    throw OutOfMemory(device_, bytes, current_bytes(), capacity_);
+  }
+  std::shared_ptr<Cache> cache = cache_;
+  return std::make_shared<Storage>(data, bytes, device_, [cache, rounded](void* p, size_t) {
+    std::lock_guard lock(cache->mutex);
+    if (cache->owner == nullptr) {
+      std::free(p);
+      return;
+    }
+    cache->owner->count_free(rounded);
+    cache->owner->recycle(p, rounded);
   });
 }
 
-void CpuAllocator::recycle(void* block, size_t rounded) {
-  {
-    std::lock_guard lock(mutex_);
-    if (cached_total_ + rounded <= max_cached_bytes_) {
-      cached_.emplace(rounded, block);
-      cached_total_ += rounded;
-      return;
-    }
+// Called with the cache's lock held.
+void CachingAllocator::recycle(void* block, size_t rounded) {
+  if (cache_->total + rounded <= max_cached_bytes_) {
+    cache_->blocks.emplace(rounded, block);
+    cache_->total += rounded;
+    return;
   }
   std::free(block);
 }
 
-size_t CpuAllocator::cached_bytes() const {
-  std::lock_guard lock(mutex_);
-  return cached_total_;
+size_t CachingAllocator::cached_bytes() const {
+  std::lock_guard lock(cache_->mutex);
+  return cache_->total;
 }
 
-void CpuAllocator::release_cached() {
+void CachingAllocator::release_cached() {
   std::multimap<size_t, void*> blocks;
   {
-    std::lock_guard lock(mutex_);
-    blocks.swap(cached_);
-    cached_total_ = 0;
+    std::lock_guard lock(cache_->mutex);
+    blocks.swap(cache_->blocks);
+    cache_->total = 0;
   }
   for (auto& [size, block] : blocks) std::free(block);
 }

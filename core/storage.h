@@ -57,28 +57,57 @@ class Allocator {
   std::atomic<size_t> peak_{0};
 };
 
-/// Host memory, 64-byte aligned (a cache line; what oneDNN likes), with a cache of freed
-/// blocks by size. Why: a forward pass allocates its outputs anew each call, and large
-/// blocks fresh from the system arrive unmapped, so every call would page-fault its way
-/// through them (three times the time of a 1024x1024 linear layer at batch 256).
-/// Thread-safe.
-class CpuAllocator final : public Allocator {
+/// Memory in 64-byte aligned host blocks, with a cache of freed blocks by size class, and
+/// optionally a capacity. Why the cache: a forward pass allocates its outputs anew each call,
+/// and large blocks fresh from the system arrive unmapped, so every call would page-fault its
+/// way through them (three times the time of a 1024x1024 linear layer at batch 256).
+///
+/// Bytes are counted in size classes (the request rounded up to 64 bytes). With a capacity,
+/// the bytes in use plus the bytes cached never exceed it, as on a GPU, where cached blocks
+/// still occupy the device: an allocate() that would go over first returns the whole cache
+/// to the system, then throws OutOfMemory if the request still does not fit.
+///
+/// Thread-safe. Storage handed out may outlive the allocator: its memory is then freed
+/// directly, uncounted.
+class CachingAllocator : public Allocator {
  public:
-  explicit CpuAllocator(size_t max_cached_bytes = size_t{1} << 30) : max_cached_bytes_(max_cached_bytes) {}
-  ~CpuAllocator() override;
-  Device device() const override { return Device::cpu(); }
+  /// `capacity` 0: no limit but the host's. `max_cached_bytes`: the most the cache keeps.
+  CachingAllocator(Device device, size_t capacity, size_t max_cached_bytes);
+  ~CachingAllocator() override;
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  Device device() const override { return device_; }
   std::shared_ptr<Storage> allocate(size_t bytes) override;
+  /// The most bytes that may be in use at once; 0 when unlimited.
+  size_t capacity() const { return capacity_; }
   /// Bytes held in the cache, free for reuse.
   size_t cached_bytes() const;
   /// Returns every cached block to the system.
   void release_cached();
 
  private:
+  struct Cache;  // shared with the deleters of the storage handed out
   void recycle(void* block, size_t rounded);
+  const Device device_;
+  const size_t capacity_;
   const size_t max_cached_bytes_;
-  mutable std::mutex mutex_;
-  std::multimap<size_t, void*> cached_;  // rounded size -> block
-  size_t cached_total_ = 0;
+  std::shared_ptr<Cache> cache_;
+};
+
+/// Host memory: no capacity but the machine's, a cache of up to `max_cached_bytes`.
+class CpuAllocator final : public CachingAllocator {
+ public:
+  explicit CpuAllocator(size_t max_cached_bytes = size_t{1} << 30)
+      : CachingAllocator(Device::cpu(), 0, max_cached_bytes) {}
+};
+
+/// The memory pool of one simulated GPU: `capacity` bytes, all of which may be cached. Its
+/// blocks are host memory, but a pool apart from the CPU's, so each device's bytes are
+/// counted on their own and each device runs out on its own.
+class PoolAllocator final : public CachingAllocator {
+ public:
+  PoolAllocator(Device device, size_t capacity) : CachingAllocator(device, capacity, capacity) {}
 };
 
 /// The process-wide host allocator. Never destroyed, so that tensors that outlive main()

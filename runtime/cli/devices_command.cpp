@@ -1,59 +1,98 @@
-// tandem devices: what this machine offers Tandem.
+// tandem devices: what this machine offers Tandem: the cpu, real GPUs, simulated GPUs.
 #include <fmt/core.h>
 #include <omp.h>
-#include <unistd.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
-#include "backends/cuda/cuda_devices.h"
+#include "core/error.h"
+#include "core/memory_size.h"
 #include "runtime/cli/commands.h"
+#include "runtime/device_registry.h"
 
 namespace tandem::cli {
 namespace {
 
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.starts_with("model name")) return line.substr(line.find(':') + 2);
-  return "unknown cpu";
+struct DevicesOptions {
+  std::optional<int> sim_gpus;
+  std::string sim_gpu_memory;
+  bool json = false;
+};
+
+DeviceOptions device_options(const DevicesOptions& o) {
+  DeviceOptions options;
+  if (o.sim_gpus) options.sim_gpus = *o.sim_gpus;
+  if (!o.sim_gpu_memory.empty()) {
+    try {
+      options.sim_gpu_memory = parse_memory_size(o.sim_gpu_memory);
+    } catch (const UserError& e) {
+      throw UserError("--sim-gpu-memory: " + std::string(e.what()));
+    }
+  }
+  return options;
 }
 
-int run_devices(bool json) {
-  size_t host_bytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+std::string hidden_note(const DeviceRegistry& registry) {
+  int n = registry.hidden_real_gpus();
+  return fmt::format("{} real GPU{} set aside: simulated GPUs were asked for (--sim-gpus / TANDEM_SIM_GPUS)", n,
+                     n == 1 ? "" : "s");
+}
+
+int print_json(const DeviceRegistry& registry) {
   int threads = omp_get_max_threads();
-  std::string why_none;
-  std::vector<CudaDeviceInfo> gpus = cuda_devices(&why_none);
-  if (json) {
-    nlohmann::json j;
-    j["devices"].push_back({{"device", "cpu"}, {"name", cpu_model_name()}, {"threads", threads}, {"memory_bytes", host_bytes}});
-    for (const CudaDeviceInfo& g : gpus)
-      j["devices"].push_back({{"device", "cuda:" + std::to_string(g.index)},
-                              {"name", g.name},
-                              {"memory_bytes", g.total_bytes},
-                              {"free_bytes", g.free_bytes},
-                              {"compute_capability", std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor)}});
-    j["cuda_compiled"] = cuda_compiled();
-    if (gpus.empty()) j["no_gpu_reason"] = why_none;
-    fmt::print("{}\n", j.dump(2));
-    return 0;
+  nlohmann::json j;
+  j["devices"] = nlohmann::json::array();
+  for (const DeviceInfo& d : registry.inventory().devices) {
+    nlohmann::json entry{{"device", d.device.str()}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
+                         {"simulated", d.simulated}};
+    if (d.device.kind == DeviceKind::cpu) entry["threads"] = threads;
+    for (const CudaDeviceInfo& g : registry.real_gpus())
+      if (d.device == Device::cuda(g.index)) {
+        entry["free_bytes"] = g.free_bytes;
+        entry["compute_capability"] = std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor);
+      }
+    j["devices"].push_back(entry);
   }
+  j["cuda_compiled"] = cuda_compiled();
+  j["sim_gpus"] = registry.sim_gpu_count();
+  j["hidden_real_gpus"] = registry.hidden_real_gpus();
+  if (registry.real_gpus().empty() && registry.hidden_real_gpus() == 0) j["no_gpu_reason"] = registry.why_no_gpus();
+  fmt::print("{}\n", j.dump(2));
+  return 0;
+}
+
+int print_table(const DeviceRegistry& registry) {
   fmt::print("{:<8} {:<44} {:>12}  {}\n", "device", "name", "memory", "notes");
-  fmt::print("{:<8} {:<44} {:>9.1f} GiB  {} threads\n", "cpu", cpu_model_name(), host_bytes / double(1 << 30), threads);
-  for (const CudaDeviceInfo& g : gpus)
-    fmt::print("{:<8} {:<44} {:>9.1f} GiB  sm_{}{}, {:.1f} GiB free\n", "cuda:" + std::to_string(g.index), g.name,
-               g.total_bytes / double(1 << 30), g.compute_major, g.compute_minor, g.free_bytes / double(1 << 30));
-  if (gpus.empty()) fmt::print("no GPUs: {}\n", why_none);
+  for (const DeviceInfo& d : registry.inventory().devices) {
+    std::string notes;
+    if (d.device.kind == DeviceKind::cpu) notes = fmt::format("{} threads", omp_get_max_threads());
+    if (d.simulated) notes = "simulated: own memory pool and queue, CPU kernels";
+    for (const CudaDeviceInfo& g : registry.real_gpus())
+      if (d.device == Device::cuda(g.index))
+        notes = fmt::format("sm_{}{}, {} free", g.compute_major, g.compute_minor, format_bytes(g.free_bytes));
+    fmt::print("{:<8} {:<44} {:>12}  {}\n", d.device.str(), d.name, format_bytes(d.memory_bytes), notes);
+  }
+  if (registry.hidden_real_gpus() > 0)
+    fmt::print("{}\n", hidden_note(registry));
+  else if (registry.real_gpus().empty() && registry.sim_gpu_count() == 0)
+    fmt::print("no GPUs: {}; simulate some with --sim-gpus N (or TANDEM_SIM_GPUS=N)\n", registry.why_no_gpus());
   return 0;
 }
 
 }  // namespace
 
 Command add_devices_command(CLI::App& app) {
-  auto json = std::make_shared<bool>(false);
+  auto o = std::make_shared<DevicesOptions>();
   CLI::App* sub = app.add_subcommand("devices", "List the devices Tandem can use, with their memory");
-  sub->add_flag("--json", *json, "print the result as JSON");
-  return [json] { return run_devices(*json); };
+  sub->add_option("--sim-gpus", o->sim_gpus,
+                  "simulate N GPUs as cuda:0..N-1 (default: TANDEM_SIM_GPUS, else none); they replace real GPUs");
+  sub->add_option("--sim-gpu-memory", o->sim_gpu_memory,
+                  "memory of each simulated GPU, e.g. 2GiB, 512MiB, 1.5GB (default: TANDEM_SIM_GPU_MEMORY, else 16GiB)");
+  sub->add_flag("--json", o->json, "print the result as JSON");
+  return [o] {
+    DeviceRegistry registry(device_options(*o));
+    return o->json ? print_json(registry) : print_table(registry);
+  };
 }
 
 }  // namespace tandem::cli

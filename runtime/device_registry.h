@@ -1,0 +1,94 @@
+// DeviceRegistry: the devices this process runs on, found once: the cpu, then cuda:0,
+// cuda:1, ... (real GPUs, or simulated ones), each with its allocator, and the placement's
+// view of them (DeviceInventory).
+//
+// Real or simulated GPUs, never both. With no simulated GPUs asked for, cuda:N are the
+// GPUs the CUDA runtime reports (CUDA_VISIBLE_DEVICES honoured; no driver: none). Asked for
+// (--sim-gpus N or TANDEM_SIM_GPUS=N), N simulated GPUs are cuda:0..N-1, and real GPUs, if
+// any, are set aside for the run (hidden_real_gpus() counts them; `tandem devices` says so).
+// Why replace rather than refuse: so the multi-device tests, which ask for simulated GPUs,
+// pass on GPU machines too, and a machine with one GPU can rehearse a plan for four.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_devices.h"
+#include "backends/sim/sim_gpu.h"
+#include "core/device.h"
+#include "core/storage.h"
+#include "placement/plan.h"
+
+namespace tandem {
+
+/// The memory of a simulated GPU when neither option nor environment says.
+inline constexpr size_t default_sim_gpu_memory = size_t{16} << 30;
+
+/// How to find the devices.
+struct DeviceOptions {
+  /// Simulated GPUs. -1: from TANDEM_SIM_GPUS (a whole number), or 0 when it is unset or empty.
+  int sim_gpus = -1;
+  /// Capacity of each simulated GPU in bytes. Unset: from TANDEM_SIM_GPU_MEMORY (a size such
+  /// as "2GiB", see parse_memory_size), or default_sim_gpu_memory.
+  std::optional<size_t> sim_gpu_memory;
+};
+
+/// Owns the simulated GPUs (their pools and queues); the cpu's allocator is the process-wide
+/// cpu_allocator(). Not copyable. Lookups are thread-safe; the SimGpu and allocators it
+/// hands out are themselves thread-safe. Destroying it first runs every queue dry.
+class DeviceRegistry {
+ public:
+  /// Finds the devices. Throws UserError for a bad option or environment value.
+  explicit DeviceRegistry(const DeviceOptions& options = {});
+  /// The same, with `real_gpus` standing in for what the CUDA runtime reports (for tests).
+  DeviceRegistry(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus, std::string why_no_gpus = {});
+  ~DeviceRegistry();
+  DeviceRegistry(const DeviceRegistry&) = delete;
+  DeviceRegistry& operator=(const DeviceRegistry&) = delete;
+
+  /// cpu first, then cuda:0, cuda:1, ...: what placement plans against.
+  const DeviceInventory& inventory() const { return inventory_; }
+  bool has(Device device) const { return inventory_.has(device); }
+  /// Throws UserError naming the devices there are, unless `device` is one of them.
+  void require(Device device) const;
+  /// Whether `device` is a simulated GPU.
+  bool simulated(Device device) const;
+
+  /// The allocator of `device`. Throws UserError for a device that does not exist, and
+  /// for a real GPU (this build does not allocate on real GPUs yet).
+  Allocator& allocator(Device device);
+  /// The simulated GPU `device`. Throws UserError when it is not one.
+  SimGpu& sim_gpu(Device device);
+  int sim_gpu_count() const { return static_cast<int>(sim_gpus_.size()); }
+  /// Capacity of each simulated GPU (also when there are none).
+  size_t sim_gpu_memory() const { return sim_gpu_memory_; }
+
+  /// The real GPUs in use as cuda:N (empty when simulated GPUs replace them).
+  const std::vector<CudaDeviceInfo>& real_gpus() const { return real_gpus_; }
+  /// Real GPUs set aside because simulated ones were asked for.
+  int hidden_real_gpus() const { return hidden_real_gpus_; }
+  /// Why the CUDA runtime reported no GPU, when it reported none.
+  const std::string& why_no_gpus() const { return why_no_gpus_; }
+
+ private:
+  void build(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus);
+  std::string available() const;
+
+  DeviceInventory inventory_;
+  std::vector<std::unique_ptr<SimGpu>> sim_gpus_;
+  std::vector<CudaDeviceInfo> real_gpus_;
+  size_t sim_gpu_memory_ = default_sim_gpu_memory;
+  int hidden_real_gpus_ = 0;
+  std::string why_no_gpus_;
+};
+
+/// The number of simulated GPUs TANDEM_SIM_GPUS asks for: 0 when unset or empty. Throws
+/// UserError for anything but a whole number from 0 to max_sim_gpus.
+int sim_gpus_from_environment();
+/// A sanity bound: each simulated GPU is a thread and a pool.
+inline constexpr int max_sim_gpus = 1024;
+
+}  // namespace tandem

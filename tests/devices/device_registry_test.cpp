@@ -1,0 +1,171 @@
+// The device registry: simulated GPUs from options and TANDEM_SIM_GPUS, bad values, real
+// GPUs, unknown devices; and `tandem devices`.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <sys/wait.h>
+
+#include "core/error.h"
+#include "runtime/device_registry.h"
+
+using namespace tandem;
+
+namespace {
+
+constexpr size_t GiB = size_t{1} << 30;
+
+// Sets an environment variable for one scope, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run_cli(const std::string& args) {
+  std::string cmd = "env -u TANDEM_SIM_GPUS -u TANDEM_SIM_GPU_MEMORY " + std::string(TANDEM_CLI) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+CudaDeviceInfo fake_gpu(int index) { return {index, "NVIDIA H100", 80 * GiB, 79 * GiB, 9, 0}; }
+
+}  // namespace
+
+TEST_CASE("simulated GPUs come from the options: cpu first, then cuda:0..N-1", "[registry]") {
+  ScopedEnv env("TANDEM_SIM_GPUS", nullptr);
+  DeviceRegistry registry({.sim_gpus = 2, .sim_gpu_memory = 2 * GiB}, {});
+  const auto& devices = registry.inventory().devices;
+  REQUIRE(devices.size() == 3);
+  CHECK(devices[0].device == Device::cpu());
+  CHECK_FALSE(devices[0].simulated);
+  CHECK(devices[0].memory_bytes > 0);
+  CHECK(devices[1].device == Device::cuda(0));
+  CHECK(devices[2].device == Device::cuda(1));
+  CHECK(devices[2].simulated);
+  CHECK(devices[2].memory_bytes == 2 * GiB);
+  CHECK(registry.sim_gpu(Device::cuda(1)).device() == Device::cuda(1));
+  CHECK(&registry.allocator(Device::cuda(1)) == &registry.sim_gpu(Device::cuda(1)).allocator());
+  CHECK(&registry.allocator(Device::cpu()) == &cpu_allocator());
+  CHECK(registry.allocator(Device::cuda(0)).device() == Device::cuda(0));
+}
+
+TEST_CASE("a device that does not exist is a user error that lists those that do", "[registry]") {
+  DeviceRegistry registry({.sim_gpus = 2, .sim_gpu_memory = GiB}, {});
+  CHECK_THROWS_AS(registry.require(Device::cuda(3)), UserError);
+  CHECK_THROWS_WITH(registry.allocator(Device::cuda(3)),
+                    "device cuda:3 does not exist: this machine has cpu, cuda:0 (simulated), cuda:1 (simulated); "
+                    "use --sim-gpus N for more");
+  CHECK_THROWS_AS(registry.sim_gpu(Device::cpu()), UserError);
+}
+
+TEST_CASE("TANDEM_SIM_GPUS and TANDEM_SIM_GPU_MEMORY give the simulated GPUs", "[registry]") {
+  ScopedEnv gpus("TANDEM_SIM_GPUS", "3");
+  ScopedEnv memory("TANDEM_SIM_GPU_MEMORY", "512MiB");
+  DeviceRegistry registry({}, {});
+  CHECK(registry.sim_gpu_count() == 3);
+  CHECK(registry.inventory().find(Device::cuda(2))->memory_bytes == (size_t{512} << 20));
+  // An option wins over the environment.
+  DeviceRegistry one({.sim_gpus = 1, .sim_gpu_memory = std::nullopt}, {});
+  CHECK(one.sim_gpu_count() == 1);
+  DeviceRegistry none({.sim_gpus = 0, .sim_gpu_memory = std::nullopt}, {});
+  CHECK(none.inventory().devices.size() == 1);
+}
+
+TEST_CASE("without options or environment there are no simulated GPUs and 16 GiB is the default", "[registry]") {
+  ScopedEnv gpus("TANDEM_SIM_GPUS", nullptr);
+  ScopedEnv memory("TANDEM_SIM_GPU_MEMORY", nullptr);
+  DeviceRegistry registry({}, {}, "no CUDA driver");
+  CHECK(registry.sim_gpu_count() == 0);
+  CHECK(registry.inventory().devices.size() == 1);
+  CHECK(registry.sim_gpu_memory() == 16 * GiB);
+  CHECK(registry.why_no_gpus() == "no CUDA driver");
+  ScopedEnv empty("TANDEM_SIM_GPUS", "");
+  CHECK(DeviceRegistry({}, {}).sim_gpu_count() == 0);
+}
+
+TEST_CASE("bad simulated GPU settings are user errors that say what to write", "[registry]") {
+  for (const char* bad : {"two", "-1", "2.5", "99999", "3x"}) {
+    INFO(bad);
+    ScopedEnv gpus("TANDEM_SIM_GPUS", bad);
+    CHECK_THROWS_AS(DeviceRegistry({}, {}), UserError);
+    CHECK_THROWS_WITH(DeviceRegistry({}, {}), Catch::Contains("TANDEM_SIM_GPUS='" + std::string(bad) + "'") &&
+                                                  Catch::Contains("TANDEM_SIM_GPUS=2"));
+  }
+  {
+    ScopedEnv memory("TANDEM_SIM_GPU_MEMORY", "lots");
+    CHECK_THROWS_WITH(DeviceRegistry({.sim_gpus = 1, .sim_gpu_memory = std::nullopt}, {}), Catch::StartsWith("TANDEM_SIM_GPU_MEMORY: memory size 'lots'"));
+  }
+  CHECK_THROWS_AS(DeviceRegistry({.sim_gpus = 1, .sim_gpu_memory = 0}, {}), UserError);
+  CHECK_THROWS_AS(DeviceRegistry({.sim_gpus = -2, .sim_gpu_memory = std::nullopt}, {}), UserError);
+}
+
+TEST_CASE("real GPUs are cuda:N unless simulated ones are asked for", "[registry]") {
+  ScopedEnv gpus("TANDEM_SIM_GPUS", nullptr);
+  DeviceRegistry real({}, {fake_gpu(0)});
+  REQUIRE(real.inventory().devices.size() == 2);
+  CHECK(real.inventory().devices[1].name == "NVIDIA H100");
+  CHECK_FALSE(real.simulated(Device::cuda(0)));
+  CHECK(real.hidden_real_gpus() == 0);
+  CHECK_THROWS_WITH(real.allocator(Device::cuda(1)), Catch::Contains("cpu, cuda:0 (NVIDIA H100)"));
+  CHECK_THROWS_WITH(real.allocator(Device::cuda(0)), Catch::Contains("cannot allocate on real GPUs yet"));
+
+  DeviceRegistry sims({.sim_gpus = 2, .sim_gpu_memory = GiB}, {fake_gpu(0)});
+  CHECK(sims.hidden_real_gpus() == 1);
+  CHECK(sims.real_gpus().empty());
+  CHECK(sims.simulated(Device::cuda(0)));
+  CHECK(sims.simulated(Device::cuda(1)));
+}
+
+TEST_CASE("tandem devices lists simulated GPUs with their memory", "[registry][cli]") {
+  Result r = run_cli("devices --sim-gpus 2 --sim-gpu-memory 2GiB --json");
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.output);
+  REQUIRE(j["devices"].size() == 3);
+  CHECK(j["devices"][0]["device"] == "cpu");
+  CHECK(j["devices"][0]["simulated"] == false);
+  CHECK(j["devices"][1]["device"] == "cuda:0");
+  CHECK(j["devices"][2]["device"] == "cuda:1");
+  CHECK(j["devices"][2]["simulated"] == true);
+  CHECK(j["devices"][2]["memory_bytes"] == 2 * GiB);
+  CHECK(j["sim_gpus"] == 2);
+
+  Result table = run_cli("devices --sim-gpus 1 --sim-gpu-memory 1.5GiB");
+  CHECK(table.code == 0);
+  CHECK_THAT(table.output, Catch::Contains("cuda:0") && Catch::Contains("simulated GPU") && Catch::Contains("1.5 GiB"));
+}
+
+TEST_CASE("tandem devices exits 2 for a bad memory size or GPU count", "[registry][cli]") {
+  Result r = run_cli("devices --sim-gpus 2 --sim-gpu-memory lots");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--sim-gpu-memory") && Catch::Contains("'lots'") && Catch::Contains("e.g. 16GiB"));
+  CHECK(run_cli("devices --sim-gpus many").code == 2);
+  CHECK(run_cli("devices --sim-gpus -3").code == 2);
+  Result env = run_cli("devices");  // TANDEM_SIM_GPUS is cleared by run_cli
+  CHECK(env.code == 0);
+}
