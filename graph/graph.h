@@ -62,6 +62,14 @@ struct Block {
   SourceLocation location;
 };
 
+/// The top-level `placement:` key: a policy name and, for balanced, a per-GPU budget.
+/// Kept as written; placement/ interprets it (docs/placement.md).
+struct PlacementSpec {
+  std::string policy;                      // "annotations", "embeddings-on-cpu" or "balanced"
+  std::optional<std::string> max_memory;   // as written: "8GiB", "512MiB", "4096"
+  SourceLocation location;                 // of max_memory when given, else of the key
+};
+
 struct GraphInput {
   std::string name;
   int value = -1;
@@ -85,6 +93,7 @@ struct Graph {
   std::vector<GraphInput> targets;     // fed by the data, read only by the loss
   std::optional<LossSpec> loss;
   std::optional<TrainingSpec> training;  // the `train:` section, when present
+  std::optional<PlacementSpec> placement;  // the `placement:` key, when present
 
   int64_t parameter_count() const;
   /// All parameters in node order.

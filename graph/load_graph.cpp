@@ -63,7 +63,8 @@ class GraphLoader {
   Graph load(const YAML::Node& root) {
     if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
     // oracle_steps is read by the test oracle (tests/oracle) and ignored here
-    check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle_steps"}, "",
+    check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle_steps",
+                      "placement"}, "",
                "top-level key");
     const YAML::Node name = require(root, "name", "");
     graph_.name = scalar_string(name, "", "name");
@@ -82,6 +83,7 @@ class GraphLoader {
     if (root["targets"]) graph_.targets = load_tensor_decls(root["targets"], "target");
     if (root["loss"]) graph_.loss = load_loss(root["loss"], top);
     if (root["train"]) graph_.training = load_training(root["train"]);
+    if (root["placement"]) graph_.placement = load_placement(root["placement"]);
     return std::move(graph_);
   }
 
@@ -178,6 +180,31 @@ class GraphLoader {
     auto device = Device::parse(text);
     if (!device) fail(n, layer, what + " '" + text + "' is not a device; write cpu, cuda or cuda:N (N = 0, 1, ...)");
     return *device;
+  }
+
+  // ---- placement: ----------------------------------------------------------------
+  // `placement: balanced` or `placement: {policy: balanced, max_memory: 8GiB}`. The size is
+  // kept as text with its location; placement/ parses it and reports errors there.
+  PlacementSpec load_placement(const YAML::Node& n) const {
+    static const std::vector<std::string> policies = {"annotations", "embeddings-on-cpu", "balanced"};
+    PlacementSpec spec;
+    spec.location = where(n);
+    YAML::Node policy = n;  // yaml-cpp: assigning a Node writes through it; reset() rebinds
+    if (n.IsMap()) {
+      check_keys(n, {"policy", "max_memory"}, "", "key of placement");
+      policy.reset(require(n, "policy", ""));
+      if (const YAML::Node m = n["max_memory"]) {
+        spec.max_memory = scalar_string(m, "", "placement max_memory");
+        spec.location = where(m);
+      }
+    } else if (!n.IsScalar()) {
+      fail(n, "", "placement must be a policy name or {policy: ..., max_memory: ...}; got " + kind_of(n));
+    }
+    spec.policy = scalar_string(policy, "", "placement policy");
+    if (std::find(policies.begin(), policies.end(), spec.policy) == policies.end())
+      fail(policy, "", "unknown placement policy '" + spec.policy + "'; write annotations, embeddings-on-cpu or balanced" +
+                           did_you_mean(spec.policy, policies));
+    return spec;
   }
 
   // ---- graph inputs ---------------------------------------------------------------

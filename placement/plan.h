@@ -2,6 +2,7 @@
 // A pure function of the graph and the devices: no allocation, no device calls.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,54 @@ struct OpStep {
   int node = -1;
   Device device;
   std::string reason;  // why this device: printed by `tandem check` and `tandem plan`
+  size_t parameter_bytes = 0;   // float32 parameters of the layer (place() fills it)
+  size_t activation_bytes = 0;  // its output under the plan's bindings (place() fills it)
+};
+
+/// A maximal run of consecutive op steps on one device: steps [first_step, end_step).
+struct Segment {
+  Device device;
+  int first_step = 0;
+  int end_step = 0;
+};
+
+/// Moving one tensor between devices. Forward copies move a value to a device that reads
+/// it; in training each forward copy of a value that needs a gradient has a backward twin
+/// that moves the gradient the other way (same value, from/to swapped, forward = false).
+struct CopyStep {
+  int value = -1;       // graph value id (a graph input, a layer output or a target)
+  Device from;
+  Device to;
+  size_t bytes = 0;     // per batch, under the plan's bindings
+  bool forward = true;  // false: the gradient of `value`, during backward
+  /// Forward: the copy runs before op step `before_step` (steps.size(): after the last
+  /// step, for outputs and the loss). Backward: the gradient copy runs after the backward
+  /// of that step, i.e. when the reader's gradient of the value is complete.
+  int before_step = 0;
+  std::string reason;   // "read by 'fc' on cuda:0", "graph output gathered to the cpu"
+};
+
+/// What one device holds at the peak of a step, in bytes.
+struct DeviceEstimate {
+  Device device;
+  size_t parameter_bytes = 0;
+  size_t activation_bytes = 0;  // inference: largest live set; training: all kept for backward
+  size_t gradient_bytes = 0;    // training: one gradient per parameter
+  size_t optimizer_bytes = 0;   // training: optimizer state (Adam: 2x the parameters)
+  size_t peak_bytes = 0;        // the sum of the above
+  size_t capacity_bytes = 0;    // the inventory's capacity (0: unknown)
 };
 
 struct Plan {
   std::vector<OpStep> steps;      // in execution order
   std::vector<std::string> notes; // plan-wide remarks for the user (e.g. annotations not yet honoured)
+  // Filled by place(); plan_on_cpu leaves them empty.
+  std::vector<Segment> segments;          // same-device runs of steps, in order
+  std::vector<CopyStep> copies;           // forward copies in execution order, then backward ones
+  std::vector<DeviceEstimate> estimates;  // one per inventory device, in inventory order
+  std::string policy;                     // the policy that placed the layers
+  bool training = false;
+  int64_t batch = 1;
 };
 
 /// Every layer on the CPU. Device annotations are read and reported: until multi-device

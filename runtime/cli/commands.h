@@ -13,5 +13,6 @@ Command add_check_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(tandem::cli::add_run_command);
   add(tandem::cli::add_train_command);
   add(tandem::cli::add_devices_command);
+  add(tandem::cli::add_plan_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

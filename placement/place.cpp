@@ -1,0 +1,332 @@
+// place(): the driver and passes 1-3 (who decides each layer's device). Passes 4 and 5
+// are in partition.cpp and estimate.cpp.
+#include "placement/place.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/memory_size.h"
+#include "placement/place_passes.h"
+
+namespace tandem {
+
+const std::vector<std::string>& placement_policy_names() {
+  static const std::vector<std::string> names = {"annotations", "embeddings-on-cpu", "balanced"};
+  return names;
+}
+
+void apply_placement_spec(const PlacementSpec& spec, PlacementPolicy& policy) {
+  policy.name = spec.policy;
+  if (spec.max_memory) {
+    size_t bytes = 0;
+    try {
+      bytes = parse_memory_size(*spec.max_memory);
+    } catch (const UserError& e) {
+      throw UserError(spec.location.str() + ": placement max_memory: " + e.what());
+    }
+    if (bytes == 0) throw UserError(spec.location.str() + ": placement max_memory must be more than 0 bytes");
+    policy.max_memory = bytes;
+  }
+}
+
+bool glob_match(std::string_view p, std::string_view t) {
+  // Iterative matcher with one backtrack point for the last `*` (linear for typical paths).
+  size_t pi = 0, ti = 0, star = std::string_view::npos, star_t = 0;
+  auto match_one = [&](size_t& pj, char c) -> bool {  // advances pj past the item; false on mismatch
+    if (p[pj] == '?') { ++pj; return true; }
+    if (p[pj] == '[') {
+      size_t j = pj + 1;
+      bool negate = j < p.size() && (p[j] == '!' || p[j] == '^');
+      if (negate) ++j;
+      bool found = false;
+      size_t start = j;
+      while (j < p.size() && (p[j] != ']' || j == start)) {
+        if (j + 2 < p.size() && p[j + 1] == '-' && p[j + 2] != ']') {
+          if (p[j] <= c && c <= p[j + 2]) found = true;
+          j += 3;
+        } else {
+          if (p[j] == c) found = true;
+          ++j;
+        }
+      }
+      if (j >= p.size()) {  // no closing bracket: a literal '['
+        ++pj;
+        return c == '[';
+      }
+      pj = j + 1;
+      return found != negate;
+    }
+    return p[pj++] == c;
+  };
+  while (ti < t.size()) {
+    if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      star_t = ti;
+      continue;
+    }
+    size_t pj = pi;
+    if (pi < p.size() && match_one(pj, t[ti])) {
+      pi = pj;
+      ++ti;
+      continue;
+    }
+    if (star == std::string_view::npos) return false;
+    pi = star + 1;
+    ti = ++star_t;
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+namespace placement_detail {
+
+std::string inventory_list(const DeviceInventory& inventory) {
+  std::string s;
+  for (const DeviceInfo& d : inventory.devices) s += (s.empty() ? "" : ", ") + d.device.str();
+  return s;
+}
+
+PlaceContext make_context(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+  PlaceContext ctx{graph, inventory, policy, policy.bindings, {}, {}, {}, 2, {}, {}};
+  if (policy.batch < 1) throw UserError("--batch must be at least 1; got " + std::to_string(policy.batch));
+  ctx.bindings["batch"] = policy.batch;
+  for (const std::string& symbol : graph.symbols())
+    if (!ctx.bindings.count(symbol)) {
+      ctx.bindings[symbol] = 1;
+      ctx.plan.notes.push_back("symbol '" + symbol + "' has no value: byte estimates take it as 1 (bind it to count it)");
+    }
+  for (const Value& v : graph.values) {
+    std::optional<int64_t> n = sym_numel(v.type.shape).evaluate(ctx.bindings);
+    TANDEM_ASSERT(n.has_value(), "symbol of value '" + v.name + "' unbound after binding all graph symbols");
+    ctx.value_bytes.push_back(static_cast<size_t>(std::max<int64_t>(*n, 0)) * dtype_size(v.type.dtype));
+  }
+  ctx.needs_grad.assign(graph.values.size(), false);
+  for (const Node& n : graph.nodes) {
+    size_t bytes = 0;
+    for (const ParamSpec& p : n.params) bytes += static_cast<size_t>(shape_numel(p.shape)) * sizeof(float);
+    ctx.param_bytes.push_back(bytes);
+    bool grad = !n.params.empty();
+    for (int in : n.inputs) grad = grad || ctx.needs_grad[in];
+    ctx.needs_grad[n.output] = grad && graph.values[n.output].type.dtype == DType::float32;
+  }
+  // Optimizer state per parameter byte: the model's own optimizer when it names one, else Adam.
+  if (graph.training) {
+    const OptimizerConfig& o = graph.training->optimizer;
+    ctx.optimizer_factor = (o.name == "adam" || o.name == "adamw") ? 2 : (o.momentum != 0 ? 1 : 0);
+  }
+  ctx.decisions.resize(graph.nodes.size());
+  ctx.plan.policy = policy.name;
+  ctx.plan.training = policy.training;
+  ctx.plan.batch = policy.batch;
+  return ctx;
+}
+
+size_t layer_footprint(const PlaceContext& ctx, int node) {
+  size_t params = ctx.param_bytes[node];
+  size_t state = ctx.policy.training ? params + static_cast<size_t>(params * ctx.optimizer_factor) : 0;
+  return params + state + ctx.value_bytes[ctx.graph.nodes[node].output];
+}
+
+namespace {
+
+// Where a node's device: came from: the layer itself or the outermost block of the run of
+// enclosing blocks that carry the same device (children inherit, so that block wrote it).
+std::string annotation_source(const Graph& g, const Node& n) {
+  int declared = -1;
+  for (int b = n.block; b >= 0 && g.blocks[b].device == n.device; b = g.blocks[b].parent) declared = b;
+  if (declared < 0) return "device: on the layer";
+  return "device: on block '" + g.blocks[declared].path + "'";
+}
+
+bool matches_path_or_block(const Graph& g, const Node& n, const std::string& pattern) {
+  if (glob_match(pattern, n.path)) return true;
+  for (int b = n.block; b >= 0; b = g.blocks[b].parent)
+    if (glob_match(pattern, g.blocks[b].path)) return true;
+  return false;
+}
+
+int data_parallel_block(const Graph& g, const Node& n) {
+  for (int b = n.block; b >= 0; b = g.blocks[b].parent)
+    if (g.blocks[b].data_parallel) return b;
+  return -1;
+}
+
+std::string run_with_hint(const DeviceInventory& inv, Device missing) {
+  int gpus = 0;
+  for (const DeviceInfo& d : inv.devices)
+    if (d.device.kind == DeviceKind::cuda) gpus = std::max(gpus, d.device.index + 1);
+  if (missing.kind == DeviceKind::cuda) gpus = std::max(gpus, missing.index + 1);
+  return "run with --sim-gpus " + std::to_string(gpus) + " or change the placement";
+}
+
+void check_exists(const PlaceContext& ctx, const std::string& what, Device d, const std::string& source) {
+  if (ctx.inventory.has(d)) return;
+  throw UserError(what + " is placed on " + d.str() + " (" + source + "), but this machine has " +
+                  inventory_list(ctx.inventory) + "; " + run_with_hint(ctx.inventory, d));
+}
+
+}  // namespace
+
+void pass1_explicit(PlaceContext& ctx) {
+  const Graph& g = ctx.graph;
+  std::set<int> noted_dp;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    Decision& d = ctx.decisions[i];
+    for (auto it = ctx.policy.place_overrides.rbegin(); it != ctx.policy.place_overrides.rend(); ++it)
+      if (matches_path_or_block(g, n, it->first)) {
+        d = {it->second, "--place " + it->first + "=" + it->second.str(), "--place " + it->first + "=" + it->second.str(),
+             true};
+        break;
+      }
+    if (!d.pinned) {
+      if (int b = data_parallel_block(g, n); b >= 0) {
+        const Block& block = g.blocks[b];
+        const DataParallelSpec& dp = *block.data_parallel;
+        for (Device r : dp.devices)
+          if (!ctx.inventory.has(r))
+            throw UserError("data_parallel block '" + block.path + "' lists " + r.str() + " in its devices, but this machine has " +
+                            inventory_list(ctx.inventory) + "; " + run_with_hint(ctx.inventory, r));
+        d = {dp.output_device,
+             "data_parallel '" + block.path + "': on its output device " + dp.output_device.str() + " until replication",
+             "output_device of data_parallel block '" + block.path + "'", true};
+        if (noted_dp.insert(b).second)
+          ctx.plan.notes.push_back("data_parallel block '" + block.path + "' runs on its output device " +
+                                   dp.output_device.str() + " without replicas; replication over its devices lands "
+                                   "with issue 5");
+      } else if (n.device) {
+        std::string source = annotation_source(g, n);
+        d = {*n.device, "device: " + n.device->str() + source.substr(std::string("device:").size()), source, true};
+      }
+    }
+    if (!d.pinned) continue;
+    check_exists(ctx, "layer '" + n.path + "'", *d.device, d.source);
+    const DeviceInfo* info = ctx.inventory.find(*d.device);
+    if (info->memory_bytes > 0 && ctx.param_bytes[i] > info->memory_bytes)
+      throw UserError("layer '" + n.path + "' is placed on " + d.device->str() + " (" + d.source + "), but its parameters alone need " +
+                      format_bytes(ctx.param_bytes[i]) + " and " + d.device->str() + " has " +
+                      format_bytes(info->memory_bytes) + "; place it on a larger device or on the cpu, or use "
+                      "--placement balanced");
+  }
+}
+
+namespace {
+
+bool is_embedding(const Node& n) { return n.op == "embedding" || n.op == "embedding_bag"; }
+
+// Layers in graph order fill the GPUs one after another. A layer that fits on no GPU from
+// the current one onwards goes to the cpu and the cursor stays, so a large table in the
+// middle does not push the layers after it off the GPUs.
+class GpuFiller {
+ public:
+  GpuFiller(PlaceContext& ctx, std::string label) : ctx_(ctx), label_(std::move(label)) {
+    for (const DeviceInfo& d : ctx.inventory.devices)
+      if (d.device.kind == DeviceKind::cuda) {
+        size_t budget = d.memory_bytes;
+        if (ctx.policy.max_memory) budget = budget ? std::min(budget, *ctx.policy.max_memory) : *ctx.policy.max_memory;
+        gpus_.push_back({d.device, budget, 0});
+      }
+    std::sort(gpus_.begin(), gpus_.end(), [](const Gpu& a, const Gpu& b) { return a.device < b.device; });
+    // Layers pinned by pass 1 already use their devices.
+    for (size_t i = 0; i < ctx.decisions.size(); ++i)
+      if (ctx.decisions[i].pinned)
+        for (Gpu& gpu : gpus_)
+          if (gpu.device == *ctx.decisions[i].device) gpu.used += layer_footprint(ctx, static_cast<int>(i));
+  }
+
+  bool has_gpus() const { return !gpus_.empty(); }
+
+  void place(int node) {
+    Decision& d = ctx_.decisions[node];
+    size_t need = layer_footprint(ctx_, node);
+    for (size_t k = cursor_; k < gpus_.size(); ++k) {
+      Gpu& gpu = gpus_[k];
+      if (gpu.budget != 0 && gpu.used + need > gpu.budget) continue;
+      cursor_ = k;
+      gpu.used += need;
+      d.device = gpu.device;
+      d.reason = label_ + ": fits on " + gpu.device.str() + " (" + format_bytes(gpu.used) +
+                 (gpu.budget ? " of " + format_bytes(gpu.budget) : std::string(", no limit")) + ")";
+      return;
+    }
+    d.device = Device::cpu();
+    d.reason = label_ + ": does not fit on any GPU (needs " + format_bytes(need) + ") -> cpu";
+  }
+
+ private:
+  struct Gpu {
+    Device device;
+    size_t budget;  // 0: no limit known
+    size_t used;
+  };
+  PlaceContext& ctx_;
+  std::string label_;
+  std::vector<Gpu> gpus_;
+  size_t cursor_ = 0;
+};
+
+}  // namespace
+
+void pass2_policy(PlaceContext& ctx) {
+  const std::string& name = ctx.policy.name;
+  const auto& names = placement_policy_names();
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    throw UserError("unknown placement policy '" + name + "'; write annotations, embeddings-on-cpu or balanced");
+  GpuFiller filler(ctx, name);
+  bool any_open = false;
+  for (size_t i = 0; i < ctx.graph.nodes.size(); ++i) {
+    Decision& d = ctx.decisions[i];
+    if (d.pinned) continue;
+    any_open = true;
+    const Node& n = ctx.graph.nodes[i];
+    if (name == "annotations") {
+      d.device = Device::cpu();
+      d.reason = "no device: or --place -> cpu";
+    } else if (name == "embeddings-on-cpu" && is_embedding(n)) {
+      d.device = Device::cpu();
+      d.reason = "embeddings-on-cpu: embedding table";
+    } else if (!filler.has_gpus()) {
+      d.device = Device::cpu();
+      d.reason = name + ": no GPU -> cpu";
+    } else {
+      filler.place(static_cast<int>(i));
+    }
+  }
+  if (any_open && name != "annotations" && !filler.has_gpus())
+    ctx.plan.notes.push_back("policy " + name + " found no GPU on this machine: its layers run on the cpu "
+                             "(--sim-gpus N simulates GPUs)");
+}
+
+void pass3_fallback(PlaceContext& ctx) {
+  if (!ctx.policy.supports) return;
+  for (size_t i = 0; i < ctx.graph.nodes.size(); ++i) {
+    Decision& d = ctx.decisions[i];
+    const std::string& op = ctx.graph.nodes[i].op;
+    if (d.device->kind == DeviceKind::cpu || ctx.policy.supports(*d.device, op)) continue;
+    d.reason += "; " + d.device->str() + " cannot run op " + op + " -> cpu";
+    d.device = Device::cpu();
+  }
+}
+
+}  // namespace placement_detail
+
+Plan place(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+  using namespace placement_detail;
+  TANDEM_ASSERT(inventory.has(Device::cpu()), "a device inventory always has the cpu");
+  PlaceContext ctx = make_context(graph, inventory, policy);
+  pass1_explicit(ctx);
+  pass2_policy(ctx);
+  pass3_fallback(ctx);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Decision& d = ctx.decisions[i];
+    ctx.plan.steps.push_back({static_cast<int>(i), *d.device, d.reason, ctx.param_bytes[i],
+                              ctx.value_bytes[graph.nodes[i].output]});
+  }
+  pass4_partition(ctx);
+  pass5_estimate(ctx);
+  return std::move(ctx.plan);
+}
+
+}  // namespace tandem

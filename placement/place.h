@@ -1,0 +1,68 @@
+// place(): the pure function (Graph, DeviceInventory, PlacementPolicy) -> Plan. No device
+// call, no allocation beyond the plan itself; tested with simulated inventories.
+//
+// It runs in numbered passes, after ggml's scheduler; each decision records its reason:
+//   1. explicit   --place globs (later ones win), then data_parallel blocks (on their
+//                 output device until replication lands), then device: annotations
+//                 (inherited from blocks). Refuses devices the inventory lacks and layers
+//                 whose parameters alone exceed their pinned device.
+//   2. policy     every layer pass 1 left open: annotations -> cpu; embeddings-on-cpu ->
+//                 embedding tables on the cpu, the rest balanced over the GPUs; balanced ->
+//                 layers in graph order fill cuda:0, then cuda:1, ..., the rest on the cpu.
+//   3. fallback   a layer whose device cannot run its op moves to the cpu.
+//   4. partition  same-device segments and copy steps (docs/placement.md: the copy rule).
+//   5. estimate   bytes per device: parameters, activations, gradients, optimizer state.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/symbolic.h"
+#include "placement/plan.h"
+
+namespace tandem {
+
+struct PlacementPolicy {
+  /// "annotations" (only device: and --place; the rest on the cpu), "embeddings-on-cpu"
+  /// or "balanced".
+  std::string name = "annotations";
+  /// Budget per GPU for the balancing policies; default each device's capacity. Never
+  /// more than the capacity when that is known.
+  std::optional<size_t> max_memory;
+  /// --place PATTERN=DEVICE, in command-line order: later ones win. See glob_match.
+  std::vector<std::pair<std::string, Device>> place_overrides;
+  /// Training: gradients and optimizer state count, activations are kept for backward,
+  /// and every forward copy of a value that needs a gradient has a backward twin.
+  bool training = false;
+  /// The value of the symbol `batch` for byte estimates.
+  int64_t batch = 1;
+  /// Other symbols; an unbound one counts as 1, with a note.
+  Bindings bindings;
+  /// Whether `device` can run `op`; empty: every device runs every op.
+  std::function<bool(Device, const std::string& op)> supports;
+};
+
+/// The supported policy names, for help texts and errors.
+const std::vector<std::string>& placement_policy_names();
+
+/// Takes a model's `placement:` key into `policy` (name, and max_memory parsed as a byte
+/// size). Throws UserError "FILE:LINE:COLUMN: ..." for a size that is not one.
+void apply_placement_spec(const PlacementSpec& spec, PlacementPolicy& policy);
+
+/// Places every layer of `graph` on a device of `inventory`. Throws UserError for a
+/// placement that cannot work (a device that does not exist, a layer pinned to a device
+/// too small for its parameters, an unknown policy); the message names the layer, the
+/// device and what to do.
+Plan place(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy);
+
+/// fnmatch-style glob over layer paths: `*` matches any run of characters, dots
+/// included (`enc.*` matches `enc.fc` and `enc.0.fc`), `?` one character, `[abc]` /
+/// `[a-z]` / `[!a]` one of a set. The whole path must match.
+bool glob_match(std::string_view pattern, std::string_view text);
+
+}  // namespace tandem

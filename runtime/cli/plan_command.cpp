@@ -1,0 +1,189 @@
+// tandem plan MODEL.yaml: where each layer would run and why, the copies between devices,
+// and the predicted memory per device. Runs nothing: placement is a pure function.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "graph/load_graph.h"
+#include "core/memory_size.h"
+#include "placement/place.h"
+#include "placement/plan_dot.h"
+#include "runtime/cli/commands.h"
+#include "runtime/device_registry.h"
+
+namespace tandem::cli {
+namespace {
+
+struct PlanOptions {
+  std::string model;
+  int sim_gpus = -1;          // -1: from TANDEM_SIM_GPUS, else the real GPUs
+  std::string sim_gpu_memory;  // empty: TANDEM_SIM_GPU_MEMORY or 16 GiB
+  int64_t batch = 1;
+  std::vector<std::string> binds;
+  bool train = false;
+  std::string placement;
+  std::string max_memory;
+  std::vector<std::string> place;
+  bool json = false;
+  std::string dot;
+};
+
+size_t size_option(const std::string& text, const std::string& flag) {
+  size_t bytes = 0;
+  try {
+    bytes = parse_memory_size(text);
+  } catch (const UserError& e) {
+    throw UserError(flag + ": " + e.what());
+  }
+  if (bytes == 0) throw UserError(flag + " must be more than 0 bytes");
+  return bytes;
+}
+
+// cpu + the real GPUs, or cpu + N simulated ones. (To be replaced by the device registry.)
+// The devices as a run would find them (--sim-gpus, TANDEM_SIM_GPUS, real GPUs).
+DeviceInventory make_inventory(const PlanOptions& o) {
+  DeviceOptions options;
+  options.sim_gpus = o.sim_gpus;
+  if (!o.sim_gpu_memory.empty()) options.sim_gpu_memory = size_option(o.sim_gpu_memory, "--sim-gpu-memory");
+  return DeviceRegistry(options).inventory();
+}
+
+PlacementPolicy make_policy(const PlanOptions& o, const Graph& g) {
+  PlacementPolicy p;
+  if (g.placement) apply_placement_spec(*g.placement, p);
+  if (!o.placement.empty()) {
+    const auto& names = placement_policy_names();
+    if (std::find(names.begin(), names.end(), o.placement) == names.end())
+      throw UserError("--placement '" + o.placement + "' is not a policy; write annotations, embeddings-on-cpu or balanced");
+    p.name = o.placement;
+  }
+  if (!o.max_memory.empty()) p.max_memory = size_option(o.max_memory, "--max-memory");
+  for (const std::string& item : o.place) {
+    size_t eq = item.rfind('=');
+    std::optional<Device> d = eq == std::string::npos ? std::nullopt : Device::parse(item.substr(eq + 1));
+    if (!d || eq == 0)
+      throw UserError("--place '" + item + "' must be PATTERN=DEVICE, such as 'encoder.*=cuda:1' or 'emb=cpu'");
+    p.place_overrides.emplace_back(item.substr(0, eq), *d);
+  }
+  for (const std::string& item : o.binds) {
+    size_t eq = item.find('=');
+    int64_t v = 0;
+    try {
+      if (eq == std::string::npos) throw std::invalid_argument(item);
+      size_t used = 0;
+      v = std::stoll(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1 || v < 1) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw UserError("--bind '" + item + "' must be NAME=VALUE with a positive integer VALUE");
+    }
+    p.bindings[item.substr(0, eq)] = v;
+  }
+  p.training = o.train;
+  p.batch = o.batch;
+  return p;
+}
+
+nlohmann::json to_json(const Graph& g, const Plan& plan) {
+  nlohmann::json j;
+  j["model"] = g.name;
+  j["policy"] = plan.policy;
+  j["training"] = plan.training;
+  j["batch"] = plan.batch;
+  j["layers"] = nlohmann::json::array();
+  for (const OpStep& s : plan.steps)
+    j["layers"].push_back({{"path", g.nodes[s.node].path},
+                           {"op", g.nodes[s.node].op},
+                           {"device", s.device.str()},
+                           {"reason", s.reason},
+                           {"parameter_bytes", s.parameter_bytes},
+                           {"activation_bytes", s.activation_bytes}});
+  j["segments"] = nlohmann::json::array();
+  for (const Segment& s : plan.segments)
+    j["segments"].push_back({{"device", s.device.str()},
+                             {"first_layer", g.nodes[plan.steps[s.first_step].node].path},
+                             {"last_layer", g.nodes[plan.steps[s.end_step - 1].node].path},
+                             {"layers", s.end_step - s.first_step}});
+  j["copies"] = nlohmann::json::array();
+  for (const CopyStep& c : plan.copies)
+    j["copies"].push_back({{"value", g.values[c.value].name},
+                           {"from", c.from.str()},
+                           {"to", c.to.str()},
+                           {"bytes", c.bytes},
+                           {"direction", c.forward ? "forward" : "backward"},
+                           {"before_step", c.before_step},
+                           {"reason", c.reason}});
+  j["devices"] = nlohmann::json::array();
+  for (const DeviceEstimate& e : plan.estimates)
+    j["devices"].push_back({{"device", e.device.str()},
+                            {"parameter_bytes", e.parameter_bytes},
+                            {"activation_bytes", e.activation_bytes},
+                            {"gradient_bytes", e.gradient_bytes},
+                            {"optimizer_bytes", e.optimizer_bytes},
+                            {"peak_bytes", e.peak_bytes},
+                            {"capacity_bytes", e.capacity_bytes}});
+  j["notes"] = plan.notes;
+  return j;
+}
+
+void print_table(const Graph& g, const Plan& plan) {
+  fmt::print("model '{}': policy {}, {}, batch {}\n\n", g.name, plan.policy, plan.training ? "training" : "inference",
+             plan.batch);
+  fmt::print("{:<28} {:<14} {:<8} {:>12} {:>12}  {}\n", "layer", "op", "device", "parameters", "activation", "reason");
+  for (const OpStep& s : plan.steps)
+    fmt::print("{:<28} {:<14} {:<8} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, s.device.str(),
+               format_bytes(s.parameter_bytes), format_bytes(s.activation_bytes), s.reason);
+  fmt::print("\ncopies (bytes per batch):\n");
+  if (plan.copies.empty()) fmt::print("  none: every layer, input and output is on one device\n");
+  for (const CopyStep& c : plan.copies)
+    fmt::print("  {:<8} {:<24} {:>7} -> {:<7} {:>12}  {}\n", c.forward ? "forward" : "backward", g.values[c.value].name,
+               c.from.str(), c.to.str(), format_bytes(c.bytes), c.reason);
+  fmt::print("\npredicted peak memory per device:\n");
+  fmt::print("  {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device", "parameters", "activations", "gradients",
+             "optimizer", "peak", "capacity");
+  for (const DeviceEstimate& e : plan.estimates)
+    fmt::print("  {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", e.device.str(), format_bytes(e.parameter_bytes),
+               format_bytes(e.activation_bytes), format_bytes(e.gradient_bytes),
+               format_bytes(e.optimizer_bytes), format_bytes(e.peak_bytes),
+               e.capacity_bytes ? format_bytes(e.capacity_bytes) : std::string("?"));
+  for (const std::string& note : plan.notes) fmt::print("note: {}\n", note);
+}
+
+int run_plan(const PlanOptions& o) {
+  Graph g = load_graph(o.model);
+  Plan plan = place(g, make_inventory(o), make_policy(o, g));
+  if (!o.dot.empty()) {
+    std::ofstream out(o.dot);
+    out << plan_to_dot(g, plan);
+    if (!out) throw UserError("cannot write --dot file '" + o.dot + "'");
+  }
+  if (o.json)
+    fmt::print("{}\n", to_json(g, plan).dump(2));
+  else
+    print_table(g, plan);
+  return 0;
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* sub = app.add_subcommand("plan", "Show where each layer would run and why, the copies, and memory per device");
+  sub->add_option("model", o->model, "the model's YAML file")->required();
+  sub->add_option("--sim-gpus", o->sim_gpus, "plan for the cpu and N simulated GPUs instead of this machine's")
+      ->check(CLI::Range(0, 1024));
+  sub->add_option("--sim-gpu-memory", o->sim_gpu_memory, "memory of each simulated GPU (default 16GiB)");
+  sub->add_option("--batch", o->batch, "value of the symbol 'batch' for byte estimates (default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  sub->add_option("--bind", o->binds, "value of another symbol, NAME=VALUE (repeatable)");
+  sub->add_flag("--train", o->train, "plan for training: gradients, optimizer state, backward copies");
+  sub->add_option("--placement", o->placement, "policy: annotations, embeddings-on-cpu or balanced (overrides placement:)");
+  sub->add_option("--max-memory", o->max_memory, "budget per GPU for the balancing policies, such as 8GiB");
+  sub->add_option("--place", o->place, "PATTERN=DEVICE: layers (or blocks) matching the glob go there; later ones win");
+  sub->add_flag("--json", o->json, "print the plan as JSON");
+  sub->add_option("--dot", o->dot, "write the plan as Graphviz to this file");
+  return [o] { return run_plan(*o); };
+}
+
+}  // namespace tandem::cli

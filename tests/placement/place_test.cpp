@@ -1,0 +1,464 @@
+// place(): every policy, --place precedence, inheritance, copies, estimates and errors,
+// on graphs loaded from YAML strings and simulated inventories. No hardware.
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "graph/load_graph.h"
+#include "core/memory_size.h"
+#include "placement/place.h"
+#include "placement/plan_dot.h"
+
+using namespace tandem;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+constexpr size_t GiB = size_t{1} << 30;
+
+DeviceInventory inventory(int gpus, size_t gpu_bytes = 16 * GiB) {
+  DeviceInventory inv;
+  inv.devices[0].memory_bytes = 64 * GiB;
+  for (int i = 0; i < gpus; ++i) inv.devices.push_back({Device::cuda(i), gpu_bytes, true, "simulated GPU"});
+  return inv;
+}
+
+Graph load(const std::string& yaml) { return load_graph_from_string(yaml, "test.yaml"); }
+
+const OpStep& step_of(const Graph& g, const Plan& p, const std::string& path) {
+  for (const OpStep& s : p.steps)
+    if (g.nodes[s.node].path == path) return s;
+  FAIL("no layer " << path);
+  return p.steps.front();
+}
+
+std::vector<CopyStep> copies_of(const Graph& g, const Plan& p, const std::string& value, bool forward) {
+  std::vector<CopyStep> out;
+  for (const CopyStep& c : p.copies)
+    if (g.values[c.value].name == value && c.forward == forward) out.push_back(c);
+  return out;
+}
+
+const DeviceEstimate& estimate_of(const Plan& p, Device d) {
+  for (const DeviceEstimate& e : p.estimates)
+    if (e.device == d) return e;
+  FAIL("no estimate for " << d.str());
+  return p.estimates.front();
+}
+
+const char* kMixed = R"(
+name: seed_mixed
+inputs:
+  tokens: {shape: [batch], dtype: int64}
+layers:
+  - {name: embedding, op: embedding, num_embeddings: 1000, embedding_dim: 10, device: cpu}
+  - {name: rnn, op: linear, in_features: 10, out_features: 10, device: cuda:0}
+)";
+
+const char* kPlainMixed = R"(
+name: plain_mixed
+inputs:
+  tokens: {shape: [batch], dtype: int64}
+layers:
+  - {name: embedding, op: embedding, num_embeddings: 1000, embedding_dim: 10}
+  - {name: fc, op: linear, in_features: 10, out_features: 10}
+)";
+
+// Six linear layers of 100x100: 40400 parameter bytes each, 400 activation bytes at batch 1.
+const char* kMlp6 = R"(
+name: mlp6
+inputs:
+  x: {shape: [batch, 100]}
+layers:
+  - {name: l0, op: linear, in_features: 100, out_features: 100}
+  - {name: l1, op: linear, in_features: 100, out_features: 100}
+  - {name: l2, op: linear, in_features: 100, out_features: 100}
+  - {name: l3, op: linear, in_features: 100, out_features: 100}
+  - {name: l4, op: linear, in_features: 100, out_features: 100}
+  - {name: l5, op: linear, in_features: 100, out_features: 100}
+)";
+
+const char* kBlocks = R"(
+name: blocks
+inputs:
+  x: {shape: [batch, 8]}
+layers:
+  - name: enc
+    device: cuda:1
+    layers:
+      - {name: fc1, op: linear, in_features: 8, out_features: 8}
+      - {name: fc2, op: linear, in_features: 8, out_features: 8}
+  - {name: head, op: linear, in_features: 8, out_features: 4}
+)";
+
+}  // namespace
+
+TEST_CASE("the seeds' mixed model gets one forward copy cpu to cuda:0 and its gradient backward") {
+  Graph g = load(kMixed);
+  PlacementPolicy policy;
+  policy.batch = 8;
+  policy.training = true;
+  Plan p = place(g, inventory(1), policy);
+  CHECK(step_of(g, p, "embedding").device == Device::cpu());
+  CHECK(step_of(g, p, "embedding").reason == "device: cpu on the layer");
+  CHECK(step_of(g, p, "rnn").device == Device::cuda(0));
+  CHECK(step_of(g, p, "rnn").reason == "device: cuda:0 on the layer");
+
+  int forward_to_gpu = 0;
+  for (const CopyStep& c : p.copies)
+    if (c.forward && c.from == Device::cpu() && c.to == Device::cuda(0)) ++forward_to_gpu;
+  CHECK(forward_to_gpu == 1);
+  auto fwd = copies_of(g, p, "embedding", true);
+  REQUIRE(fwd.size() == 1);
+  CHECK(fwd[0].bytes == 8 * 10 * 4);
+  CHECK(fwd[0].before_step == 1);
+  auto bwd = copies_of(g, p, "embedding", false);
+  REQUIRE(bwd.size() == 1);
+  CHECK(bwd[0].from == Device::cuda(0));
+  CHECK(bwd[0].to == Device::cpu());
+  CHECK(bwd[0].bytes == 8 * 10 * 4);
+  // the token ids are read on the cpu where they live: no copy; no gradient for them
+  CHECK(copies_of(g, p, "tokens", true).empty());
+  CHECK(copies_of(g, p, "tokens", false).empty());
+  REQUIRE(p.segments.size() == 2);
+  CHECK(p.segments[0].device == Device::cpu());
+  CHECK(p.segments[1].device == Device::cuda(0));
+}
+
+TEST_CASE("inference gathers outputs to the cpu and has no backward copies") {
+  Graph g = load(kMixed);
+  PlacementPolicy policy;
+  policy.batch = 4;
+  Plan p = place(g, inventory(1), policy);
+  auto gather = copies_of(g, p, "rnn", true);
+  REQUIRE(gather.size() == 1);
+  CHECK(gather[0].from == Device::cuda(0));
+  CHECK(gather[0].to == Device::cpu());
+  CHECK(gather[0].before_step == 2);
+  CHECK_THAT(gather[0].reason, Contains("gathered to the cpu"));
+  for (const CopyStep& c : p.copies) CHECK(c.forward);
+}
+
+TEST_CASE("children inherit device from their block and the reason names the block") {
+  Graph g = load(kBlocks);
+  Plan p = place(g, inventory(2), {});
+  CHECK(step_of(g, p, "enc.fc1").device == Device::cuda(1));
+  CHECK(step_of(g, p, "enc.fc2").reason == "device: cuda:1 on block 'enc'");
+  CHECK(step_of(g, p, "head").device == Device::cpu());
+  CHECK(step_of(g, p, "head").reason == "no device: or --place -> cpu");
+  // x crosses to cuda:1 once; enc's output comes back for head; head's output is on the cpu
+  CHECK(copies_of(g, p, "x", true).size() == 1);
+  CHECK(copies_of(g, p, "enc.fc2", true).size() == 1);
+  CHECK(copies_of(g, p, "head", true).empty());
+}
+
+TEST_CASE("place overrides beat device annotations and later overrides win") {
+  Graph g = load(kBlocks);
+  PlacementPolicy policy;
+  policy.place_overrides = {{"enc.*", Device::cuda(0)}, {"enc.fc2", Device::cpu()}};
+  Plan p = place(g, inventory(2), policy);
+  CHECK(step_of(g, p, "enc.fc1").device == Device::cuda(0));
+  CHECK(step_of(g, p, "enc.fc1").reason == "--place enc.*=cuda:0");
+  CHECK(step_of(g, p, "enc.fc2").device == Device::cpu());
+  CHECK(step_of(g, p, "enc.fc2").reason == "--place enc.fc2=cpu");
+
+  SECTION("a pattern naming a block moves its children") {
+    policy.place_overrides = {{"enc", Device::cuda(0)}};
+    Plan q = place(g, inventory(2), policy);
+    CHECK(step_of(g, q, "enc.fc1").device == Device::cuda(0));
+    CHECK(step_of(g, q, "enc.fc2").device == Device::cuda(0));
+    CHECK(step_of(g, q, "head").device == Device::cpu());
+  }
+  SECTION("the last matching override wins even when it is broader") {
+    policy.place_overrides = {{"enc.fc2", Device::cpu()}, {"*", Device::cuda(1)}};
+    Plan q = place(g, inventory(2), policy);
+    for (const OpStep& s : q.steps) CHECK(s.device == Device::cuda(1));
+  }
+}
+
+TEST_CASE("glob_match: star crosses dots and the whole path must match") {
+  CHECK(glob_match("enc.*", "enc.fc"));
+  CHECK(glob_match("enc.*", "enc.0.fc"));
+  CHECK_FALSE(glob_match("enc.*", "encoder.fc"));
+  CHECK_FALSE(glob_match("enc", "enc.fc"));
+  CHECK(glob_match("*.fc", "a.b.fc"));
+  CHECK(glob_match("layer?", "layer3"));
+  CHECK(glob_match("blk.[0-2].fc", "blk.1.fc"));
+  CHECK_FALSE(glob_match("blk.[!0-2].fc", "blk.1.fc"));
+  CHECK(glob_match("*", ""));
+  CHECK(glob_match("a*b*c", "aXXbYYc"));
+  CHECK_FALSE(glob_match("a*b*c", "aXXbYY"));
+}
+
+TEST_CASE("a tensor read by two layers on cuda:1 is copied once") {
+  Graph g = load(R"(
+name: fanout
+inputs:
+  x: {shape: [batch, 4]}
+layers:
+  - {name: a, op: linear, in_features: 4, out_features: 6, device: cpu}
+  - {name: b, op: linear, in_features: 6, out_features: 3, inputs: a, device: cuda:1}
+  - {name: c, op: linear, in_features: 6, out_features: 3, inputs: a, device: cuda:1}
+  - {name: s, op: add, inputs: [b, c], device: cuda:1}
+)");
+  PlacementPolicy policy;
+  policy.batch = 5;
+  policy.training = true;
+  Plan p = place(g, inventory(2), policy);
+  auto fwd = copies_of(g, p, "a", true);
+  REQUIRE(fwd.size() == 1);
+  CHECK(fwd[0].to == Device::cuda(1));
+  CHECK(fwd[0].bytes == 5 * 6 * 4);
+  CHECK(fwd[0].before_step == 1);
+  CHECK(copies_of(g, p, "a", false).size() == 1);
+}
+
+TEST_CASE("no copies when everything is on one device") {
+  Graph g = load(kMlp6);
+  PlacementPolicy policy;
+  policy.training = true;
+  Plan p = place(g, inventory(0), policy);
+  CHECK(p.copies.empty());
+  REQUIRE(p.segments.size() == 1);
+  CHECK(p.segments[0].end_step == 6);
+}
+
+TEST_CASE("balanced fills cuda:0 then cuda:1 and spills to the cpu") {
+  Graph g = load(kMlp6);
+  PlacementPolicy policy;
+  policy.name = "balanced";
+  policy.max_memory = 90000;  // two layers of 40800 bytes per GPU
+  Plan p = place(g, inventory(2), policy);
+  CHECK(step_of(g, p, "l0").device == Device::cuda(0));
+  CHECK(step_of(g, p, "l1").device == Device::cuda(0));
+  CHECK(step_of(g, p, "l2").device == Device::cuda(1));
+  CHECK(step_of(g, p, "l3").device == Device::cuda(1));
+  CHECK(step_of(g, p, "l4").device == Device::cpu());
+  CHECK(step_of(g, p, "l5").device == Device::cpu());
+  CHECK(step_of(g, p, "l1").reason == "balanced: fits on cuda:0 (79.7 KiB of 87.9 KiB)");
+  CHECK_THAT(step_of(g, p, "l4").reason, StartsWith("balanced: does not fit on any GPU"));
+  CHECK_THAT(step_of(g, p, "l4").reason, Contains("-> cpu"));
+  CHECK(p.segments.size() == 3);
+
+  SECTION("with the devices' capacity as the budget everything goes on cuda:0") {
+    policy.max_memory.reset();
+    Plan q = place(g, inventory(2), policy);
+    for (const OpStep& s : q.steps) CHECK(s.device == Device::cuda(0));
+    CHECK_THAT(q.steps[0].reason, Contains("of 16.0 GiB"));
+  }
+  SECTION("pinned layers count against their device") {
+    Graph pinned = load(std::string(kMlp6).replace(std::string(kMlp6).find("out_features: 100}"), 18,
+                                                    "out_features: 100, device: cuda:0}"));
+    Plan q = place(pinned, inventory(2), policy);
+    CHECK(step_of(pinned, q, "l0").device == Device::cuda(0));
+    CHECK(step_of(pinned, q, "l1").device == Device::cuda(0));
+    CHECK(step_of(pinned, q, "l2").device == Device::cuda(1));
+  }
+}
+
+TEST_CASE("balanced with no GPU puts everything on the cpu with a note") {
+  Graph g = load(kMlp6);
+  PlacementPolicy policy;
+  policy.name = "balanced";
+  Plan p = place(g, inventory(0), policy);
+  for (const OpStep& s : p.steps) {
+    CHECK(s.device == Device::cpu());
+    CHECK(s.reason == "balanced: no GPU -> cpu");
+  }
+  REQUIRE_FALSE(p.notes.empty());
+  CHECK_THAT(p.notes[0], Contains("no GPU"));
+}
+
+TEST_CASE("training needs more memory than inference") {
+  Graph g = load(kMlp6);
+  PlacementPolicy policy;
+  policy.name = "balanced";
+  policy.batch = 16;
+  Plan inference = place(g, inventory(1), policy);
+  policy.training = true;
+  Plan training = place(g, inventory(1), policy);
+  const DeviceEstimate& i = estimate_of(inference, Device::cuda(0));
+  const DeviceEstimate& t = estimate_of(training, Device::cuda(0));
+  CHECK(i.parameter_bytes == 6 * 40400);
+  CHECK(i.gradient_bytes == 0);
+  CHECK(i.optimizer_bytes == 0);
+  CHECK(t.parameter_bytes == 6 * 40400);
+  CHECK(t.gradient_bytes == 6 * 40400);
+  CHECK(t.optimizer_bytes == 2 * 6 * 40400);
+  // inference: at most an input and an output live at once; training keeps all six outputs and x's copy
+  CHECK(i.activation_bytes == 2 * 16 * 100 * 4);
+  CHECK(t.activation_bytes == 7 * 16 * 100 * 4);
+  CHECK(t.peak_bytes > i.peak_bytes);
+  CHECK(i.peak_bytes == i.parameter_bytes + i.activation_bytes);
+
+  SECTION("balanced spills earlier when training") {
+    policy.max_memory = 200000;
+    Plan spill_train = place(g, inventory(1), policy);
+    policy.training = false;
+    Plan spill_infer = place(g, inventory(1), policy);
+    auto on_gpu = [](const Plan& p) {
+      int n = 0;
+      for (const OpStep& s : p.steps) n += s.device == Device::cuda(0);
+      return n;
+    };
+    CHECK(on_gpu(spill_train) == 1);  // 4 x 40400 + 6400 per layer
+    CHECK(on_gpu(spill_infer) == 4);  // 40400 + 6400 per layer
+  }
+}
+
+TEST_CASE("embeddings-on-cpu keeps tables on the cpu and the rest on the GPUs") {
+  Graph g = load(kPlainMixed);
+  PlacementPolicy policy;
+  policy.name = "embeddings-on-cpu";
+  policy.batch = 2;
+  Plan p = place(g, inventory(2), policy);
+  CHECK(step_of(g, p, "embedding").device == Device::cpu());
+  CHECK(step_of(g, p, "embedding").reason == "embeddings-on-cpu: embedding table");
+  CHECK(step_of(g, p, "fc").device == Device::cuda(0));
+  CHECK_THAT(step_of(g, p, "fc").reason, StartsWith("embeddings-on-cpu: fits on cuda:0"));
+  REQUIRE(copies_of(g, p, "embedding", true).size() == 1);
+  CHECK(copies_of(g, p, "embedding", true)[0].bytes == 2 * 10 * 4);
+}
+
+TEST_CASE("annotations policy puts undeclared layers on the cpu even with GPUs") {
+  Graph g = load(kPlainMixed);
+  Plan p = place(g, inventory(2), {});
+  for (const OpStep& s : p.steps) CHECK(s.device == Device::cpu());
+  CHECK(p.copies.empty());
+}
+
+TEST_CASE("cpu fallback for an op the device cannot run") {
+  Graph g = load(kPlainMixed);
+  PlacementPolicy policy;
+  policy.name = "balanced";
+  policy.supports = [](Device d, const std::string& op) { return op != "embedding"; };
+  Plan p = place(g, inventory(1), policy);
+  CHECK(step_of(g, p, "embedding").device == Device::cpu());
+  CHECK_THAT(step_of(g, p, "embedding").reason, Contains("cuda:0 cannot run op embedding -> cpu"));
+  CHECK(step_of(g, p, "fc").device == Device::cuda(0));
+}
+
+TEST_CASE("data_parallel blocks run on their output device with a note") {
+  Graph g = load(R"(
+name: seed_nested_dp
+inputs:
+  x: {shape: [batch, 10]}
+layers:
+  - {name: block1, op: linear, in_features: 10, out_features: 20, device: cpu}
+  - name: block2
+    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:1, dim: 0}
+    layers:
+      - {name: fc, op: linear, in_features: 20, out_features: 20}
+  - {name: block3, op: linear, in_features: 20, out_features: 20, device: cuda:0}
+)");
+  Plan p = place(g, inventory(2), {});
+  CHECK(step_of(g, p, "block2.fc").device == Device::cuda(1));
+  CHECK_THAT(step_of(g, p, "block2.fc").reason, Contains("data_parallel 'block2'"));
+  bool noted = false;
+  for (const std::string& n : p.notes) noted = noted || n.find("issue 5") != std::string::npos;
+  CHECK(noted);
+  CHECK_THROWS_WITH(place(g, inventory(1), {}), Contains("data_parallel block 'block2' lists cuda:1 in its devices, but this machine has cpu, cuda:0; run with --sim-gpus 2"));
+}
+
+TEST_CASE("a device that does not exist is refused with a clear message") {
+  Graph g = load(R"(
+name: missing
+inputs:
+  x: {shape: [batch, 8]}
+layers:
+  - name: enc
+    device: cuda:3
+    layers:
+      - {name: fc, op: linear, in_features: 8, out_features: 8}
+)");
+  CHECK_THROWS_AS(place(g, inventory(2), {}), UserError);
+  CHECK_THROWS_WITH(place(g, inventory(2), {}),
+                    "layer 'enc.fc' is placed on cuda:3 (device: on block 'enc'), but this machine has cpu, cuda:0, "
+                    "cuda:1; run with --sim-gpus 4 or change the placement");
+  PlacementPolicy policy;
+  policy.place_overrides = {{"enc.fc", Device::cuda(7)}};
+  CHECK_THROWS_WITH(place(g, inventory(2), policy), Contains("(--place enc.fc=cuda:7)"));
+  policy.place_overrides = {{"enc.fc", Device::cuda(1)}};
+  CHECK_NOTHROW(place(g, inventory(2), policy));
+}
+
+TEST_CASE("a layer pinned to a GPU too small for its parameters is refused") {
+  Graph g = load(R"(
+name: big
+inputs:
+  x: {shape: [batch, 1000]}
+layers:
+  - {name: big, op: linear, in_features: 1000, out_features: 1000, device: cuda:0}
+)");
+  CHECK_THROWS_AS(place(g, inventory(1, 1 << 20), {}), UserError);
+  CHECK_THROWS_WITH(place(g, inventory(1, 1 << 20), {}),
+                    Contains("layer 'big' is placed on cuda:0") && Contains("parameters alone need 3.8 MiB") &&
+                        Contains("cuda:0 has 1.0 MiB"));
+  CHECK_NOTHROW(place(g, inventory(1, 8 << 20), {}));
+}
+
+TEST_CASE("an unbound symbol counts as 1 with a note and can be bound") {
+  Graph g = load(R"(
+name: seq
+inputs:
+  x: {shape: [batch, seq, 4]}
+layers:
+  - {name: fc, op: linear, in_features: 4, out_features: 4, device: cuda:0}
+)");
+  PlacementPolicy policy;
+  policy.batch = 2;
+  Plan p = place(g, inventory(1), policy);
+  CHECK(copies_of(g, p, "x", true)[0].bytes == 2 * 1 * 4 * 4);
+  REQUIRE_FALSE(p.notes.empty());
+  CHECK_THAT(p.notes[0], Contains("symbol 'seq'"));
+  policy.bindings["seq"] = 7;
+  Plan q = place(g, inventory(1), policy);
+  CHECK(copies_of(g, q, "x", true)[0].bytes == 2 * 7 * 4 * 4);
+  CHECK(q.notes.empty());
+}
+
+TEST_CASE("the placement key is parsed and applied") {
+  Graph g = load(std::string(kMlp6) + "placement: {policy: balanced, max_memory: 90000}\n");
+  REQUIRE(g.placement);
+  CHECK(g.placement->policy == "balanced");
+  PlacementPolicy policy;
+  apply_placement_spec(*g.placement, policy);
+  CHECK(policy.name == "balanced");
+  CHECK(policy.max_memory == size_t{90000});
+  Plan p = place(g, inventory(2), policy);
+  CHECK(step_of(g, p, "l5").device == Device::cpu());
+
+  Graph short_form = load(std::string(kMlp6) + "placement: embeddings-on-cpu\n");
+  REQUIRE(short_form.placement);
+  CHECK(short_form.placement->policy == "embeddings-on-cpu");
+  CHECK_FALSE(short_form.placement->max_memory);
+
+  CHECK_THROWS_WITH(load(std::string(kMlp6) + "placement: balancd\n"),
+                    StartsWith("test.yaml:12:12: unknown placement policy 'balancd'") &&
+                        Contains("did you mean"));
+  CHECK_THROWS_WITH(load(std::string(kMlp6) + "placement: {policy: balanced, maxmem: 1}\n"),
+                    Contains("unknown key of placement 'maxmem'"));
+  Graph bad_size = load(std::string(kMlp6) + "placement: {policy: balanced, max_memory: 8 parsecs}\n");
+  PlacementPolicy q;
+  CHECK_THROWS_WITH(apply_placement_spec(*bad_size.placement, q),
+                    StartsWith("test.yaml:12:43: placement max_memory: ") && Contains("8 parsecs"));
+}
+
+TEST_CASE("the dot drawing has a cluster per device and dashed copies") {
+  Graph g = load(kMixed);
+  Plan p = place(g, inventory(1), {});
+  std::string dot = plan_to_dot(g, p);
+  CHECK_THAT(dot, StartsWith("digraph"));
+  CHECK_THAT(dot, Contains("cluster_cpu"));
+  CHECK_THAT(dot, Contains("cluster_cuda:0"));
+  CHECK_THAT(dot, Contains("\"layer:embedding\" -> \"layer:rnn\" [style=dashed"));
+}
+
+TEST_CASE("plan_on_cpu is unchanged: everything on the cpu with the declared device in the reason") {
+  Graph g = load(kMixed);
+  Plan p = plan_on_cpu(g);
+  REQUIRE(p.steps.size() == 2);
+  for (const OpStep& s : p.steps) CHECK(s.device == Device::cpu());
+  CHECK_THAT(p.steps[1].reason, Contains("declared cuda:0"));
+  CHECK(p.copies.empty());
+}
