@@ -1,0 +1,183 @@
+#include "graph/model_sections.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "graph/text_similarity.h"
+
+namespace tandem {
+namespace {
+
+// Reads the sections with the reader's helpers; `graph_` is the graph read so far.
+class SectionReader : public YamlReader {
+ public:
+  SectionReader(const YamlReader& yaml, const Graph& graph) : YamlReader(yaml), graph_(graph) {}
+
+  // `placement: balanced` or `placement: {policy: balanced, max_memory: 8GiB}`. The size is
+  // kept as text with its location; placement/ parses it and reports errors there.
+  PlacementSpec load_placement(const YAML::Node& n) const {
+    static const std::vector<std::string> policies = {"annotations", "embeddings-on-cpu", "balanced"};
+    PlacementSpec spec;
+    spec.location = where(n);
+    YAML::Node policy = n;  // yaml-cpp: assigning a Node writes through it; reset() rebinds
+    if (n.IsMap()) {
+      check_keys(n, {"policy", "max_memory"}, "", "key of placement");
+      policy.reset(require(n, "policy", ""));
+      if (const YAML::Node m = n["max_memory"]) {
+        spec.max_memory = scalar_string(m, "", "placement max_memory");
+        spec.location = where(m);
+      }
+    } else if (!n.IsScalar()) {
+      fail(n, "", "placement must be a policy name or {policy: ..., max_memory: ...}; got " + kind_of(n));
+    }
+    spec.policy = scalar_string(policy, "", "placement policy");
+    if (std::find(policies.begin(), policies.end(), spec.policy) == policies.end())
+      fail(policy, "", "unknown placement policy '" + spec.policy + "'; write annotations, embeddings-on-cpu or balanced" +
+                           did_you_mean(spec.policy, policies));
+    return spec;
+  }
+
+  TrainingSpec load_training(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
+    check_keys(n, {"epochs", "batch", "shuffle", "drop_last", "seed", "validation_split", "optimizer", "schedule",
+                   "clip_grad_norm", "data"},
+               "", "key of train");
+    TrainingSpec t;
+    auto positive = [&](const char* key, int64_t& out) {
+      if (const YAML::Node v = n[key]) {
+        out = scalar_int(v, "", std::string("train ") + key);
+        if (out < 1) fail(v, "", std::string("train ") + key + " must be at least 1");
+      }
+    };
+    positive("epochs", t.epochs);
+    positive("batch", t.batch);
+    if (n["shuffle"]) t.shuffle = scalar_bool(n["shuffle"], "", "shuffle");
+    if (n["drop_last"]) t.drop_last = scalar_bool(n["drop_last"], "", "drop_last");
+    if (n["seed"]) {
+      int64_t seed = scalar_int(n["seed"], "", "seed");
+      if (seed < 0) fail(n["seed"], "", "seed must not be negative");
+      t.seed = static_cast<uint64_t>(seed);
+    }
+    if (const YAML::Node v = n["validation_split"]) {
+      t.validation_split = scalar_number(v, "", "validation_split");
+      if (t.validation_split < 0 || t.validation_split >= 1) fail(v, "", "validation_split must be within [0, 1)");
+    }
+    if (const YAML::Node v = n["clip_grad_norm"]; v && !v.IsNull()) {
+      t.clip_grad_norm = scalar_number(v, "", "clip_grad_norm");
+      if (*t.clip_grad_norm <= 0) fail(v, "", "clip_grad_norm must be positive");
+    }
+    if (n["optimizer"]) t.optimizer = load_optimizer(n["optimizer"]);
+    if (n["schedule"]) t.schedule = load_schedule(n["schedule"]);
+    if (n["data"]) t.data = load_data_spec(n["data"]);
+    return t;
+  }
+
+  OptimizerConfig load_optimizer(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "optimizer must be a mapping such as {name: adam, lr: 0.001}");
+    const YAML::Node name = require(n, "name", "");
+    OptimizerConfig o;
+    o.name = scalar_string(name, "", "optimizer name");
+    if (o.name == "sgd") {
+      check_keys(n, {"name", "lr", "momentum", "dampening", "nesterov", "weight_decay"}, "", "key of the sgd optimizer");
+    } else if (o.name == "adam" || o.name == "adamw") {
+      check_keys(n, {"name", "lr", "betas", "eps", "weight_decay"}, "", "key of the " + o.name + " optimizer");
+      o.lr = 0.001;
+      if (o.name == "adamw") o.weight_decay = 0.01;
+    } else {
+      fail(name, "", "unknown optimizer '" + o.name + "'" + did_you_mean(o.name, {"sgd", "adam", "adamw"}) +
+                         "; use sgd, adam or adamw");
+    }
+    auto non_negative = [&](const char* key, double& out) {
+      if (const YAML::Node v = n[key]) {
+        out = scalar_number(v, "", key);
+        if (out < 0) fail(v, "", std::string(key) + " must not be negative");
+      }
+    };
+    non_negative("lr", o.lr);
+    non_negative("momentum", o.momentum);
+    non_negative("dampening", o.dampening);
+    non_negative("weight_decay", o.weight_decay);
+    non_negative("eps", o.eps);
+    if (n["nesterov"]) o.nesterov = scalar_bool(n["nesterov"], "", "nesterov");
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+      fail(n["nesterov"], "", "nesterov needs momentum > 0 and dampening 0 (as in torch.optim.SGD)");
+    if (const YAML::Node b = n["betas"]) {
+      if (!b.IsSequence() || b.size() != 2) fail(b, "", "betas must be a list of two numbers such as [0.9, 0.999]");
+      o.beta1 = scalar_number(b[0], "", "beta1");
+      o.beta2 = scalar_number(b[1], "", "beta2");
+      for (size_t i = 0; i < 2; ++i) {
+        double v = i == 0 ? o.beta1 : o.beta2;
+        if (v < 0 || v >= 1) fail(b[i], "", "betas must lie within [0, 1)");
+      }
+    }
+    return o;
+  }
+
+  ScheduleConfig load_schedule(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "schedule must be a mapping such as {name: cosine, warmup_steps: 100}");
+    const YAML::Node name = require(n, "name", "");
+    ScheduleConfig s;
+    s.name = scalar_string(name, "", "schedule name");
+    if (s.name == "constant") check_keys(n, {"name"}, "", "key of the constant schedule");
+    else if (s.name == "step") check_keys(n, {"name", "step_size", "gamma"}, "", "key of the step schedule");
+    else if (s.name == "cosine") check_keys(n, {"name", "warmup_steps", "total_steps", "min_lr"}, "", "key of the cosine schedule");
+    else fail(name, "", "unknown schedule '" + s.name + "'" + did_you_mean(s.name, {"constant", "step", "cosine"}) +
+                            "; use constant, step or cosine");
+    if (s.name == "step") {
+      const YAML::Node size = require(n, "step_size", "");
+      s.step_size = scalar_int(size, "", "step_size");
+      if (s.step_size < 1) fail(size, "", "step_size must be at least 1");
+      if (n["gamma"]) s.gamma = scalar_number(n["gamma"], "", "gamma");
+    }
+    auto count = [&](const char* key, int64_t& out) {
+      if (const YAML::Node v = n[key]) {
+        out = scalar_int(v, "", key);
+        if (out < 0) fail(v, "", std::string(key) + " must not be negative");
+      }
+    };
+    count("warmup_steps", s.warmup_steps);
+    count("total_steps", s.total_steps);
+    if (n["min_lr"]) s.min_lr = scalar_number(n["min_lr"], "", "min_lr");
+    return s;
+  }
+
+  DataSpec load_data_spec(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "data must be a mapping such as {path: train.csv, format: csv}");
+    check_keys(n, {"path", "format", "header", "columns"}, "", "key of data");
+    DataSpec d;
+    d.path = scalar_string(require(n, "path", ""), "", "data path");
+    if (const YAML::Node f = n["format"]) {
+      d.format = scalar_string(f, "", "data format");
+      if (d.format != "csv" && d.format != "safetensors") fail(f, "", "data format must be csv or safetensors");
+    }
+    if (n["header"]) d.header = scalar_bool(n["header"], "", "header");
+    if (const YAML::Node c = n["columns"]) {
+      if (!c.IsMap()) fail(c, "", "columns must map input and target names to column ranges such as \"0:64\"");
+      for (auto it = c.begin(); it != c.end(); ++it) {
+        std::string name = scalar_string(it->first, "", "a column name");
+        bool known = std::any_of(graph_.inputs.begin(), graph_.inputs.end(), [&](auto& g) { return g.name == name; }) ||
+                     std::any_of(graph_.targets.begin(), graph_.targets.end(), [&](auto& g) { return g.name == name; });
+        if (!known) fail(it->first, "", "columns: '" + name + "' is neither an input nor a target");
+        d.columns[name] = scalar_string(it->second, "", "a column range");
+      }
+    }
+    return d;
+  }
+
+
+ private:
+  const Graph& graph_;
+};
+
+}  // namespace
+
+TrainingSpec read_training_section(const YamlReader& yaml, const YAML::Node& n, const Graph& graph) {
+  return SectionReader(yaml, graph).load_training(n);
+}
+
+PlacementSpec read_placement_section(const YamlReader& yaml, const YAML::Node& n) {
+  static const Graph none;
+  return SectionReader(yaml, none).load_placement(n);
+}
+
+}  // namespace tandem
