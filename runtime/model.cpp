@@ -8,6 +8,7 @@
 #include "runtime/compiled_forward.h"
 #include "runtime/compiled_training.h"
 #include "runtime/loss.h"
+#include "runtime/multi_device_forward.h"
 #include "runtime/io/safetensors.h"
 #include "core/random.h"
 
@@ -15,13 +16,14 @@ namespace tandem {
 
 Model Model::load(const std::string& yaml_path) { return Model(load_graph(yaml_path)); }
 
-Model::Model(Graph graph) : graph_(std::move(graph)), plan_(plan_on_cpu(graph_)), cpu_(std::make_unique<CpuContext>()) {
-  for (const ParamSpec& p : graph_.parameters()) {
+Model::Model(Graph graph)
+    : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(std::make_unique<CpuContext>()) {
+  for (const ParamSpec& p : graph_->parameters()) {
     try {
       params_.emplace(p.name, Tensor::empty(p.shape, DType::float32));
       grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));
     } catch (const UserError& e) {
-      throw UserError("parameter '" + p.name + "' of model '" + graph_.name + "': " + e.what());
+      throw UserError("parameter '" + p.name + "' of model '" + graph_->name + "': " + e.what());
     }
   }
   init_parameters(0);
@@ -32,7 +34,7 @@ Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
 void Model::init_parameters(uint64_t seed) {
-  for (const ParamSpec& p : graph_.parameters()) {
+  for (const ParamSpec& p : graph_->parameters()) {
     float* data = params_.at(p.name).data<float>();
     int64_t n = shape_numel(p.shape);
     Rng rng(seed, p.name);
@@ -69,10 +71,10 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
     return s;
   };
   if (!missing.empty())
-    throw UserError(source + ": missing " + std::to_string(missing.size()) + " parameter(s) of model '" + graph_.name +
+    throw UserError(source + ": missing " + std::to_string(missing.size()) + " parameter(s) of model '" + graph_->name +
                     "': " + list(missing));
   if (!extra.empty())
-    throw UserError(source + ": tensor(s) that model '" + graph_.name + "' does not have: " + list(extra) +
+    throw UserError(source + ": tensor(s) that model '" + graph_->name + "' does not have: " + list(extra) +
                     did_you_mean(extra[0], names));
   for (const auto& [name, target] : params_) {
     const Tensor& w = weights.at(name);
@@ -96,14 +98,14 @@ void Model::load_weights(const std::string& path) {
 }
 
 void Model::save_weights(const std::string& path) const {
-  write_safetensors(path, params_, {{"format", "pt"}, {"model", graph_.name}});
+  write_safetensors(path, params_, {{"format", "pt"}, {"model", graph_->name}});
 }
 
-Bindings Model::bind(const TensorMap& inputs) const { return bind_declared(inputs, graph_.inputs, false); }
+Bindings Model::bind(const TensorMap& inputs) const { return bind_declared(inputs, graph_->inputs, false); }
 
 Bindings Model::bind_batch(const TensorMap& batch) const {
-  std::vector<GraphInput> declared = graph_.inputs;
-  declared.insert(declared.end(), graph_.targets.begin(), graph_.targets.end());
+  std::vector<GraphInput> declared = graph_->inputs;
+  declared.insert(declared.end(), graph_->targets.begin(), graph_->targets.end());
   return bind_declared(batch, declared, false);
 }
 
@@ -112,14 +114,14 @@ Bindings Model::bind_declared(const TensorMap& inputs, const std::vector<GraphIn
   for (const GraphInput& in : declared) names.push_back(in.name);
   for (const auto& [name, t] : inputs)
     if (!allow_extra && std::find(names.begin(), names.end(), name) == names.end())
-      throw UserError("model '" + graph_.name + "' has no input '" + name + "'" + did_you_mean(name, names));
+      throw UserError("model '" + graph_->name + "' has no input '" + name + "'" + did_you_mean(name, names));
   Bindings bindings;
   std::map<std::string, std::string> bound_by;
   for (const GraphInput& in : declared) {
     auto it = inputs.find(in.name);
-    if (it == inputs.end()) throw UserError("input '" + in.name + "' of model '" + graph_.name + "' is missing");
+    if (it == inputs.end()) throw UserError("input '" + in.name + "' of model '" + graph_->name + "' is missing");
     const Tensor& t = it->second;
-    const TensorType& type = graph_.values[in.value].type;
+    const TensorType& type = graph_->values[in.value].type;
     std::string expected = "input '" + in.name + "': expected " + std::string(dtype_name(type.dtype)) + " " +
                            sym_shape_str(type.shape) + ", got " + std::string(dtype_name(t.dtype())) + " " +
                            shape_str(t.shape());
@@ -140,7 +142,7 @@ Bindings Model::bind_declared(const TensorMap& inputs, const std::vector<GraphIn
     }
   }
   for (const GraphInput& in : declared) {  // dimensions written as expressions of symbols
-    const TensorType& type = graph_.values[in.value].type;
+    const TensorType& type = graph_->values[in.value].type;
     for (size_t d = 0; d < type.shape.size(); ++d)
       if (auto v = type.shape[d].evaluate(bindings); v && *v != inputs.at(in.name).size(d))
         throw UserError("input '" + in.name + "': dimension " + std::to_string(d) + " must be " + type.shape[d].str() +
@@ -151,8 +153,8 @@ Bindings Model::bind_declared(const TensorMap& inputs, const std::vector<GraphIn
 
 TensorMap Model::random_inputs(const Bindings& bindings, uint64_t seed) const {
   TensorMap inputs;
-  for (const GraphInput& in : graph_.inputs) {
-    const TensorType& type = graph_.values[in.value].type;
+  for (const GraphInput& in : graph_->inputs) {
+    const TensorType& type = graph_->values[in.value].type;
     Shape shape;
     for (const Dim& d : type.shape) {
       auto v = d.evaluate(bindings);
@@ -177,14 +179,14 @@ TensorMap Model::random_inputs(const Bindings& bindings, uint64_t seed) const {
     std::optional<int64_t> bound = in.high;
     bool offsets = false;
     int64_t offsets_end = 0;
-    for (const Node& node : graph_.nodes)
+    for (const Node& node : graph_->nodes)
       for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
         if (node.inputs[slot] != in.value || !node.schema->index_bound) continue;
         bool is_offsets = false;
         auto b = node.schema->index_bound(static_cast<int>(slot), node.attrs, &is_offsets);
         if (is_offsets) {
           offsets = true;
-          offsets_end = sym_numel(graph_.values[node.inputs[0]].type.shape).evaluate(bindings).value_or(0);
+          offsets_end = sym_numel(graph_->values[node.inputs[0]].type.shape).evaluate(bindings).value_or(0);
         } else if (b && !in.high) {
           bound = bound ? std::min(*bound, *b) : *b;
         }
@@ -206,17 +208,18 @@ TensorMap Model::random_inputs(const Bindings& bindings, uint64_t seed) const {
 CompiledForward& Model::compiled_for(const Bindings& bindings) {
   auto it = compiled_.find(bindings);
   if (it != compiled_.end()) return *it->second;
-  auto compiled = std::make_unique<CompiledForward>(graph_, plan_, bindings, *cpu_, params_);
+  auto compiled = std::make_unique<CompiledForward>(*graph_, plan_, bindings, *cpu_, params_);
   return *compiled_.emplace(bindings, std::move(compiled)).first->second;
 }
 
 TensorMap Model::forward(const TensorMap& inputs) {
   Bindings bindings = bind(inputs);
   std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_.inputs) ordered.push_back(inputs.at(in.name));
-  std::vector<Tensor> outputs = compiled_for(bindings).run(ordered, params_version_);
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
+  std::vector<Tensor> outputs = placed() ? placed_for(bindings).run(ordered, params_version_)
+                                         : compiled_for(bindings).run(ordered, params_version_);
   TensorMap named;
-  for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_.outputs[i].name, std::move(outputs[i]));
+  for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_->outputs[i].name, std::move(outputs[i]));
   return named;
 }
 
@@ -233,9 +236,9 @@ CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads
   auto it = training_.find(key);
   if (it != training_.end()) return *it->second;
   std::vector<int> kept;
-  if (graph_.loss) kept.push_back(graph_.loss->input);
+  if (graph_->loss) kept.push_back(graph_->loss->input);
   auto compiled =
-      std::make_unique<CompiledTraining>(graph_, plan_, bindings, *cpu_, params_, grads_, input_grads, kept);
+      std::make_unique<CompiledTraining>(*graph_, plan_, bindings, *cpu_, params_, grads_, input_grads, kept);
   return *training_.emplace(key, std::move(compiled)).first->second;
 }
 
@@ -243,13 +246,13 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
   Bindings bindings = bind(inputs);
   CompiledTraining& t = training_for(bindings, true);
   std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_.inputs) ordered.push_back(inputs.at(in.name));
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
   t.forward(ordered, seed, params_version_, training);
   std::vector<int> seeded;
-  for (const GraphOutput& out : graph_.outputs) {
+  for (const GraphOutput& out : graph_->outputs) {
     auto it = grad_outputs.find(out.name);
     if (it == grad_outputs.end()) continue;
-    if (graph_.values[out.value].type.dtype != DType::float32)
+    if (graph_->values[out.value].type.dtype != DType::float32)
       throw UserError("output '" + out.name + "' is int64 and has no gradient");
     Tensor& buffer = t.gradient_buffer(out.value);
     if (it->second.shape() != buffer.shape() || it->second.dtype() != DType::float32)
@@ -259,64 +262,64 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
     seeded.push_back(out.value);
   }
   for (const auto& [name, g] : grad_outputs)
-    if (std::none_of(graph_.outputs.begin(), graph_.outputs.end(), [&](const GraphOutput& o) { return o.name == name; }))
-      throw UserError("model '" + graph_.name + "' has no output '" + name + "'");
+    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&](const GraphOutput& o) { return o.name == name; }))
+      throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
   t.backward(seeded);
   TensorMap input_grads;
-  for (size_t i = 0; i < graph_.inputs.size(); ++i)
-    if (Tensor g = t.input_gradient(i); g.defined()) input_grads.emplace(graph_.inputs[i].name, std::move(g));
+  for (size_t i = 0; i < graph_->inputs.size(); ++i)
+    if (Tensor g = t.input_gradient(i); g.defined()) input_grads.emplace(graph_->inputs[i].name, std::move(g));
   return input_grads;
 }
 
 LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
-  if (!graph_.loss) throw UserError("model '" + graph_.name + "' has no loss: add a loss: section to train it");
+  if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   Bindings bindings = bind_batch(batch);
   CompiledTraining& t = training_for(bindings, false);
   std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_.inputs) ordered.push_back(batch.at(in.name));
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(batch.at(in.name));
   t.forward(ordered, seed, params_version_);
-  const LossSpec& loss = *graph_.loss;
-  const Tensor& target = batch.at(graph_.values[loss.target].name);
-  if (graph_.values[loss.input].producer < 0)
-    throw UserError("the loss scores graph input '" + graph_.values[loss.input].name + "': nothing to train");
+  const LossSpec& loss = *graph_->loss;
+  const Tensor& target = batch.at(graph_->values[loss.target].name);
+  if (graph_->values[loss.input].producer < 0)
+    throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
   LossValue value = compute_loss(loss, t.value(loss.input), target, &t.gradient_buffer(loss.input));
   t.backward({loss.input});
   return value;
 }
 
 LossValue Model::evaluate_loss(const TensorMap& batch) {
-  if (!graph_.loss) throw UserError("model '" + graph_.name + "' has no loss");
+  if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss");
   bind_batch(batch);
   TensorMap inputs;
-  for (const GraphInput& in : graph_.inputs) inputs.emplace(in.name, batch.at(in.name));
-  const LossSpec& loss = *graph_.loss;
+  for (const GraphInput& in : graph_->inputs) inputs.emplace(in.name, batch.at(in.name));
+  const LossSpec& loss = *graph_->loss;
   // the scored tensor may be any layer's output: run the compiled forward and read it
   Bindings bindings = bind(inputs);
   CompiledTraining& t = training_for(bindings, false);
   std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_.inputs) ordered.push_back(inputs.at(in.name));
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
   t.forward(ordered, 0, params_version_, /*training=*/false);
-  return compute_loss(loss, t.value(loss.input), batch.at(graph_.values[loss.target].name), nullptr);
+  return compute_loss(loss, t.value(loss.input), batch.at(graph_->values[loss.target].name), nullptr);
 }
 
 TensorMap Model::random_targets(const Bindings& bindings, uint64_t seed) const {
   TensorMap targets;
-  for (const GraphInput& tg : graph_.targets) {
+  for (const GraphInput& tg : graph_->targets) {
     Shape shape;
-    for (const Dim& d : graph_.values[tg.value].type.shape) {
+    for (const Dim& d : graph_->values[tg.value].type.shape) {
       auto v = d.evaluate(bindings);
       if (!v) throw UserError("target '" + tg.name + "' has a symbol without a value: " + d.str());
       shape.push_back(*v);
     }
     Rng rng(seed, "target:" + tg.name);
-    Tensor t = Tensor::empty(shape, graph_.values[tg.value].type.dtype);
+    Tensor t = Tensor::empty(shape, graph_->values[tg.value].type.dtype);
     if (t.dtype() == DType::float32) {
-      bool probability = graph_.loss && graph_.loss->target == tg.value && graph_.loss->op == "binary_cross_entropy_with_logits";
+      bool probability = graph_->loss && graph_->loss->target == tg.value && graph_->loss->op == "binary_cross_entropy_with_logits";
       for (float& x : t.span<float>()) x = static_cast<float>(probability ? rng.uniform(0, 1) : rng.normal());
     } else {
       int64_t high = tg.high.value_or(2);
-      if (graph_.loss && graph_.loss->target == tg.value && !tg.high)
-        high = graph_.values[graph_.loss->input].type.shape[1].constant();
+      if (graph_->loss && graph_->loss->target == tg.value && !tg.high)
+        high = graph_->values[graph_->loss->input].type.shape[1].constant();
       for (int64_t& x : t.span<int64_t>()) x = rng.below(high);
     }
     targets.emplace(tg.name, std::move(t));

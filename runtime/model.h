@@ -16,12 +16,16 @@
 #include "backends/cpu/cpu_context.h"
 #include "graph/graph.h"
 #include "graph/symbolic.h"
+#include "placement/place.h"
 #include "placement/plan.h"
+#include "runtime/device_report.h"
 
 namespace tandem {
 
 class CompiledForward;
 class CompiledTraining;
+class DeviceRegistry;
+class MultiDeviceForward;
 struct LossValue;
 
 class Model {
@@ -33,7 +37,7 @@ class Model {
   Model& operator=(Model&&) noexcept;
   ~Model();
 
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return *graph_; }
   const Plan& plan() const { return plan_; }
 
   /// Parameters by state_dict name ("encoder.0.fc.weight").
@@ -76,14 +80,27 @@ class Model {
   TensorMap random_targets(const Bindings& bindings, uint64_t seed) const;
 
   /// How many oneDNN primitives were built so far (a repeated forward builds none).
-  int64_t primitives_created() const { return cpu_->primitives_created(); }
+  int64_t primitives_created() const;
+
+  // ---- multi-device inference ---------------------------------------------------------
+  /// From now on forward() places the model with place(graph, registry's inventory,
+  /// `policy`) (its batch and bindings those of each call) and runs the plan on the cpu and
+  /// the registry's simulated GPUs (MultiDeviceForward). Training still runs on the cpu.
+  void use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy);
+  bool placed() const { return registry_ != nullptr; }
+  /// Per device, what the last placed forward did; empty before one.
+  std::vector<DeviceReport> device_report() const;
+  /// The plan of the last placed forward; plan() (all on the cpu) before one.
+  const Plan& last_plan() const;
 
  private:
   CompiledForward& compiled_for(const Bindings& bindings);
   CompiledTraining& training_for(const Bindings& bindings, bool input_grads);
   Bindings bind_declared(const TensorMap& tensors, const std::vector<GraphInput>& declared, bool allow_extra) const;
 
-  Graph graph_;
+  // On the heap so that its address survives moving the Model: compiled executors
+  // refer to it.
+  std::unique_ptr<const Graph> graph_;
   Plan plan_;
   TensorMap params_;
   uint64_t params_version_ = 0;
@@ -91,6 +108,12 @@ class Model {
   std::map<Bindings, std::unique_ptr<CompiledForward>> compiled_;
   TensorMap grads_;
   std::map<std::pair<Bindings, bool>, std::unique_ptr<CompiledTraining>> training_;
+  // multi-device inference (model_devices.cpp)
+  MultiDeviceForward& placed_for(const Bindings& bindings);
+  std::shared_ptr<DeviceRegistry> registry_;
+  PlacementPolicy policy_;
+  std::map<Bindings, std::unique_ptr<MultiDeviceForward>> placed_;
+  MultiDeviceForward* last_placed_ = nullptr;
 };
 
 }  // namespace tandem

@@ -11,6 +11,7 @@
 #include "placement/place.h"
 #include "placement/plan_dot.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/placement_options.h"
 #include "runtime/device_registry.h"
 
 namespace tandem::cli {
@@ -18,55 +19,16 @@ namespace {
 
 struct PlanOptions {
   std::string model;
-  int sim_gpus = -1;          // -1: from TANDEM_SIM_GPUS, else the real GPUs
-  std::string sim_gpu_memory;  // empty: TANDEM_SIM_GPU_MEMORY or 16 GiB
+  PlacementFlags placement;
   int64_t batch = 1;
   std::vector<std::string> binds;
   bool train = false;
-  std::string placement;
-  std::string max_memory;
-  std::vector<std::string> place;
   bool json = false;
   std::string dot;
 };
 
-size_t size_option(const std::string& text, const std::string& flag) {
-  size_t bytes = 0;
-  try {
-    bytes = parse_memory_size(text);
-  } catch (const UserError& e) {
-    throw UserError(flag + ": " + e.what());
-  }
-  if (bytes == 0) throw UserError(flag + " must be more than 0 bytes");
-  return bytes;
-}
-
-// cpu + the real GPUs, or cpu + N simulated ones. (To be replaced by the device registry.)
-// The devices as a run would find them (--sim-gpus, TANDEM_SIM_GPUS, real GPUs).
-DeviceInventory make_inventory(const PlanOptions& o) {
-  DeviceOptions options;
-  options.sim_gpus = o.sim_gpus;
-  if (!o.sim_gpu_memory.empty()) options.sim_gpu_memory = size_option(o.sim_gpu_memory, "--sim-gpu-memory");
-  return DeviceRegistry(options).inventory();
-}
-
 PlacementPolicy make_policy(const PlanOptions& o, const Graph& g) {
-  PlacementPolicy p;
-  if (g.placement) apply_placement_spec(*g.placement, p);
-  if (!o.placement.empty()) {
-    const auto& names = placement_policy_names();
-    if (std::find(names.begin(), names.end(), o.placement) == names.end())
-      throw UserError("--placement '" + o.placement + "' is not a policy; write annotations, embeddings-on-cpu or balanced");
-    p.name = o.placement;
-  }
-  if (!o.max_memory.empty()) p.max_memory = size_option(o.max_memory, "--max-memory");
-  for (const std::string& item : o.place) {
-    size_t eq = item.rfind('=');
-    std::optional<Device> d = eq == std::string::npos ? std::nullopt : Device::parse(item.substr(eq + 1));
-    if (!d || eq == 0)
-      throw UserError("--place '" + item + "' must be PATTERN=DEVICE, such as 'encoder.*=cuda:1' or 'emb=cpu'");
-    p.place_overrides.emplace_back(item.substr(0, eq), *d);
-  }
+  PlacementPolicy p = placement_policy(o.placement, g);
   for (const std::string& item : o.binds) {
     size_t eq = item.find('=');
     int64_t v = 0;
@@ -152,7 +114,7 @@ void print_table(const Graph& g, const Plan& plan) {
 
 int run_plan(const PlanOptions& o) {
   Graph g = load_graph(o.model);
-  Plan plan = place(g, make_inventory(o), make_policy(o, g));
+  Plan plan = place(g, DeviceRegistry(device_options(o.placement)).inventory(), make_policy(o, g));
   if (!o.dot.empty()) {
     std::ofstream out(o.dot);
     out << plan_to_dot(g, plan);
@@ -171,16 +133,12 @@ Command add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   CLI::App* sub = app.add_subcommand("plan", "Show where each layer would run and why, the copies, and memory per device");
   sub->add_option("model", o->model, "the model's YAML file")->required();
-  sub->add_option("--sim-gpus", o->sim_gpus, "plan for the cpu and N simulated GPUs instead of this machine's")
-      ->check(CLI::Range(0, 1024));
-  sub->add_option("--sim-gpu-memory", o->sim_gpu_memory, "memory of each simulated GPU (default 16GiB)");
+  add_device_flags(*sub, o->placement, "plan for the cpu and N simulated GPUs instead of this machine's");
   sub->add_option("--batch", o->batch, "value of the symbol 'batch' for byte estimates (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub->add_option("--bind", o->binds, "value of another symbol, NAME=VALUE (repeatable)");
   sub->add_flag("--train", o->train, "plan for training: gradients, optimizer state, backward copies");
-  sub->add_option("--placement", o->placement, "policy: annotations, embeddings-on-cpu or balanced (overrides placement:)");
-  sub->add_option("--max-memory", o->max_memory, "budget per GPU for the balancing policies, such as 8GiB");
-  sub->add_option("--place", o->place, "PATTERN=DEVICE: layers (or blocks) matching the glob go there; later ones win");
+  add_policy_flags(*sub, o->placement);
   sub->add_flag("--json", o->json, "print the plan as JSON");
   sub->add_option("--dot", o->dot, "write the plan as Graphviz to this file");
   return [o] { return run_plan(*o); };

@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "core/memory_size.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/placement_options.h"
+#include "runtime/device_registry.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/model.h"
 
@@ -22,7 +26,38 @@ struct RunOptions {
   uint64_t seed = 0;
   int repeat = 0;
   bool json = false;
+  PlacementFlags placement;
+  bool report = false;
 };
+
+// Placed (cpu and GPUs) when a device or policy flag, --report or TANDEM_SIM_GPUS asks for it.
+bool wants_placement(const RunOptions& o) {
+  const char* env = std::getenv("TANDEM_SIM_GPUS");
+  return o.placement.any_given() || o.report || (env && *env);
+}
+
+nlohmann::json devices_json(const std::vector<DeviceReport>& report) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const DeviceReport& r : report)
+    j.push_back({{"device", r.device.str()},
+                 {"peak_bytes", r.peak_bytes},
+                 {"current_bytes", r.current_bytes},
+                 {"busy_ms", r.busy_seconds * 1e3},
+                 {"bytes_in", r.bytes_in},
+                 {"bytes_out", r.bytes_out},
+                 {"copies_in", r.copies_in},
+                 {"copies_out", r.copies_out}});
+  return j;
+}
+
+void print_device_report(const std::vector<DeviceReport>& report) {
+  fmt::print("\nper device (last forward):\n");
+  fmt::print("  {:<8} {:>12} {:>10} {:>12} {:>10} {:>12} {:>10}\n", "device", "peak", "busy ms", "bytes in", "copies in",
+             "bytes out", "copies out");
+  for (const DeviceReport& r : report)
+    fmt::print("  {:<8} {:>12} {:>10.3f} {:>12} {:>10} {:>12} {:>10}\n", r.device.str(), format_bytes(r.peak_bytes),
+               r.busy_seconds * 1e3, format_bytes(r.bytes_in), r.copies_in, format_bytes(r.bytes_out), r.copies_out);
+}
 
 Bindings parse_bindings(const RunOptions& o) {
   Bindings b;
@@ -72,6 +107,10 @@ int run_inference(const RunOptions& o) {
   Model model = Model::load(o.model);
   if (!o.weights.empty()) model.load_weights(o.weights);
   else model.init_parameters(o.seed);
+  const bool placed = wants_placement(o);
+  if (placed)
+    model.use_devices(std::make_shared<DeviceRegistry>(device_options(o.placement)),
+                      placement_policy(o.placement, model.graph()));
   if (!o.save_weights.empty()) model.save_weights(o.save_weights);
 
   TensorMap inputs;
@@ -112,7 +151,11 @@ int run_inference(const RunOptions& o) {
     for (const auto& [name, t] : outputs) j["outputs"][name] = summarize(t);
     if (!times_ms.empty())
       j["timing"] = {{"repeat", o.repeat}, {"median_ms", median}, {"min_ms", sorted.front()}, {"max_ms", sorted.back()}};
-    j["notes"] = model.plan().notes;
+    if (placed) {
+      j["policy"] = model.last_plan().policy;
+      j["devices"] = devices_json(model.device_report());
+    }
+    j["notes"] = model.last_plan().notes;
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -134,7 +177,8 @@ int run_inference(const RunOptions& o) {
   if (!times_ms.empty())
     fmt::print("forward: median {:.4f} ms, min {:.4f} ms over {} runs\n", median, sorted.front(), o.repeat);
   if (!o.outputs.empty()) fmt::print("outputs written to {}\n", o.outputs);
-  for (const std::string& note : model.plan().notes) fmt::print("note: {}\n", note);
+  if (o.report) print_device_report(model.device_report());
+  for (const std::string& note : model.last_plan().notes) fmt::print("note: {}\n", note);
   return 0;
 }
 
@@ -153,6 +197,9 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "seed for weight initialisation and random inputs (default 0)");
   sub->add_option("--repeat", o->repeat, "time this many forward passes after warm-up")->check(CLI::Range(0, 1000000));
   sub->add_flag("--json", o->json, "print a machine-readable result");
+  add_device_flags(*sub, o->placement, "run placed over the cpu and N simulated GPUs");
+  add_policy_flags(*sub, o->placement);
+  sub->add_flag("--report", o->report, "run placed and print each device's memory, busy time and copies");
   return [o] { return run_inference(*o); };
 }
 

@@ -1,0 +1,60 @@
+#include "runtime/cli/placement_options.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/error.h"
+#include "core/memory_size.h"
+
+namespace tandem::cli {
+
+void add_device_flags(CLI::App& app, PlacementFlags& flags, const std::string& sim_gpus_help) {
+  app.add_option("--sim-gpus", flags.sim_gpus, sim_gpus_help)->check(CLI::Range(0, max_sim_gpus));
+  app.add_option("--sim-gpu-memory", flags.sim_gpu_memory, "memory of each simulated GPU (default 16GiB)");
+}
+
+void add_policy_flags(CLI::App& app, PlacementFlags& flags) {
+  app.add_option("--placement", flags.placement, "policy: annotations, embeddings-on-cpu or balanced (overrides placement:)");
+  app.add_option("--max-memory", flags.max_memory, "budget per GPU for the balancing policies, such as 8GiB");
+  app.add_option("--place", flags.place, "PATTERN=DEVICE: layers (or blocks) matching the glob go there; later ones win");
+}
+
+size_t size_option(const std::string& text, const std::string& flag) {
+  size_t bytes = 0;
+  try {
+    bytes = parse_memory_size(text);
+  } catch (const UserError& e) {
+    throw UserError(flag + ": " + e.what());
+  }
+  if (bytes == 0) throw UserError(flag + " must be more than 0 bytes");
+  return bytes;
+}
+
+DeviceOptions device_options(const PlacementFlags& flags) {
+  DeviceOptions options;
+  options.sim_gpus = flags.sim_gpus;
+  if (!flags.sim_gpu_memory.empty()) options.sim_gpu_memory = size_option(flags.sim_gpu_memory, "--sim-gpu-memory");
+  return options;
+}
+
+PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph) {
+  PlacementPolicy p;
+  if (graph.placement) apply_placement_spec(*graph.placement, p);
+  if (!flags.placement.empty()) {
+    const auto& names = placement_policy_names();
+    if (std::find(names.begin(), names.end(), flags.placement) == names.end())
+      throw UserError("--placement '" + flags.placement + "' is not a policy; write annotations, embeddings-on-cpu or balanced");
+    p.name = flags.placement;
+  }
+  if (!flags.max_memory.empty()) p.max_memory = size_option(flags.max_memory, "--max-memory");
+  for (const std::string& item : flags.place) {
+    size_t eq = item.rfind('=');
+    std::optional<Device> d = eq == std::string::npos ? std::nullopt : Device::parse(item.substr(eq + 1));
+    if (!d || eq == 0)
+      throw UserError("--place '" + item + "' must be PATTERN=DEVICE, such as 'encoder.*=cuda:1' or 'emb=cpu'");
+    p.place_overrides.emplace_back(item.substr(0, eq), *d);
+  }
+  return p;
+}
+
+}  // namespace tandem::cli

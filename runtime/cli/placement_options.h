@@ -1,0 +1,38 @@
+// The device and placement flags shared by `tandem plan` and `tandem run`: which devices
+// (--sim-gpus, --sim-gpu-memory) and which policy (--placement, --max-memory, --place).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "placement/place.h"
+#include "runtime/device_registry.h"
+
+namespace tandem::cli {
+
+struct PlacementFlags {
+  int sim_gpus = -1;           // -1: from TANDEM_SIM_GPUS, else the real GPUs
+  std::string sim_gpu_memory;  // empty: TANDEM_SIM_GPU_MEMORY or 16 GiB
+  std::string placement;       // empty: the model's placement:, else annotations
+  std::string max_memory;
+  std::vector<std::string> place;
+  /// Whether a flag asks for placement (a device or policy flag was given).
+  bool any_given() const { return sim_gpus >= 0 || !sim_gpu_memory.empty() || !placement.empty() || !place.empty() || !max_memory.empty(); }
+};
+
+/// Registers --sim-gpus (help: `sim_gpus_help`) and --sim-gpu-memory.
+void add_device_flags(CLI::App& app, PlacementFlags& flags, const std::string& sim_gpus_help);
+/// Registers --placement, --max-memory and --place.
+void add_policy_flags(CLI::App& app, PlacementFlags& flags);
+
+/// A byte size given to `flag` ("64KiB"); UserError naming the flag when it is not one or is 0.
+size_t size_option(const std::string& text, const std::string& flag);
+/// The registry's options from the device flags.
+DeviceOptions device_options(const PlacementFlags& flags);
+/// The model's placement: key, then --placement, --max-memory and --place over it. Batch,
+/// bindings and training are left for the caller.
+PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph);
+
+}  // namespace tandem::cli

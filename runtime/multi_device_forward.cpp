@@ -1,0 +1,345 @@
+#include "runtime/multi_device_forward.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "core/error.h"
+#include "runtime/device_registry.h"
+#include "runtime/node_kernels.h"
+
+namespace tandem {
+
+struct MultiDeviceForward::DeviceState {
+  Device device;
+  Allocator* allocator = nullptr;
+  SimGpu* gpu = nullptr;                     // null for the cpu
+  std::unique_ptr<CpuContext> own_context;   // a GPU's: its queue thread's oneDNN stream
+  CpuContext* context = nullptr;
+  std::vector<std::pair<Tensor, Tensor>> parameter_copies;  // (host, this device's copy)
+  // counted during a run
+  QueueStats before;
+  double cpu_busy_seconds = 0;
+  size_t bytes_in = 0, bytes_out = 0;
+  int64_t copies_in = 0, copies_out = 0;
+};
+
+struct MultiDeviceForward::Action {
+  enum class Kind { op, copy } kind = Kind::op;
+  int device = 0;                   // op: where it runs; copy: the destination
+  std::string context;              // "layer 'fc' (linear)": named in errors
+  // op
+  int step = -1;
+  const Node* node = nullptr;
+  std::unique_ptr<Kernel> kernel;   // null for views
+  std::vector<Tensor> params;       // on `device`
+  std::vector<int> in_slots;
+  int out_slot = -1;
+  DType out_dtype = DType::float32;
+  // copy
+  int from_device = 0;
+  int src_slot = -1;
+  int dst_slot = -1;
+};
+
+namespace {
+
+std::string layer_context(const Node& node) { return "layer '" + node.path + "' (" + node.op + ")"; }
+
+size_t offset_of(const Tensor& t) {
+  return static_cast<size_t>(static_cast<const char*>(t.raw_data()) - static_cast<const char*>(t.storage()->data()));
+}
+
+BufferRef buffer_of(const Tensor& t) { return BufferRef{t.storage(), offset_of(t)}; }
+
+/// Allocates on `allocator`, naming `context` when the device is out of memory.
+Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std::string& context) {
+  try {
+    return Tensor::empty(shape, dtype, allocator);
+  } catch (const OutOfMemory& e) {
+    throw e.in(context);
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+                                       const TensorMap& params, DeviceRegistry& registry, uint64_t params_version)
+    : plan_(plan), registry_(registry), input_count_(graph.inputs.size()), value_shapes_(concrete_shapes(graph, bindings)) {
+  TANDEM_ASSERT(!plan_.training, "MultiDeviceForward runs inference plans only");
+  // The devices: the cpu, then those the plan uses, in inventory order.
+  std::vector<Device> used{Device::cpu()};
+  for (const OpStep& s : plan_.steps) used.push_back(s.device);
+  for (const CopyStep& c : plan_.copies) used.insert(used.end(), {c.from, c.to});
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  for (Device d : used) {
+    registry_.require(d);
+    auto state = std::make_unique<DeviceState>();
+    state->device = d;
+    state->allocator = &registry_.allocator(d);
+    if (d == Device::cpu()) {
+      state->context = &cpu;
+    } else {
+      state->gpu = &registry_.sim_gpu(d);
+      state->own_context = std::make_unique<CpuContext>();
+      state->context = state->own_context.get();
+    }
+    devices_.push_back(std::move(state));
+  }
+  auto device_index = [&](Device d) {
+    for (size_t i = 0; i < devices_.size(); ++i)
+      if (devices_[i]->device == d) return static_cast<int>(i);
+    TANDEM_ASSERT(false, "device " + d.str() + " missing from the plan's devices");
+    return -1;
+  };
+
+  std::map<std::pair<int, int>, int> slot_of;  // (value, device) -> slot
+  auto new_slot = [&](int value, int device) {
+    bool fresh = slot_of.emplace(std::make_pair(value, device), static_cast<int>(slot_keys_.size())).second;
+    TANDEM_ASSERT(fresh, "value '" + graph.values[value].name + "' arrives twice on " + devices_[device]->device.str());
+    slot_keys_.emplace_back(value, device);
+    return static_cast<int>(slot_keys_.size()) - 1;
+  };
+  auto find_slot = [&](int value, int device, const std::string& reader) {
+    auto it = slot_of.find({value, device});
+    TANDEM_ASSERT(it != slot_of.end(), reader + " reads '" + graph.values[value].name + "' on " +
+                                           devices_[device]->device.str() + ", where the plan never puts it");
+    return it->second;
+  };
+  for (const GraphInput& in : graph.inputs) new_slot(in.value, 0);
+
+  // Parameters of GPU layers: one copy per (parameter, device), allocated now.
+  std::vector<std::map<std::string, Tensor>> device_params(devices_.size());
+  size_t next_copy = 0;
+  for (size_t i = 0; i <= plan_.steps.size(); ++i) {
+    for (; next_copy < plan_.copies.size() && plan_.copies[next_copy].forward &&
+           plan_.copies[next_copy].before_step == static_cast<int>(i);
+         ++next_copy) {
+      const CopyStep& c = plan_.copies[next_copy];
+      Action a;
+      a.kind = Action::Kind::copy;
+      a.from_device = device_index(c.from);
+      a.device = device_index(c.to);
+      a.context = i < plan_.steps.size() ? layer_context(graph.nodes[plan_.steps[i].node])
+                                          : "gathering output '" + graph.values[c.value].name + "' to the cpu";
+      a.src_slot = find_slot(c.value, a.from_device, "the copy to " + c.to.str());
+      a.dst_slot = new_slot(c.value, a.device);
+      actions_.push_back(std::move(a));
+    }
+    if (i == plan_.steps.size()) break;
+    const OpStep& s = plan_.steps[i];
+    const Node& node = graph.nodes[s.node];
+    Action a;
+    a.step = static_cast<int>(i);
+    a.node = &node;
+    a.device = device_index(s.device);
+    a.context = layer_context(node);
+    DeviceState& dev = *devices_[a.device];
+    for (const ParamSpec& p : node.params) {
+      const Tensor& host = params.at(p.name);
+      if (!dev.gpu) {
+        a.params.push_back(host);
+        continue;
+      }
+      auto [it, fresh] = device_params[a.device].emplace(p.name, Tensor());
+      if (fresh) {
+        it->second = allocate(host.shape(), host.dtype(), *dev.allocator, a.context);
+        dev.parameter_copies.emplace_back(host, it->second);
+      }
+      a.params.push_back(it->second);
+    }
+    for (int v : node.inputs) a.in_slots.push_back(find_slot(v, a.device, a.context));
+    a.out_slot = new_slot(node.output, a.device);
+    a.out_dtype = graph.values[node.output].type.dtype;
+    if (!node.schema->is_view) a.kernel = make_cpu_kernel(*dev.context, graph, node, value_shapes_, a.params);
+    actions_.push_back(std::move(a));
+  }
+  TANDEM_ASSERT(next_copy == plan_.copies.size() || !plan_.copies[next_copy].forward,
+                "a forward copy of the plan is out of order");
+  for (const GraphOutput& out : graph.outputs) output_slots_.push_back(find_slot(out.value, 0, "the output gather"));
+
+  last_reader_.assign(slot_keys_.size(), -1);
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    const Action& a = actions_[i];
+    if (a.kind == Action::Kind::copy) last_reader_[a.src_slot] = static_cast<int>(i);
+    for (int s : a.in_slots) last_reader_[s] = static_cast<int>(i);
+  }
+  for (int s : output_slots_) last_reader_[s] = -1;
+  slots_.resize(slot_keys_.size());
+  ready_.resize(slot_keys_.size());
+  copy_parameters(params_version);
+}
+
+MultiDeviceForward::~MultiDeviceForward() { drain_queues(); }
+
+int64_t MultiDeviceForward::primitives_created() const {
+  int64_t n = 0;
+  for (const auto& d : devices_)
+    if (d->own_context) n += d->own_context->primitives_created();
+  return n;
+}
+
+void MultiDeviceForward::drain_queues() noexcept {
+  for (const auto& d : devices_) {
+    if (!d->gpu) continue;
+    try {
+      d->gpu->synchronize();
+    } catch (...) {  // already reported, or being reported, by the run that failed
+    }
+  }
+}
+
+void MultiDeviceForward::copy_parameters(uint64_t params_version) {
+  for (const auto& d : devices_)
+    for (const auto& [host, copy] : d->parameter_copies) d->gpu->copy_from_host(buffer_of(copy), buffer_of(host), host.nbytes());
+  for (const auto& d : devices_)
+    if (d->gpu) d->gpu->synchronize();
+  params_version_ = params_version;
+}
+
+void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
+  DeviceState& dev = *devices_[a.device];
+  if (a.kind == Action::Kind::copy) {
+    DeviceState& from = *devices_[a.from_device];
+    const Tensor& src = slots_[a.src_slot];
+    Tensor dst = allocate(src.shape(), src.dtype(), *dev.allocator, a.context);
+    size_t bytes = src.nbytes();
+    // the copy runs on the GPU side: the destination's queue from the host, else the source's
+    SimGpu& queue = from.gpu ? *from.gpu : *dev.gpu;
+    if (!ready_[a.src_slot].done()) queue.submit_wait(ready_[a.src_slot]);
+    if (!from.gpu) {
+      TANDEM_ASSERT(dev.gpu, "a copy from the cpu to the cpu");
+      dev.gpu->copy_from_host(buffer_of(dst), buffer_of(src), bytes);
+      ready_[a.dst_slot] = Event();  // its readers are on the same queue
+      from.bytes_out += bytes;
+      ++from.copies_out;
+    } else if (!dev.gpu) {
+      from.gpu->copy_to_host(buffer_of(dst), buffer_of(src), bytes);
+      ready_[a.dst_slot] = from.gpu->record();
+      dev.bytes_in += bytes;
+      ++dev.copies_in;
+    } else {
+      from.gpu->copy_peer(*dev.gpu, buffer_of(dst), buffer_of(src), bytes);
+      ready_[a.dst_slot] = from.gpu->record();
+    }
+    slots_[a.dst_slot] = std::move(dst);
+    return;
+  }
+  const Node& node = *a.node;
+  const Shape& out_shape = value_shapes_[node.output];
+  if (!a.kernel) {  // a view: same storage, same device, ready when its input is
+    slots_[a.out_slot] = slots_[a.in_slots[0]].view(out_shape);
+    ready_[a.out_slot] = ready_[a.in_slots[0]];
+    return;
+  }
+  std::vector<Tensor> inputs;
+  for (int s : a.in_slots) inputs.push_back(slots_[s]);
+  Tensor out = allocate(out_shape, a.out_dtype, *dev.allocator, a.context);
+  slots_[a.out_slot] = out;
+  ready_[a.out_slot] = Event();  // cpu: written below; GPU: its readers are on its queue
+  uint64_t seed = static_cast<uint64_t>(a.step);
+  if (dev.gpu) {
+    for (int s : a.in_slots)
+      if (!ready_[s].done()) dev.gpu->submit_wait(ready_[s]);
+    dev.gpu->submit([&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
+      KernelArgs args{inputs, a.params, {&out, 1}, false, seed, params_version};
+      try {
+        a.kernel->forward(args);
+      } catch (const UserError& e) {
+        throw UserError(a.context + ": " + e.what());
+      }
+    });
+    return;
+  }
+  for (int s : a.in_slots) ready_[s].wait();
+  auto start = std::chrono::steady_clock::now();
+  KernelArgs args{inputs, a.params, {&out, 1}, false, seed, params_version};
+  try {
+    a.kernel->forward(args);
+  } catch (const OutOfMemory& e) {
+    throw e.in(a.context);
+  } catch (const UserError& e) {
+    throw UserError(a.context + ": " + e.what());
+  }
+  dev.cpu_busy_seconds += seconds_since(start);
+}
+
+std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, uint64_t params_version) {
+  if (params_version != params_version_) copy_parameters(params_version);
+  for (const auto& d : devices_) {
+    d->allocator->reset_peak();
+    d->before = d->gpu ? d->gpu->stats() : QueueStats{};
+    d->cpu_busy_seconds = 0;
+    d->bytes_in = d->bytes_out = 0;
+    d->copies_in = d->copies_out = 0;
+  }
+  std::vector<Tensor> outputs;
+  try {
+    for (size_t i = 0; i < input_count_; ++i) {
+      slots_[i] = inputs[i];  // the input slots come first, in graph-input order
+      ready_[i] = Event();
+    }
+    for (size_t i = 0; i < actions_.size(); ++i) {
+      run_action(actions_[i], params_version);
+      // the host lets go after the last reader is submitted; queued tasks keep what they read
+      const Action& a = actions_[i];
+      auto release = [&](int s) {
+        if (last_reader_[s] == static_cast<int>(i)) slots_[s] = Tensor(), ready_[s] = Event();
+      };
+      if (a.kind == Action::Kind::copy) release(a.src_slot);
+      for (int s : a.in_slots) release(s);
+      if (a.out_slot >= 0 && last_reader_[a.out_slot] < 0 &&
+          std::find(output_slots_.begin(), output_slots_.end(), a.out_slot) == output_slots_.end())
+        slots_[a.out_slot] = Tensor();  // read by nobody
+    }
+    for (const auto& d : devices_) {
+      if (!d->gpu) continue;
+      // A queue drops a task (and the buffers it holds) only when it takes the next item:
+      // this event is that next item, so every buffer is back in its pool after synchronize.
+      d->gpu->record();
+      d->gpu->synchronize();  // rethrows a failed task's error
+    }
+    for (int s : output_slots_) {
+      ready_[s].wait();
+      outputs.push_back(slots_[s]);
+    }
+  } catch (...) {
+    drain_queues();
+    for (Tensor& t : slots_) t = Tensor();
+    for (Event& e : ready_) e = Event();
+    throw;
+  }
+  for (Tensor& t : slots_) t = Tensor();
+  for (Event& e : ready_) e = Event();
+
+  report_.clear();
+  for (const auto& d : devices_) {
+    DeviceReport r;
+    r.device = d->device;
+    r.peak_bytes = d->allocator->peak_bytes();
+    r.current_bytes = d->allocator->current_bytes();
+    if (d->gpu) {
+      QueueStats now = d->gpu->stats();
+      r.busy_seconds = now.busy_seconds - d->before.busy_seconds;
+      r.bytes_in = now.bytes_in - d->before.bytes_in;
+      r.bytes_out = now.bytes_out - d->before.bytes_out;
+      r.copies_in = static_cast<int64_t>(now.copies_in - d->before.copies_in);
+      r.copies_out = static_cast<int64_t>(now.copies_out - d->before.copies_out);
+    } else {
+      r.busy_seconds = d->cpu_busy_seconds;
+      r.bytes_in = d->bytes_in;
+      r.bytes_out = d->bytes_out;
+      r.copies_in = d->copies_in;
+      r.copies_out = d->copies_out;
+    }
+    report_.push_back(r);
+  }
+  return outputs;
+}
+
+}  // namespace tandem
