@@ -25,59 +25,42 @@ class DropoutKernel final : public Kernel {
   }
 
   void forward(const KernelArgs& args) override {
-    const float* x = args.inputs[0].data<float>();
-    float* y = args.outputs[0].data<float>();
-    if (!args.training || p_ == 0.f) {
-      if (x != y) {
-        cpu::parallel_for(n_, 1, [&](int64_t begin, int64_t end) {
-          std::memcpy(y + begin, x + begin, sizeof(float) * (end - begin));
-        });
-      }
-      return;
-    }
-    if (p_ == 1.f) {
-      std::memset(y, 0, sizeof(float) * n_);
-      return;
-    }
-    const float p = p_, scale = 1.f / (1.f - p_);
-    const uint64_t seed = args.seed;
-    cpu::parallel_for(n_, 8, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i)
-        y[i] = cpu::dropout_keep(seed, static_cast<uint64_t>(i), p) ? x[i] * scale : 0.f;
-    });
+    apply(args.inputs[0].data<float>(), args.outputs[0].data<float>(), args.training, args.seed);
   }
 
   // the mask is rebuilt from the seed
   bool backward_reads_input(size_t) const override { return false; }
   bool backward_reads_output() const override { return false; }
 
+  // dX = dY * mask / (1 - p): the forward's own masking, applied to the gradient.
   void backward(const BackwardArgs& args) override {
     if (!args.grad_inputs[0].defined()) return;
-    const float* g = args.grad_outputs[0].data<float>();
-    float* dx = args.grad_inputs[0].data<float>();
-    if (!args.training || p_ == 0.f) {
-      if (g != dx) {
+    apply(args.grad_outputs[0].data<float>(), args.grad_inputs[0].data<float>(), args.training, args.seed);
+  }
+
+ private:
+  // out = in * mask * 1/(1-p) in training (the mask a function of seed and index), else a copy.
+  void apply(const float* in, float* out, bool training, uint64_t seed) const {
+    if (!training || p_ == 0.f) {
+      if (in != out) {
         cpu::parallel_for(n_, 1, [&](int64_t begin, int64_t end) {
-          std::memcpy(dx + begin, g + begin, sizeof(float) * (end - begin));
+          std::memcpy(out + begin, in + begin, sizeof(float) * (end - begin));
         });
       }
       return;
     }
     if (p_ == 1.f) {
-      std::memset(dx, 0, sizeof(float) * n_);
+      std::memset(out, 0, sizeof(float) * n_);
       return;
     }
     const float p = p_, scale = 1.f / (1.f - p_);
-    const uint64_t seed = args.seed;
     cpu::parallel_for(n_, 8, [&](int64_t begin, int64_t end) {
 #pragma omp simd
       for (int64_t i = begin; i < end; ++i)
-        dx[i] = cpu::dropout_keep(seed, static_cast<uint64_t>(i), p) ? g[i] * scale : 0.f;
+        out[i] = cpu::dropout_keep(seed, static_cast<uint64_t>(i), p) ? in[i] * scale : 0.f;
     });
   }
 
- private:
   float p_ = 0.5f;
   int64_t n_ = 0;
 };
