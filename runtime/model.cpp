@@ -9,6 +9,7 @@
 #include "runtime/compiled_training.h"
 #include "runtime/loss.h"
 #include "runtime/multi_device_forward.h"
+#include "runtime/multi_device_training.h"
 #include "runtime/io/safetensors.h"
 #include "core/random.h"
 
@@ -243,6 +244,7 @@ CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads
 }
 
 TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
+  if (placed()) return placed_backward(inputs, grad_outputs, training, seed);
   Bindings bindings = bind(inputs);
   CompiledTraining& t = training_for(bindings, true);
   std::vector<Tensor> ordered;
@@ -273,6 +275,7 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
 
 LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
+  if (placed()) return placed_loss_and_backward(batch, seed);
   Bindings bindings = bind_batch(batch);
   CompiledTraining& t = training_for(bindings, false);
   std::vector<Tensor> ordered;
@@ -289,6 +292,7 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
 
 LossValue Model::evaluate_loss(const TensorMap& batch) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss");
+  if (placed()) return placed_evaluate_loss(batch);
   bind_batch(batch);
   TensorMap inputs;
   for (const GraphInput& in : graph_->inputs) inputs.emplace(in.name, batch.at(in.name));

@@ -24,8 +24,10 @@ namespace tandem {
 
 class CompiledForward;
 class CompiledTraining;
+class DeviceParameterCache;
 class DeviceRegistry;
 class MultiDeviceForward;
+class MultiDeviceTraining;
 struct LossValue;
 
 class Model {
@@ -82,15 +84,17 @@ class Model {
   /// How many oneDNN primitives were built so far (a repeated forward builds none).
   int64_t primitives_created() const;
 
-  // ---- multi-device inference ---------------------------------------------------------
+  // ---- multi-device inference and training -------------------------------------------
   /// From now on forward() places the model with place(graph, registry's inventory,
   /// `policy`) (its batch and bindings those of each call) and runs the plan on the cpu and
-  /// the registry's simulated GPUs (MultiDeviceForward). Training still runs on the cpu.
+  /// the registry's simulated GPUs (MultiDeviceForward); backward(), loss_and_backward() and
+  /// evaluate_loss() run a training plan (policy.training) the same way
+  /// (MultiDeviceTraining). Gradients and parameters stay on the host.
   void use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy);
   bool placed() const { return registry_ != nullptr; }
-  /// Per device, what the last placed forward did; empty before one.
+  /// Per device, what the last placed forward (or training step) did; empty before one.
   std::vector<DeviceReport> device_report() const;
-  /// The plan of the last placed forward; plan() (all on the cpu) before one.
+  /// The plan of the last placed forward or training step; plan() (all on the cpu) before one.
   const Plan& last_plan() const;
 
  private:
@@ -112,8 +116,16 @@ class Model {
   MultiDeviceForward& placed_for(const Bindings& bindings);
   std::shared_ptr<DeviceRegistry> registry_;
   PlacementPolicy policy_;
+  std::unique_ptr<DeviceParameterCache> device_params_;  // GPU copies of the weights: before their users
   std::map<Bindings, std::unique_ptr<MultiDeviceForward>> placed_;
   MultiDeviceForward* last_placed_ = nullptr;
+  // multi-device training (model_devices.cpp)
+  MultiDeviceTraining& placed_training_for(const Bindings& bindings, bool input_grads);
+  TensorMap placed_backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed);
+  LossValue placed_loss_and_backward(const TensorMap& batch, uint64_t seed);
+  LossValue placed_evaluate_loss(const TensorMap& batch);
+  std::map<std::pair<Bindings, bool>, std::unique_ptr<MultiDeviceTraining>> placed_training_;
+  MultiDeviceTraining* last_training_ = nullptr;
 };
 
 }  // namespace tandem

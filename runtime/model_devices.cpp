@@ -1,17 +1,26 @@
-// Model's multi-device inference: forward() on a place() plan over the cpu and simulated
-// GPUs (Model::use_devices). Apart from model.cpp so that the single-device path stays as
+// Model's multi-device inference and training: forward() on a place() plan over the cpu
+// and simulated GPUs, and backward(), loss_and_backward() and evaluate_loss() on a training
+// plan (Model::use_devices). Apart from model.cpp so that the single-device path stays as
 // it was.
+#include <algorithm>
+
 #include "runtime/device_registry.h"
+#include "runtime/loss.h"
 #include "runtime/model.h"
 #include "runtime/multi_device_forward.h"
+#include "runtime/multi_device_training.h"
 
 namespace tandem {
 
 void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy) {
   TANDEM_ASSERT(registry != nullptr, "use_devices without a registry");
   last_placed_ = nullptr;
+  last_training_ = nullptr;
   placed_.clear();  // compiled for the old devices: drain their queues while they exist
+  placed_training_.clear();
+  device_params_.reset();
   registry_ = std::move(registry);
+  device_params_ = std::make_unique<DeviceParameterCache>(params_, grads_, *registry_);
   policy_ = std::move(policy);
   policy_.training = false;
 }
@@ -23,22 +32,105 @@ MultiDeviceForward& Model::placed_for(const Bindings& bindings) {
     policy.bindings = bindings;
     if (auto batch = bindings.find("batch"); batch != bindings.end()) policy.batch = batch->second;
     Plan plan = place(*graph_, registry_->inventory(), policy);
-    auto compiled = std::make_unique<MultiDeviceForward>(*graph_, plan, bindings, *cpu_, params_, *registry_, params_version_);
+    auto compiled = std::make_unique<MultiDeviceForward>(*graph_, plan, bindings, *cpu_, params_, *registry_, params_version_,
+                                                         device_params_.get());
     it = placed_.emplace(bindings, std::move(compiled)).first;
   }
   last_placed_ = it->second.get();
+  last_training_ = nullptr;
   return *last_placed_;
 }
 
+MultiDeviceTraining& Model::placed_training_for(const Bindings& bindings, bool input_grads) {
+  auto key = std::make_pair(bindings, input_grads);
+  auto it = placed_training_.find(key);
+  if (it == placed_training_.end()) {
+    PlacementPolicy policy = policy_;
+    policy.training = true;
+    policy.bindings = bindings;
+    if (auto batch = bindings.find("batch"); batch != bindings.end()) policy.batch = batch->second;
+    Plan plan = place(*graph_, registry_->inventory(), policy);
+    std::vector<int> kept;
+    if (graph_->loss) kept.push_back(graph_->loss->input);
+    auto compiled = std::make_unique<MultiDeviceTraining>(*graph_, plan, bindings, *cpu_, *device_params_, *registry_,
+                                                          input_grads, kept);
+    it = placed_training_.emplace(key, std::move(compiled)).first;
+  }
+  last_training_ = it->second.get();
+  last_placed_ = nullptr;
+  return *last_training_;
+}
+
+TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
+  Bindings bindings = bind(inputs);
+  for (const auto& [name, g] : grad_outputs)
+    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&](const GraphOutput& o) { return o.name == name; }))
+      throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
+  MultiDeviceTraining& t = placed_training_for(bindings, true);
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
+  t.forward(ordered, seed, params_version_, training);
+  std::vector<int> seeded;
+  for (const GraphOutput& out : graph_->outputs) {
+    auto it = grad_outputs.find(out.name);
+    if (it == grad_outputs.end()) continue;
+    if (graph_->values[out.value].type.dtype != DType::float32)
+      throw UserError("output '" + out.name + "' is int64 and has no gradient");
+    const Shape& shape = t.shape(out.value);
+    if (it->second.shape() != shape || it->second.dtype() != DType::float32 || it->second.device() != Device::cpu())
+      throw UserError("the gradient of output '" + out.name + "' must be float32 " + shape_str(shape) + " on the cpu, got " +
+                      shape_str(it->second.shape()));
+    TANDEM_ASSERT(t.requires_grad(out.value), "tensor '" + out.name + "' has no gradient");
+    t.seed_gradient(out.value, it->second);
+    seeded.push_back(out.value);
+  }
+  t.backward(seeded);
+  TensorMap input_grads;
+  for (size_t i = 0; i < graph_->inputs.size(); ++i)
+    if (Tensor g = t.input_gradient(i); g.defined()) input_grads.emplace(graph_->inputs[i].name, std::move(g));
+  return input_grads;
+}
+
+LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed) {
+  Bindings bindings = bind_batch(batch);
+  const LossSpec& loss = *graph_->loss;
+  if (graph_->values[loss.input].producer < 0)
+    throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
+  MultiDeviceTraining& t = placed_training_for(bindings, false);
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(batch.at(in.name));
+  t.forward(ordered, seed, params_version_);
+  LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
+  t.backward({loss.input});
+  return value;
+}
+
+LossValue Model::placed_evaluate_loss(const TensorMap& batch) {
+  bind_batch(batch);
+  TensorMap inputs;
+  for (const GraphInput& in : graph_->inputs) inputs.emplace(in.name, batch.at(in.name));
+  const LossSpec& loss = *graph_->loss;
+  MultiDeviceTraining& t = placed_training_for(bind(inputs), false);
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
+  t.forward(ordered, 0, params_version_, /*training=*/false);
+  return t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/false);
+}
+
 std::vector<DeviceReport> Model::device_report() const {
+  if (last_training_) return last_training_->report();
   return last_placed_ ? last_placed_->report() : std::vector<DeviceReport>{};
 }
 
-const Plan& Model::last_plan() const { return last_placed_ ? last_placed_->plan() : plan_; }
+const Plan& Model::last_plan() const {
+  if (last_training_) return last_training_->plan();
+  return last_placed_ ? last_placed_->plan() : plan_;
+}
 
 int64_t Model::primitives_created() const {
   int64_t n = cpu_->primitives_created();
   for (const auto& [bindings, compiled] : placed_) n += compiled->primitives_created();
+  for (const auto& [key, compiled] : placed_training_) n += compiled->primitives_created();
   return n;
 }
 

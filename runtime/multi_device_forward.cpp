@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "runtime/device_registry.h"
+#include "runtime/multi_device_training.h"
 #include "runtime/node_kernels.h"
 
 namespace tandem {
@@ -68,8 +69,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
-                                       const TensorMap& params, DeviceRegistry& registry, uint64_t params_version)
-    : plan_(plan), registry_(registry), input_count_(graph.inputs.size()), value_shapes_(concrete_shapes(graph, bindings)) {
+                                       const TensorMap& params, DeviceRegistry& registry, uint64_t params_version,
+                                       DeviceParameterCache* shared)
+    : plan_(plan),
+      registry_(registry),
+      input_count_(graph.inputs.size()),
+      value_shapes_(concrete_shapes(graph, bindings)),
+      shared_(shared) {
   TANDEM_ASSERT(!plan_.training, "MultiDeviceForward runs inference plans only");
   // The devices: the cpu, then those the plan uses, in inventory order.
   std::vector<Device> used{Device::cpu()};
@@ -146,6 +152,10 @@ MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, con
         a.params.push_back(host);
         continue;
       }
+      if (shared_) {
+        a.params.push_back(shared_->weight(p.name, dev.device, a.context));
+        continue;
+      }
       auto [it, fresh] = device_params[a.device].emplace(p.name, Tensor());
       if (fresh) {
         it->second = allocate(host.shape(), host.dtype(), *dev.allocator, a.context);
@@ -195,6 +205,7 @@ void MultiDeviceForward::drain_queues() noexcept {
 }
 
 void MultiDeviceForward::copy_parameters(uint64_t params_version) {
+  if (shared_) shared_->refresh(params_version);
   for (const auto& d : devices_)
     for (const auto& [host, copy] : d->parameter_copies) d->gpu->copy_from_host(buffer_of(copy), buffer_of(host), host.nbytes());
   for (const auto& d : devices_)

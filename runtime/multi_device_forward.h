@@ -35,6 +35,7 @@
 
 namespace tandem {
 
+class DeviceParameterCache;
 class DeviceRegistry;
 
 /// Not thread-safe: one run at a time. Keeps references to the graph's nodes, the host
@@ -44,8 +45,11 @@ class MultiDeviceForward {
  public:
   /// Makes every kernel and copies the GPU layers' parameters to their devices.
   /// `params_version`: that of `params` now; a run under another copies them again.
+  /// With `shared`, the GPU layers' parameters are its copies (shared with the model's other
+  /// placed executors, training included; it must outlive this) instead of this object's own.
   MultiDeviceForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
-                     const TensorMap& params, DeviceRegistry& registry, uint64_t params_version);
+                     const TensorMap& params, DeviceRegistry& registry, uint64_t params_version,
+                     DeviceParameterCache* shared = nullptr);
   /// Runs every queue dry (the tasks hold pointers into this object).
   ~MultiDeviceForward();
   MultiDeviceForward(const MultiDeviceForward&) = delete;
@@ -84,6 +88,7 @@ class MultiDeviceForward {
   std::vector<int> last_reader_;                        // per slot: the last action reading it (-1: kept)
   std::vector<int> output_slots_;
   uint64_t params_version_ = ~uint64_t{0};
+  DeviceParameterCache* shared_ = nullptr;
   std::vector<DeviceReport> report_;
 };
 

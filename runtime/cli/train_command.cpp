@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.h"
+#include "runtime/cli/placement_options.h"
+#include "runtime/device_registry.h"
 #include "runtime/trainer.h"
 
 namespace tandem::cli {
@@ -22,6 +25,7 @@ struct TrainOptions {
   std::vector<std::string> binds;
   int bench_steps = 0;
   bool json = false;
+  PlacementFlags placement;
 };
 
 TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
@@ -91,6 +95,10 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
 
 int run_train(const TrainOptions& o) {
   Model model = Model::load(o.model);
+  const char* sim_env = std::getenv("TANDEM_SIM_GPUS");
+  if (o.placement.any_given() || (sim_env && *sim_env))  // placed over the cpu and GPUs, as `tandem run`
+    model.use_devices(std::make_shared<DeviceRegistry>(device_options(o.placement)),
+                      placement_policy(o.placement, model.graph()));
   TrainingSpec spec = training_spec(model.graph(), o);
   model.init_parameters(spec.seed);
   if (!o.weights.empty()) model.load_weights(o.weights);
@@ -152,6 +160,14 @@ int run_train(const TrainOptions& o) {
     if (!epochs.empty() && epochs.back().contains("validation_accuracy"))
       j["validation_accuracy"] = epochs.back()["validation_accuracy"];
     if (!o.save.empty()) j["checkpoint"] = o.save;
+    if (model.placed()) {  // what each device did in the last placed pass (the last validation batch)
+      nlohmann::json devices = nlohmann::json::array();
+      for (const DeviceReport& r : model.device_report())
+        devices.push_back({{"device", r.device.str()}, {"peak_bytes", r.peak_bytes}, {"busy_seconds", r.busy_seconds},
+                           {"bytes_in", r.bytes_in}, {"bytes_out", r.bytes_out}, {"copies_in", r.copies_in},
+                           {"copies_out", r.copies_out}});
+      j["devices"] = devices;
+    }
     fmt::print("{}\n", j.dump(2));
   } else {
     std::string accuracy;
@@ -185,6 +201,8 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training");
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
   sub->add_flag("--json", o->json, "print a machine-readable result");
+  add_device_flags(*sub, o->placement, "train placed over the cpu and N simulated GPUs");
+  add_policy_flags(*sub, o->placement);
   return [o] { return run_train(*o); };
 }
 

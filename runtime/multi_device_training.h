@@ -1,0 +1,146 @@
+// MultiDeviceTraining: a training place() plan made runnable on the cpu and simulated GPUs,
+// for one set of symbol values. The placed twin of CompiledTraining.
+//
+// First version, synchronous: every step runs in plan order, one at a time, driven by the
+// calling thread. A cpu step runs on the calling thread; a GPU step is submitted to its
+// queue (SimGpu) and waited for, so its busy time is counted; no two devices ever overlap
+// (no pipelining yet). Each layer's activations and gradients are allocated from its
+// device's pool (DeviceRegistry::allocator).
+//
+// Forward: each forward CopyStep of the plan copies the activation into the destination's
+// pool through the SimGpu copy calls (counted in the report); a tensor that no backward
+// reads is released after its last forward reader, as in CompiledTraining. The loss runs on
+// the device of the tensor it scores; the target is copied there.
+// Backward: the steps in reverse; after the backward of the step before which a forward
+// copy ran (the first reader on the destination), the gradient of that value is complete on
+// the destination and is copied back (the plan's backward CopyStep) and added to the
+// gradient on the source. Gradients of the float graph inputs end on the cpu.
+//
+// Parameters: the host tensors of the Model stay the master copy (the optimizer updates
+// them). A GPU layer reads the one copy of each of its parameters on that device, shared
+// by every placed executor of the model, inference (MultiDeviceForward) and training
+// alike (DeviceParameterCache), re-copied when
+// params_version changes. Its kernel accumulates its parameter gradients into a gradient
+// buffer in the device's pool, zeroed at the start of each backward; at its end that buffer
+// is copied to the host (counted) and added to the model's gradient, so gradients()
+// accumulate across calls exactly as on the cpu.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/cpu_context.h"
+#include "backends/kernel.h"
+#include "backends/sim/sim_gpu.h"
+#include "graph/graph.h"
+#include "graph/symbolic.h"
+#include "placement/plan.h"
+#include "runtime/device_report.h"
+#include "runtime/loss.h"
+
+namespace tandem {
+
+class DeviceRegistry;
+
+/// The device copies of a model's parameters and their gradient buffers: at most one of
+/// each per (parameter, device). The cpu's are the model's host tensors themselves. Holds
+/// references to the host maps and the registry, which must outlive it. Not thread-safe.
+class DeviceParameterCache {
+ public:
+  DeviceParameterCache(const TensorMap& params, const TensorMap& grads, DeviceRegistry& registry);
+  /// The weight `name` on `device`; a GPU's copy is allocated on first use (naming `context`
+  /// when its pool is full) and filled by the next refresh().
+  Tensor weight(const std::string& name, Device device, const std::string& context);
+  /// Where a kernel on `device` accumulates the gradient of `name`: the model's gradient on
+  /// the cpu, else a buffer in the device's pool (allocated on first use: training only).
+  Tensor gradient(const std::string& name, Device device, const std::string& context);
+  /// Copies every weight whose device copy predates `params_version` (not counted in reports).
+  void refresh(uint64_t params_version);
+  /// Zeroes the device gradient buffers of `keys`.
+  void zero_gradients(const std::vector<std::pair<std::string, Device>>& keys);
+  /// Copies each device gradient of `keys` to the host and adds it to the model's gradient.
+  void add_gradients_to_host(const std::vector<std::pair<std::string, Device>>& keys);
+
+ private:
+  struct Entry {
+    Tensor host, copy, host_grad, grad;
+    uint64_t version = ~uint64_t{0};
+  };
+  Entry& entry(const std::string& name, Device device, const std::string& context);
+
+  const TensorMap& params_;
+  const TensorMap& grads_;
+  DeviceRegistry& registry_;
+  std::map<std::pair<std::string, Device>, Entry> entries_;
+};
+
+/// Not thread-safe. Keeps references to the graph's nodes, the cpu context, the cache and
+/// the registry, which must outlive it; it copies the plan (a training plan).
+class MultiDeviceTraining {
+ public:
+  /// With `input_grads`, backward also yields gradients of the float graph inputs.
+  /// `kept`: tensors read between forward and backward (the loss's input).
+  MultiDeviceTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+                      DeviceParameterCache& params, DeviceRegistry& registry, bool input_grads,
+                      const std::vector<int>& kept);
+  ~MultiDeviceTraining();
+  MultiDeviceTraining(const MultiDeviceTraining&) = delete;
+  MultiDeviceTraining& operator=(const MultiDeviceTraining&) = delete;
+
+  /// Inputs in graph-input order, on the cpu. Seeds and modes as CompiledTraining::forward.
+  void forward(const std::vector<Tensor>& inputs, uint64_t seed, uint64_t params_version, bool training = true);
+  /// The loss of the last forward, computed on the device of spec.input (the host `target`
+  /// is copied there); with `with_gradient`, writes the gradient seed for backward().
+  LossValue loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
+  /// Writes the host tensor `grad` as the gradient seed of `value` (copied to its device).
+  void seed_gradient(int value, const Tensor& grad);
+  /// The shape of a tensor under these bindings.
+  const Shape& shape(int value) const { return shapes_[value]; }
+  bool requires_grad(int value) const { return requires_grad_[value]; }
+  /// Backward from the seeds of `seeded` (written by loss() or seed_gradient()); parameter
+  /// gradients are added to the model's gradients.
+  void backward(const std::vector<int>& seeded);
+  /// After backward: dLoss/dInput for graph input `index`, on the cpu (undefined if not requested).
+  Tensor input_gradient(size_t index) const;
+
+  /// One entry per device the plan uses (the cpu first), from the last forward to now.
+  const std::vector<DeviceReport>& report() const { return report_; }
+  const Plan& plan() const { return plan_; }
+  int64_t primitives_created() const;
+
+ private:
+  struct DeviceState;
+  struct Action;
+
+  Tensor copy_between(const Tensor& src, int from, int to, const std::string& context);
+  template <typename F>
+  void on_device(int device, F&& work);
+  void add_on_device(int device, Tensor& into, const Tensor& from);
+  void finish_report();
+  void clear() noexcept;
+
+  const Plan plan_;
+  const Graph& graph_;
+  DeviceParameterCache& cache_;
+  std::vector<Shape> shapes_;
+  std::vector<bool> requires_grad_;  // per value
+  std::vector<std::unique_ptr<DeviceState>> devices_;  // cpu first
+  std::vector<Action> actions_;                         // forward copies and op steps, in plan order
+  std::vector<int> step_action_;                        // op step -> its action
+  std::vector<std::vector<int>> copies_after_backward_; // op step -> copy actions whose gradient goes back after its backward
+  std::vector<std::pair<int, int>> slot_keys_;          // slot -> (value, device)
+  std::vector<int> home_slot_;                          // value -> slot where it is produced (-1: none)
+  std::vector<std::vector<int>> release_after_forward_; // action -> slots nobody reads afterwards
+  std::vector<std::pair<std::string, Device>> gpu_param_keys_;
+  std::vector<Tensor> values_;     // per slot
+  std::vector<Tensor> grads_;      // per slot
+  std::vector<bool> grad_ready_;   // per slot
+  uint64_t seed_ = 0;
+  bool training_ = true;
+  std::vector<DeviceReport> report_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,301 @@
+// Multi-device training: a training place() plan run over the cpu and simulated GPUs gives
+// the all-cpu outputs, gradients and, after optimizer steps, weights; activations cross
+// forward and their gradients cross back, counted.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+#include "runtime/device_registry.h"
+#include "runtime/model.h"
+#include "runtime/trainer.h"
+
+using namespace tandem;
+
+namespace {
+
+constexpr size_t MiB = size_t{1} << 20;
+
+std::string config(const std::string& name) { return std::string(TANDEM_SOURCE_DIR) + "/configs/" + name; }
+
+std::shared_ptr<DeviceRegistry> sim_gpus(int n, size_t memory = 256 * MiB) {
+  return std::make_shared<DeviceRegistry>(DeviceOptions{.sim_gpus = n, .sim_gpu_memory = memory},
+                                          std::vector<CudaDeviceInfo>{});
+}
+
+PlacementPolicy policy(std::string name = "annotations") {
+  PlacementPolicy p;
+  p.name = std::move(name);
+  return p;
+}
+
+// The seeds' mixed model with a loss and a train: section.
+std::string mixed_training_yaml() {  // one file per process: ctest may run test cases in parallel
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("tandem_seed_mixed_train_" + std::to_string(getpid()) + ".yaml")).string();
+  std::ofstream(path) << R"(name: seed_mixed_train
+inputs:
+  tokens: {shape: [batch], dtype: int64}
+targets:
+  label: {shape: [batch], dtype: int64}
+layers:
+  - {name: embedding, op: embedding, num_embeddings: 1000, embedding_dim: 10, device: cpu}
+  - {name: rnn, op: linear, in_features: 10, out_features: 10, device: cuda:0}
+loss: {op: cross_entropy, input: rnn, target: label}
+train:
+  batch: 32
+  optimizer: {name: sgd, lr: 0.1, momentum: 0.9}
+)";
+  return path;
+}
+
+// max |a - b| / max(|b|, 1e-6), over every tensor of both maps (same names, shapes).
+double max_relative_error(const TensorMap& a, const TensorMap& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (const auto& [name, t] : a) {
+    INFO("tensor " << name);
+    const Tensor& u = b.at(name);
+    REQUIRE(t.shape() == u.shape());
+    REQUIRE(t.device() == Device::cpu());
+    REQUIRE(u.device() == Device::cpu());
+    auto x = t.span<float>();
+    auto y = u.span<float>();
+    double scale = 1e-6;
+    for (float v : y) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]) / scale);
+  }
+  return worst;
+}
+
+TensorMap copy_of(const TensorMap& m) {
+  TensorMap out;
+  for (const auto& [name, t] : m) {
+    Tensor c = Tensor::empty(t.shape(), t.dtype());
+    std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());
+    out.emplace(name, std::move(c));
+  }
+  return out;
+}
+
+bool any_nonzero(const TensorMap& m) {
+  for (const auto& [name, t] : m)
+    for (float v : t.span<float>())
+      if (v != 0) return true;
+  return false;
+}
+
+const DeviceReport& entry(const std::vector<DeviceReport>& report, Device d) {
+  for (const DeviceReport& r : report)
+    if (r.device == d) return r;
+  FAIL("no report for " + d.str());
+  return report.front();
+}
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run_cli(const std::string& args) {
+  std::string cmd = "env -u TANDEM_SIM_GPUS -u TANDEM_SIM_GPU_MEMORY " + std::string(TANDEM_CLI) + " " + args + " 2>/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("the mixed seed model trains over simulated GPUs as on the cpu", "[multidevice][train]") {
+  const int gpus = GENERATE(1, 2);
+  INFO(gpus << " simulated GPUs");
+  const int64_t batch = 32;
+  const std::string yaml = mixed_training_yaml();
+  Model reference = Model::load(yaml);
+  Model model = Model::load(yaml);
+  model.use_devices(sim_gpus(gpus), policy());
+  const TrainingSpec spec = *reference.graph().training;
+
+  Bindings b{{"batch", batch}};
+  TensorMap batch_data = reference.random_inputs(b, 5);
+  batch_data.merge(reference.random_targets(b, 5));
+  TensorMap inputs{{"tokens", batch_data.at("tokens")}};
+
+  // outputs
+  CHECK(max_relative_error(model.forward(inputs), reference.forward(inputs)) <= 1e-6);
+
+  // every parameter gradient after one backward
+  reference.zero_gradients();
+  model.zero_gradients();
+  LossValue expected_loss = reference.loss_and_backward(batch_data, 3);
+  LossValue got_loss = model.loss_and_backward(batch_data, 3);
+  CHECK(std::fabs(got_loss.loss - expected_loss.loss) <= 1e-6 * std::fabs(expected_loss.loss));
+  CHECK(got_loss.correct == expected_loss.correct);
+  REQUIRE(any_nonzero(reference.gradients()));
+  CHECK(max_relative_error(model.gradients(), reference.gradients()) <= 1e-6);
+
+  // the plan: embedding on the cpu, the linear layer and the loss on cuda:0
+  const Plan& plan = model.last_plan();
+  REQUIRE(plan.training);
+  REQUIRE(plan.steps.size() == 2);
+  CHECK(plan.steps[0].device == Device::cpu());
+  CHECK(plan.steps[1].device == Device::cuda(0));
+
+  // the device report of the step: the activation went cpu -> cuda:0 (with the target),
+  // its gradient came back cuda:0 -> cpu (with the linear layer's two parameter gradients)
+  auto check_step_copies = [&] {
+    auto report = model.device_report();
+    REQUIRE(report.size() == 2);
+    const DeviceReport& cpu = entry(report, Device::cpu());
+    const DeviceReport& gpu = entry(report, Device::cuda(0));
+    const size_t activation = batch * 10 * 4, target = batch * 8, parameter_grads = (10 * 10 + 10) * 4;
+    CHECK(cpu.copies_out == 2);
+    CHECK(cpu.bytes_out == activation + target);
+    CHECK(gpu.copies_in == 2);
+    CHECK(gpu.bytes_in == activation + target);
+    CHECK(cpu.copies_in == 1);  // the activation's gradient (parameter gradients: counted on the GPU)
+    CHECK(cpu.bytes_in == activation);
+    CHECK(gpu.copies_out == 3);
+    CHECK(gpu.bytes_out == activation + parameter_grads);
+    CHECK(gpu.busy_seconds > 0);
+  };
+  check_step_copies();
+
+  // gradients accumulate across backward calls as on the cpu
+  reference.loss_and_backward(batch_data, 4);
+  model.loss_and_backward(batch_data, 4);
+  CHECK(max_relative_error(model.gradients(), reference.gradients()) <= 1e-6);
+
+  // weights after 20 optimizer steps (sgd with momentum), batches drawn per step
+  Trainer expected_trainer(reference, spec);
+  Trainer got_trainer(model, spec);
+  for (int step = 0; step < 20; ++step) {
+    TensorMap data = reference.random_inputs(b, 100 + step);
+    data.merge(reference.random_targets(b, 100 + step));
+    double expected = expected_trainer.step(data);
+    double got = got_trainer.step(data);
+    CHECK(std::fabs(got - expected) <= 1e-6 * std::max(1.0, std::fabs(expected)));
+    check_step_copies();
+  }
+  CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-6);
+  // the device copy of the linear layer's weights follows the optimizer: outputs still agree
+  CHECK(max_relative_error(model.forward(inputs), reference.forward(inputs)) <= 1e-6);
+  // cuda:0 holds one copy of the weights, shared by inference and training, and one
+  // gradient buffer: not a second copy of the weights
+  const size_t parameters = (10 * 10 + 10) * 4;
+  const DeviceReport& gpu = entry(model.device_report(), Device::cuda(0));
+  CHECK(gpu.current_bytes >= 2 * parameters);
+  CHECK(gpu.current_bytes < 2 * parameters + 256);  // rounded to 64-byte size classes
+
+  // evaluation runs placed too, and agrees
+  LossValue expected_eval = reference.evaluate_loss(batch_data);
+  LossValue got_eval = model.evaluate_loss(batch_data);
+  CHECK(std::fabs(got_eval.loss - expected_eval.loss) <= 1e-6 * std::fabs(expected_eval.loss));
+  std::filesystem::remove(yaml);
+}
+
+TEST_CASE("the recommender with embeddings on the cpu over 2 GPUs has the single-device gradients",
+          "[multidevice][train]") {
+  Model reference = Model::load(config("recommender.yaml"));
+  TensorMap inputs = reference.random_inputs({{"batch", 16}, {"tags", 40}}, 3);
+  TensorMap outputs = reference.forward(inputs);
+  TensorMap grad_outputs;
+  for (const auto& [name, t] : outputs) {
+    Tensor g = Tensor::empty(t.shape(), DType::float32);
+    auto span = g.span<float>();
+    for (size_t i = 0; i < span.size(); ++i) span[i] = 0.25f + 0.01f * static_cast<float>(i % 17);
+    grad_outputs.emplace(name, std::move(g));
+  }
+  reference.zero_gradients();
+  TensorMap expected_input_grads = copy_of(reference.backward(inputs, grad_outputs));
+
+  Model model = Model::load(config("recommender.yaml"));
+  PlacementPolicy p = policy("embeddings-on-cpu");
+  p.max_memory = 40 * 1024;  // small enough that the dense layers spread over both GPUs
+  model.use_devices(sim_gpus(2), p);
+  model.zero_gradients();
+  TensorMap got_input_grads = model.backward(inputs, grad_outputs);
+  REQUIRE(any_nonzero(reference.gradients()));
+  CHECK(max_relative_error(model.gradients(), reference.gradients()) <= 1e-6);
+  CHECK(max_relative_error(got_input_grads, expected_input_grads) <= 1e-6);
+
+  const Plan& plan = model.last_plan();
+  REQUIRE(plan.training);
+  bool some_on_gpu = false;
+  for (const OpStep& s : plan.steps) {
+    const Node& node = model.graph().nodes[s.node];
+    if (node.op == "embedding_bag") CHECK(s.device == Device::cpu());
+    some_on_gpu |= s.device.kind == DeviceKind::cuda;
+  }
+  CHECK(some_on_gpu);
+  bool on_cuda1 = false;  // the small budget spreads the dense layers: a gradient crosses GPU to GPU
+  for (const OpStep& s : plan.steps) on_cuda1 |= s.device == Device::cuda(1);
+  CHECK(on_cuda1);
+  // gradients came back from the GPUs
+  bool gradient_copied_to_cpu = false;
+  for (const DeviceReport& r : model.device_report())
+    if (r.device == Device::cpu()) gradient_copied_to_cpu = r.copies_in > 0;
+  CHECK(gradient_copied_to_cpu);
+}
+
+TEST_CASE("tandem train --sim-gpus 2 --placement balanced reaches the cpu run's validation accuracy",
+          "[multidevice][cli][train]") {
+  const std::string args = config("digits_mlp.yaml") + " --json";  // the full run: 30 epochs, under a second
+  Result cpu = run_cli("train " + args);
+  REQUIRE(cpu.code == 0);
+  Result placed = run_cli("train " + args + " --sim-gpus 2 --placement balanced");
+  REQUIRE(placed.code == 0);
+  auto a = nlohmann::json::parse(cpu.output);
+  auto b = nlohmann::json::parse(placed.output);
+  REQUIRE(a.contains("validation_accuracy"));
+  CHECK(b["validation_accuracy"].get<double>() == a["validation_accuracy"].get<double>());
+  CHECK(b["steps"] == a["steps"]);
+  CHECK_FALSE(a.contains("devices"));
+  REQUIRE(b.contains("devices"));
+  bool on_gpu = false;
+  for (const auto& d : b["devices"]) on_gpu |= d["device"] == "cuda:0";
+  CHECK(on_gpu);
+  double la = a["epochs"].back()["validation_loss"].get<double>();
+  double lb = b["epochs"].back()["validation_loss"].get<double>();
+  CHECK(std::fabs(la - lb) <= 1e-4 * std::fabs(la));
+}
+
+TEST_CASE("placed training out of GPU memory throws OutOfMemory naming the layer and the next step works",
+          "[multidevice][train]") {
+  const std::string yaml = mixed_training_yaml();
+  Model model = Model::load(yaml);
+  model.use_devices(sim_gpus(1, 4 * 1024), policy());
+  Bindings big{{"batch", 512}}, small{{"batch", 4}};
+  TensorMap data = model.random_inputs(big, 1);
+  data.merge(model.random_targets(big, 1));
+  try {
+    model.loss_and_backward(data, 0);
+    FAIL("expected OutOfMemory");
+  } catch (const OutOfMemory& e) {
+    CHECK_THAT(e.what(), Catch::Contains("layer 'rnn' (linear)"));
+  }
+  TensorMap fits = model.random_inputs(small, 2);
+  fits.merge(model.random_targets(small, 2));
+  Model reference = Model::load(yaml);
+  model.zero_gradients();
+  reference.zero_gradients();
+  model.loss_and_backward(fits, 0);
+  reference.loss_and_backward(fits, 0);
+  CHECK(max_relative_error(model.gradients(), reference.gradients()) <= 1e-6);
+  std::filesystem::remove(yaml);
+}
