@@ -8,21 +8,12 @@
 #include "runtime/device_registry.h"
 #include "runtime/multi_device_training.h"
 #include "runtime/node_kernels.h"
+#include "runtime/plan_devices.h"
 
 namespace tandem {
 
-struct MultiDeviceForward::DeviceState {
-  Device device;
-  Allocator* allocator = nullptr;
-  SimGpu* gpu = nullptr;                     // null for the cpu
-  std::unique_ptr<CpuContext> own_context;   // a GPU's: its queue thread's oneDNN stream
-  CpuContext* context = nullptr;
+struct MultiDeviceForward::DeviceState : PlanDevice {
   std::vector<std::pair<Tensor, Tensor>> parameter_copies;  // (host, this device's copy)
-  // counted during a run
-  QueueStats before;
-  double cpu_busy_seconds = 0;
-  size_t bytes_in = 0, bytes_out = 0;
-  int64_t copies_in = 0, copies_out = 0;
 };
 
 struct MultiDeviceForward::Action {
@@ -77,32 +68,8 @@ MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, con
       value_shapes_(concrete_shapes(graph, bindings)),
       shared_(shared) {
   TANDEM_ASSERT(!plan_.training, "MultiDeviceForward runs inference plans only");
-  // The devices: the cpu, then those the plan uses, in inventory order.
-  std::vector<Device> used{Device::cpu()};
-  for (const OpStep& s : plan_.steps) used.push_back(s.device);
-  for (const CopyStep& c : plan_.copies) used.insert(used.end(), {c.from, c.to});
-  std::sort(used.begin(), used.end());
-  used.erase(std::unique(used.begin(), used.end()), used.end());
-  for (Device d : used) {
-    registry_.require(d);
-    auto state = std::make_unique<DeviceState>();
-    state->device = d;
-    state->allocator = &registry_.allocator(d);
-    if (d == Device::cpu()) {
-      state->context = &cpu;
-    } else {
-      state->gpu = &registry_.sim_gpu(d);
-      state->own_context = std::make_unique<CpuContext>();
-      state->context = state->own_context.get();
-    }
-    devices_.push_back(std::move(state));
-  }
-  auto device_index = [&](Device d) {
-    for (size_t i = 0; i < devices_.size(); ++i)
-      if (devices_[i]->device == d) return static_cast<int>(i);
-    TANDEM_ASSERT(false, "device " + d.str() + " missing from the plan's devices");
-    return -1;
-  };
+  devices_ = open_plan_devices<DeviceState>(plan_, registry_, cpu);
+  auto device_index = [&](Device d) { return plan_device_index(devices_, d); };
 
   std::map<std::pair<int, int>, int> slot_of;  // (value, device) -> slot
   auto new_slot = [&](int value, int device) {

@@ -7,20 +7,11 @@
 #include "core/error.h"
 #include "runtime/device_registry.h"
 #include "runtime/node_kernels.h"
+#include "runtime/plan_devices.h"
 
 namespace tandem {
 
-struct MultiDeviceTraining::DeviceState {
-  Device device;
-  Allocator* allocator = nullptr;
-  SimGpu* gpu = nullptr;                    // null for the cpu
-  std::unique_ptr<CpuContext> own_context;  // a GPU's: its queue thread's oneDNN stream
-  CpuContext* context = nullptr;
-  // counted from the last forward
-  QueueStats before;
-  double cpu_busy_seconds = 0;
-  size_t bytes_in = 0, bytes_out = 0;
-  int64_t copies_in = 0, copies_out = 0;
+struct MultiDeviceTraining::DeviceState : PlanDevice {
 };
 
 struct MultiDeviceTraining::Action {
@@ -141,31 +132,8 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& graph, const Plan& plan, c
                                          bool input_grads, const std::vector<int>& kept)
     : plan_(plan), graph_(graph), cache_(cache), shapes_(concrete_shapes(graph, bindings)) {
   const size_t n_values = graph.values.size();
-  std::vector<Device> used{Device::cpu()};
-  for (const OpStep& s : plan_.steps) used.push_back(s.device);
-  for (const CopyStep& c : plan_.copies) used.insert(used.end(), {c.from, c.to});
-  std::sort(used.begin(), used.end());
-  used.erase(std::unique(used.begin(), used.end()), used.end());
-  for (Device d : used) {
-    registry.require(d);
-    auto state = std::make_unique<DeviceState>();
-    state->device = d;
-    state->allocator = &registry.allocator(d);
-    if (d == Device::cpu()) {
-      state->context = &cpu;
-    } else {
-      state->gpu = &registry.sim_gpu(d);
-      state->own_context = std::make_unique<CpuContext>();
-      state->context = state->own_context.get();
-    }
-    devices_.push_back(std::move(state));
-  }
-  auto device_index = [&](Device d) {
-    for (size_t i = 0; i < devices_.size(); ++i)
-      if (devices_[i]->device == d) return static_cast<int>(i);
-    TANDEM_ASSERT(false, "device " + d.str() + " missing from the plan's devices");
-    return -1;
-  };
+  devices_ = open_plan_devices<DeviceState>(plan_, registry, cpu);
+  auto device_index = [&](Device d) { return plan_device_index(devices_, d); };
 
   requires_grad_.assign(n_values, false);
   if (input_grads)
