@@ -4,8 +4,13 @@ bench_training.py (run from any directory: the scripts put bench/ on sys.path)."
 import json
 import os
 import shutil
+import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# PyTorch's OpenBLAS and OpenMP workers busy-wait for a while after its last call; on two
+# cores they would take the CPU from the Tandem process measured next.
+IDLE_BEFORE_TANDEM_S = 0.5
 
 
 class BenchError(Exception):
@@ -85,3 +90,26 @@ def parse_json_output(text):
 
 def fmt(v, spec="%.3f"):
     return "-" if v is None else spec % v
+
+
+def run_tandem_json(cmd, timeout, threads, pause=True):
+    """Runs the Tandem CLI `cmd` on `threads` OpenMP threads (after the pause, unless
+    pause is False) and returns its JSON document; BenchError on failure."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if pause:
+        time.sleep(IDLE_BEFORE_TANDEM_S)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError("timed out after %d s: %s" % (timeout, " ".join(cmd)))
+    if r.returncode != 0:
+        raise BenchError("exit %d from: %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout[-2000:], r.stderr[-2000:]))
+    return parse_json_output(r.stdout)
+
+
+def tandem_timing(doc):
+    """(median ms, min ms) from a Tandem JSON document's "timing"."""
+    timing = doc.get("timing") if isinstance(doc, dict) else None
+    if not isinstance(timing, dict) or "median_ms" not in timing:
+        raise BenchError("no timing.median_ms in the Tandem JSON: %s" % json.dumps(doc)[:2000])
+    return float(timing["median_ms"]), float(timing.get("min_ms", timing["median_ms"]))

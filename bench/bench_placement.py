@@ -38,7 +38,6 @@ import fnmatch  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -48,9 +47,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 import torch  # noqa: E402
 
 import tandem_torch as tt  # noqa: E402
-from bench_common import BenchError, bindings_for, find_tandem, fmt, parse_binds, parse_json_output  # noqa: E402
+from bench_common import (BenchError, bindings_for, find_tandem, fmt, parse_binds,  # noqa: E402
+                          run_tandem_json, tandem_timing)
 
-IDLE_BEFORE_TANDEM_S = 0.5
 TARGET_RATIO = 1.05
 DEFAULT_BATCHES = [32, 256]
 EMBEDDING_OPS = {"embedding", "embedding_bag"}
@@ -136,24 +135,12 @@ def _placement_args(sim_gpus, places, policy):
 
 
 def run_json(cmd, timeout, pause=True):
-    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
-    if pause:
-        time.sleep(IDLE_BEFORE_TANDEM_S)
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise BenchError("timed out after %d s: %s" % (timeout, " ".join(cmd)))
-    if r.returncode != 0:
-        raise BenchError("exit %d from: %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout[-2000:], r.stderr[-2000:]))
-    return parse_json_output(r.stdout)
+    return run_tandem_json(cmd, timeout, THREADS, pause)
 
 
 def tandem_time(tandem, config, batch, bindings, repeat, extra, timeout):
     doc = run_json(_cmd(tandem, "run", config, batch, bindings, ["--repeat", str(repeat), "--json"] + extra), timeout)
-    timing = doc.get("timing") if isinstance(doc, dict) else None
-    if not isinstance(timing, dict) or "median_ms" not in timing:
-        raise BenchError("no timing.median_ms in the Tandem JSON: %s" % json.dumps(doc)[:2000])
-    return float(timing["median_ms"]), doc
+    return tandem_timing(doc)[0], doc
 
 
 # ----------------------------------------------------------------------------- main

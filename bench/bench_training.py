@@ -56,7 +56,8 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 import tandem_torch as tt  # noqa: E402
-from bench_common import BenchError, bindings_for, find_tandem, fmt, parse_binds, parse_json_output  # noqa: E402
+from bench_common import (BenchError, bindings_for, find_tandem, fmt, parse_binds,  # noqa: E402
+                          run_tandem_json, tandem_timing)
 
 # config -> (loss op, loss input reference, target shape after batch)
 LOSSES = {
@@ -65,7 +66,6 @@ LOSSES = {
     "configs/recommender.yaml": ("binary_cross_entropy_with_logits", "top.fc2", [1]),
 }
 DEFAULT_CONFIGS = list(LOSSES)
-IDLE_BEFORE_TANDEM_S = 0.5
 DEFAULT_BATCHES = [1, 32, 256]
 TARGETS = {1: 0.5, 32: 0.5, 256: 0.9}  # batch -> max tandem/torch time ratio
 LR = 0.001
@@ -327,21 +327,8 @@ def tandem_time(tandem, config, batch, bindings, repeat, timeout):
         if k != "batch":
             cmd += ["--bind", "%s=%d" % (k, v)]
     cmd += ["--json"]
-    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
-    # PyTorch's OpenBLAS and OpenMP workers busy-wait for a while after its last call;
-    # on two cores they would take the CPU from the Tandem process measured next.
-    time.sleep(IDLE_BEFORE_TANDEM_S)
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise BenchError("timed out after %d s: %s" % (timeout, " ".join(cmd)))
-    if r.returncode != 0:
-        raise BenchError("exit %d from: %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout[-2000:], r.stderr[-2000:]))
-    doc = parse_json_output(r.stdout)
-    timing = doc.get("timing") if isinstance(doc, dict) else None
-    if not isinstance(timing, dict) or "median_ms" not in timing:
-        raise BenchError("no timing.median_ms in the Tandem JSON: %s" % json.dumps(doc)[:2000])
-    return float(timing["median_ms"]), float(timing.get("min_ms", timing["median_ms"])), doc
+    doc = run_tandem_json(cmd, timeout, THREADS)
+    return tandem_timing(doc) + (doc,)
 
 
 # ----------------------------------------------------------------------------- main
