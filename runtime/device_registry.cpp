@@ -84,6 +84,10 @@ DeviceRegistry::~DeviceRegistry() {
       // An error nobody synchronised for; a destructor has no one to tell.
     }
   }
+  try {
+    cpu_queue_.synchronize();
+  } catch (...) {
+  }
 }
 
 void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus) {

@@ -63,6 +63,9 @@ class DeviceRegistry {
   /// The simulated GPU `device`. Throws UserError when it is not one.
   SimGpu& sim_gpu(Device device);
   int sim_gpu_count() const { return static_cast<int>(sim_gpus_.size()); }
+  /// The queue on which placed executors run the cpu's kernels: on the same compute thread
+  /// as the simulated GPUs' (sim_engine.h), so that one OpenMP team does all the computing.
+  SimQueue& cpu_queue() { return cpu_queue_; }
   /// Capacity of each simulated GPU (also when there are none).
   size_t sim_gpu_memory() const { return sim_gpu_memory_; }
 
@@ -78,6 +81,7 @@ class DeviceRegistry {
   std::string available() const;
 
   DeviceInventory inventory_;
+  SimQueue cpu_queue_{"cpu", SimEngine::Lane::compute};
   std::vector<std::unique_ptr<SimGpu>> sim_gpus_;
   std::vector<CudaDeviceInfo> real_gpus_;
   size_t sim_gpu_memory_ = default_sim_gpu_memory;
@@ -88,7 +92,7 @@ class DeviceRegistry {
 /// The number of simulated GPUs TANDEM_SIM_GPUS asks for: 0 when unset or empty. Throws
 /// UserError for anything but a whole number from 0 to max_sim_gpus.
 int sim_gpus_from_environment();
-/// A sanity bound: each simulated GPU is a thread and a pool.
+/// A sanity bound: each simulated GPU is two queues and a pool.
 inline constexpr int max_sim_gpus = 1024;
 
 }  // namespace tandem

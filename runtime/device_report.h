@@ -1,8 +1,10 @@
-// DeviceReport: what one device did during a placed forward pass (the last one run).
+// DeviceReport: what one device did during a placed forward pass or training step, and
+// over a whole run (add_to_totals).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/device.h"
 
@@ -20,5 +22,26 @@ struct DeviceReport {
   int64_t copies_in = 0;
   int64_t copies_out = 0;
 };
+
+/// Adds one pass's reports to `totals` (device by device, in order of first appearance):
+/// the highest peak, the latest current bytes, the sums of busy time, bytes and copies.
+inline void add_to_totals(std::vector<DeviceReport>& totals, const std::vector<DeviceReport>& pass) {
+  for (const DeviceReport& r : pass) {
+    DeviceReport* t = nullptr;
+    for (DeviceReport& candidate : totals)
+      if (candidate.device == r.device) t = &candidate;
+    if (!t) {
+      totals.push_back(r);
+      continue;
+    }
+    t->peak_bytes = t->peak_bytes > r.peak_bytes ? t->peak_bytes : r.peak_bytes;
+    t->current_bytes = r.current_bytes;
+    t->busy_seconds += r.busy_seconds;
+    t->bytes_in += r.bytes_in;
+    t->bytes_out += r.bytes_out;
+    t->copies_in += r.copies_in;
+    t->copies_out += r.copies_out;
+  }
+}
 
 }  // namespace tandem

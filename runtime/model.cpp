@@ -217,8 +217,14 @@ TensorMap Model::forward(const TensorMap& inputs) {
   Bindings bindings = bind(inputs);
   std::vector<Tensor> ordered;
   for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
-  std::vector<Tensor> outputs = placed() ? placed_for(bindings).run(ordered, params_version_)
-                                         : compiled_for(bindings).run(ordered, params_version_);
+  std::vector<Tensor> outputs;
+  if (placed()) {
+    MultiDeviceForward& placed = placed_for(bindings);
+    outputs = placed.run(ordered, params_version_);
+    add_to_totals(device_totals_, placed.report());
+  } else {
+    outputs = compiled_for(bindings).run(ordered, params_version_);
+  }
   TensorMap named;
   for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_->outputs[i].name, std::move(outputs[i]));
   return named;

@@ -94,6 +94,10 @@ class Model {
   bool placed() const { return registry_ != nullptr; }
   /// Per device, what the last placed forward (or training step) did; empty before one.
   std::vector<DeviceReport> device_report() const;
+  /// Per device, what every placed pass since use_devices() or the last reset did together
+  /// (add_to_totals): what `tandem train --report` prints.
+  const std::vector<DeviceReport>& device_totals() const { return device_totals_; }
+  void reset_device_totals() { device_totals_.clear(); }
   /// The plan of the last placed forward or training step; plan() (all on the cpu) before one.
   const Plan& last_plan() const;
 
@@ -126,6 +130,7 @@ class Model {
   LossValue placed_evaluate_loss(const TensorMap& batch);
   std::map<std::pair<Bindings, bool>, std::unique_ptr<MultiDeviceTraining>> placed_training_;
   MultiDeviceTraining* last_training_ = nullptr;
+  std::vector<DeviceReport> device_totals_;
 };
 
 }  // namespace tandem

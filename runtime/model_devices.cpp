@@ -19,6 +19,7 @@ void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolic
   placed_.clear();  // compiled for the old devices: drain their queues while they exist
   placed_training_.clear();
   device_params_.reset();
+  device_totals_.clear();
   registry_ = std::move(registry);
   device_params_ = std::make_unique<DeviceParameterCache>(params_, grads_, *registry_);
   policy_ = std::move(policy);
@@ -85,6 +86,7 @@ TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_
     seeded.push_back(out.value);
   }
   t.backward(seeded);
+  add_to_totals(device_totals_, t.report());
   TensorMap input_grads;
   for (size_t i = 0; i < graph_->inputs.size(); ++i)
     if (Tensor g = t.input_gradient(i); g.defined()) input_grads.emplace(graph_->inputs[i].name, std::move(g));
@@ -102,6 +104,7 @@ LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed)
   t.forward(ordered, seed, params_version_);
   LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
   t.backward({loss.input});
+  add_to_totals(device_totals_, t.report());
   return value;
 }
 
@@ -114,7 +117,9 @@ LossValue Model::placed_evaluate_loss(const TensorMap& batch) {
   std::vector<Tensor> ordered;
   for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
   t.forward(ordered, 0, params_version_, /*training=*/false);
-  return t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/false);
+  LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/false);
+  add_to_totals(device_totals_, t.report());
+  return value;
 }
 
 std::vector<DeviceReport> Model::device_report() const {

@@ -1,7 +1,6 @@
 #include "runtime/multi_device_forward.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include "core/error.h"
@@ -19,6 +18,8 @@ struct MultiDeviceForward::DeviceState : PlanDevice {
 struct MultiDeviceForward::Action {
   enum class Kind { op, copy } kind = Kind::op;
   int device = 0;                   // op: where it runs; copy: the destination
+  SimQueue* queue = nullptr;        // where it runs: the device's compute queue, or a copy engine
+  SimGpu::Stream stream = SimGpu::Stream::compute;  // copy: which of the GPU's queues `queue` is
   std::string context;              // "layer 'fc' (linear)": named in errors
   // op
   int step = -1;
@@ -51,10 +52,6 @@ Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std
   } catch (const OutOfMemory& e) {
     throw e.in(context);
   }
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -102,6 +99,11 @@ MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, con
                                           : "gathering output '" + graph.values[c.value].name + "' to the cpu";
       a.src_slot = find_slot(c.value, a.from_device, "the copy to " + c.to.str());
       a.dst_slot = new_slot(c.value, a.device);
+      // a GPU's copy engine does it: the source's, or the destination's from the host
+      SimGpu* side = devices_[a.from_device]->gpu ? devices_[a.from_device]->gpu : devices_[a.device]->gpu;
+      TANDEM_ASSERT(side, "a copy from the cpu to the cpu");
+      a.stream = SimGpu::stream_for(shape_numel(value_shapes_[c.value]) * dtype_size(graph.values[c.value].type.dtype));
+      a.queue = &side->queue(a.stream);
       actions_.push_back(std::move(a));
     }
     if (i == plan_.steps.size()) break;
@@ -113,6 +115,7 @@ MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, con
     a.device = device_index(s.device);
     a.context = layer_context(node);
     DeviceState& dev = *devices_[a.device];
+    a.queue = dev.queue;
     for (const ParamSpec& p : node.params) {
       const Tensor& host = params.at(p.name);
       if (!dev.gpu) {
@@ -147,9 +150,23 @@ MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, con
     for (int s : a.in_slots) last_reader_[s] = static_cast<int>(i);
   }
   for (int s : output_slots_) last_reader_[s] = -1;
+  read_elsewhere_.assign(slot_keys_.size(), false);
+  std::vector<SimQueue*> producer(slot_keys_.size(), nullptr);
+  for (const Action& a : actions_)
+    if (a.kind == Action::Kind::op) producer[a.out_slot] = a.queue;
+  for (const Action& a : actions_) {
+    auto read = [&](int s) { read_elsewhere_[s] = read_elsewhere_[s] || producer[s] != a.queue; };
+    if (a.kind == Action::Kind::copy) read(a.src_slot);
+    for (int s : a.in_slots) read(s);
+  }
+  for (size_t i = actions_.size(); i-- > 0;)  // a view's readers read its input's storage
+    if (actions_[i].kind == Action::Kind::op && !actions_[i].kernel && read_elsewhere_[actions_[i].out_slot])
+      read_elsewhere_[actions_[i].in_slots[0]] = true;
   slots_.resize(slot_keys_.size());
   ready_.resize(slot_keys_.size());
-  copy_parameters(params_version);
+  ready_queue_.assign(slot_keys_.size(), nullptr);
+  copy_parameters(params_version);  // compile time: a one-off, not in any run's report
+  synchronize_devices(devices_);
 }
 
 MultiDeviceForward::~MultiDeviceForward() { drain_queues(); }
@@ -161,50 +178,49 @@ int64_t MultiDeviceForward::primitives_created() const {
   return n;
 }
 
-void MultiDeviceForward::drain_queues() noexcept {
-  for (const auto& d : devices_) {
-    if (!d->gpu) continue;
-    try {
-      d->gpu->synchronize();
-    } catch (...) {  // already reported, or being reported, by the run that failed
-    }
-  }
-}
+void MultiDeviceForward::drain_queues() noexcept { drain_devices(devices_); }
 
 void MultiDeviceForward::copy_parameters(uint64_t params_version) {
-  if (shared_) shared_->refresh(params_version);
+  // Queued on each GPU's compute queue, ahead of the kernels that read them.
+  DeviceParameterCache::Traffic uploaded;
+  if (shared_) uploaded = shared_->refresh(params_version);
   for (const auto& d : devices_)
-    for (const auto& [host, copy] : d->parameter_copies) d->gpu->copy_from_host(buffer_of(copy), buffer_of(host), host.nbytes());
-  for (const auto& d : devices_)
-    if (d->gpu) d->gpu->synchronize();
+    for (const auto& [host, copy] : d->parameter_copies) {
+      d->gpu->copy_from_host(buffer_of(copy), buffer_of(host), host.nbytes());
+      uploaded.bytes += host.nbytes();
+      ++uploaded.copies;
+    }
+  devices_[0]->bytes_out += uploaded.bytes;  // the cpu is devices_[0]
+  devices_[0]->copies_out += uploaded.copies;
   params_version_ = params_version;
 }
 
 void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
   DeviceState& dev = *devices_[a.device];
+  SimQueue& queue = *a.queue;
+  auto wait_for = [&](int slot) {  // the host never waits: the queue does
+    if (ready_queue_[slot] != &queue) queue.submit_wait(ready_[slot]);
+  };
   if (a.kind == Action::Kind::copy) {
     DeviceState& from = *devices_[a.from_device];
     const Tensor& src = slots_[a.src_slot];
     Tensor dst = allocate(src.shape(), src.dtype(), *dev.allocator, a.context);
     size_t bytes = src.nbytes();
-    // the copy runs on the GPU side: the destination's queue from the host, else the source's
-    SimGpu& queue = from.gpu ? *from.gpu : *dev.gpu;
-    if (!ready_[a.src_slot].done()) queue.submit_wait(ready_[a.src_slot]);
+    wait_for(a.src_slot);
+    const auto engine = a.stream;
     if (!from.gpu) {
-      TANDEM_ASSERT(dev.gpu, "a copy from the cpu to the cpu");
-      dev.gpu->copy_from_host(buffer_of(dst), buffer_of(src), bytes);
-      ready_[a.dst_slot] = Event();  // its readers are on the same queue
+      dev.gpu->copy_from_host(buffer_of(dst), buffer_of(src), bytes, engine);
       from.bytes_out += bytes;
       ++from.copies_out;
     } else if (!dev.gpu) {
-      from.gpu->copy_to_host(buffer_of(dst), buffer_of(src), bytes);
-      ready_[a.dst_slot] = from.gpu->record();
+      from.gpu->copy_to_host(buffer_of(dst), buffer_of(src), bytes, engine);
       dev.bytes_in += bytes;
       ++dev.copies_in;
     } else {
-      from.gpu->copy_peer(*dev.gpu, buffer_of(dst), buffer_of(src), bytes);
-      ready_[a.dst_slot] = from.gpu->record();
+      from.gpu->copy_peer(*dev.gpu, buffer_of(dst), buffer_of(src), bytes, engine);
     }
+    ready_[a.dst_slot] = queue.record();
+    ready_queue_[a.dst_slot] = &queue;
     slots_[a.dst_slot] = std::move(dst);
     return;
   }
@@ -213,54 +229,40 @@ void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
   if (!a.kernel) {  // a view: same storage, same device, ready when its input is
     slots_[a.out_slot] = slots_[a.in_slots[0]].view(out_shape);
     ready_[a.out_slot] = ready_[a.in_slots[0]];
+    ready_queue_[a.out_slot] = ready_queue_[a.in_slots[0]];
     return;
   }
   std::vector<Tensor> inputs;
   for (int s : a.in_slots) inputs.push_back(slots_[s]);
   Tensor out = allocate(out_shape, a.out_dtype, *dev.allocator, a.context);
   slots_[a.out_slot] = out;
-  ready_[a.out_slot] = Event();  // cpu: written below; GPU: its readers are on its queue
+  for (int s : a.in_slots) wait_for(s);
   uint64_t seed = static_cast<uint64_t>(a.step);
-  if (dev.gpu) {
-    for (int s : a.in_slots)
-      if (!ready_[s].done()) dev.gpu->submit_wait(ready_[s]);
-    dev.gpu->submit([&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
-      KernelArgs args{inputs, a.params, {&out, 1}, false, seed, params_version};
-      try {
-        a.kernel->forward(args);
-      } catch (const UserError& e) {
-        throw UserError(a.context + ": " + e.what());
-      }
-    });
-    return;
-  }
-  for (int s : a.in_slots) ready_[s].wait();
-  auto start = std::chrono::steady_clock::now();
-  KernelArgs args{inputs, a.params, {&out, 1}, false, seed, params_version};
-  try {
-    a.kernel->forward(args);
-  } catch (const OutOfMemory& e) {
-    throw e.in(a.context);
-  } catch (const UserError& e) {
-    throw UserError(a.context + ": " + e.what());
-  }
-  dev.cpu_busy_seconds += seconds_since(start);
+  queue.submit([&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
+    KernelArgs args{inputs, a.params, {&out, 1}, false, seed, params_version};
+    try {
+      a.kernel->forward(args);
+    } catch (const OutOfMemory& e) {
+      throw e.in(a.context);
+    } catch (const UserError& e) {
+      throw UserError(a.context + ": " + e.what());
+    }
+  });
+  // an event only where a reader runs on another queue
+  ready_[a.out_slot] = read_elsewhere_[a.out_slot] ? queue.record() : Event();
+  ready_queue_[a.out_slot] = &queue;
 }
 
 std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, uint64_t params_version) {
+  start_device_reports(devices_);
+  // new weights since the last run go up now, and count as this run's traffic
   if (params_version != params_version_) copy_parameters(params_version);
-  for (const auto& d : devices_) {
-    d->allocator->reset_peak();
-    d->before = d->gpu ? d->gpu->stats() : QueueStats{};
-    d->cpu_busy_seconds = 0;
-    d->bytes_in = d->bytes_out = 0;
-    d->copies_in = d->copies_out = 0;
-  }
   std::vector<Tensor> outputs;
   try {
     for (size_t i = 0; i < input_count_; ++i) {
       slots_[i] = inputs[i];  // the input slots come first, in graph-input order
       ready_[i] = Event();
+      ready_queue_[i] = nullptr;
     }
     for (size_t i = 0; i < actions_.size(); ++i) {
       run_action(actions_[i], params_version);
@@ -275,17 +277,8 @@ std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, u
           std::find(output_slots_.begin(), output_slots_.end(), a.out_slot) == output_slots_.end())
         slots_[a.out_slot] = Tensor();  // read by nobody
     }
-    for (const auto& d : devices_) {
-      if (!d->gpu) continue;
-      // A queue drops a task (and the buffers it holds) only when it takes the next item:
-      // this event is that next item, so every buffer is back in its pool after synchronize.
-      d->gpu->record();
-      d->gpu->synchronize();  // rethrows a failed task's error
-    }
-    for (int s : output_slots_) {
-      ready_[s].wait();
-      outputs.push_back(slots_[s]);
-    }
+    synchronize_devices(devices_);  // rethrows a failed task's error
+    for (int s : output_slots_) outputs.push_back(slots_[s]);
   } catch (...) {
     drain_queues();
     for (Tensor& t : slots_) t = Tensor();
@@ -295,28 +288,7 @@ std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, u
   for (Tensor& t : slots_) t = Tensor();
   for (Event& e : ready_) e = Event();
 
-  report_.clear();
-  for (const auto& d : devices_) {
-    DeviceReport r;
-    r.device = d->device;
-    r.peak_bytes = d->allocator->peak_bytes();
-    r.current_bytes = d->allocator->current_bytes();
-    if (d->gpu) {
-      QueueStats now = d->gpu->stats();
-      r.busy_seconds = now.busy_seconds - d->before.busy_seconds;
-      r.bytes_in = now.bytes_in - d->before.bytes_in;
-      r.bytes_out = now.bytes_out - d->before.bytes_out;
-      r.copies_in = static_cast<int64_t>(now.copies_in - d->before.copies_in);
-      r.copies_out = static_cast<int64_t>(now.copies_out - d->before.copies_out);
-    } else {
-      r.busy_seconds = d->cpu_busy_seconds;
-      r.bytes_in = d->bytes_in;
-      r.bytes_out = d->bytes_out;
-      r.copies_in = d->copies_in;
-      r.copies_out = d->copies_out;
-    }
-    report_.push_back(r);
-  }
+  report_ = device_reports(devices_);
   return outputs;
 }
 

@@ -1,14 +1,16 @@
 // MultiDeviceForward: a place() plan made runnable on the cpu and simulated GPUs, for one
 // set of symbol values (inference only).
 //
-// What runs where: each op step runs on its plan device. A simulated GPU computes with the
-// CPU kernels on memory of its own pool: its steps are submitted to its queue (SimGpu), so
-// every GPU runs its segments in order on its own thread while the calling thread runs the
-// cpu steps. Each forward CopyStep of the plan becomes a SimGpu copy (host->GPU on the
-// destination queue, GPU->host and GPU->GPU on the source queue) into a buffer of the
-// destination's pool; an event recorded after a copy orders its reader (a queue waits with
-// submit_wait, the calling thread with Event::wait). Graph inputs start on the cpu; the
-// outputs are gathered to the cpu.
+// What runs where: each op step runs on its plan device's queue: a simulated GPU's compute
+// queue, or the registry's cpu queue (every device's kernels run on the engine's one compute
+// thread, sim_engine.h). Each forward CopyStep of the plan becomes a copy on a GPU's copy
+// engine (the destination's from the host, else the source's; a small one on its compute
+// queue, SimGpu::stream_for) into a buffer of the
+// destination's pool, so it overlaps the kernels that do not read it. An event is recorded
+// after a tensor is written only when a reader runs on another queue, and that reader's queue
+// waits on it (submit_wait): the calling thread only allocates and submits, then waits once
+// for every queue at the end. Graph inputs start on the cpu; the outputs are gathered to
+// the cpu.
 //
 // Memory: every output and every copy is allocated on the calling thread, in plan order,
 // from its device's allocator; the calling thread drops its reference after the last reader
@@ -85,6 +87,8 @@ class MultiDeviceForward {
   std::vector<std::pair<int, int>> slot_keys_;          // slot -> (value, device)
   std::vector<Tensor> slots_;                           // a value's tensor on one device, during a run
   std::vector<Event> ready_;                            // per slot: reached once the tensor is written
+  std::vector<SimQueue*> ready_queue_;                  // per slot: the queue that writes it (null: the host)
+  std::vector<bool> read_elsewhere_;                    // per slot: read on a queue other than its writer's
   std::vector<int> last_reader_;                        // per slot: the last action reading it (-1: kept)
   std::vector<int> output_slots_;
   uint64_t params_version_ = ~uint64_t{0};

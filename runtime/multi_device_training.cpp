@@ -1,7 +1,6 @@
 #include "runtime/multi_device_training.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
@@ -12,6 +11,7 @@
 namespace tandem {
 
 struct MultiDeviceTraining::DeviceState : PlanDevice {
+  size_t budget = 0;  // pool bytes the host may have in use before it waits for the queues
 };
 
 struct MultiDeviceTraining::Action {
@@ -49,7 +49,7 @@ Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std
   }
 }
 
-void add_into(Tensor& into, const Tensor& from) {
+void add_into(const Tensor& into, const Tensor& from) {  // `into` shares its storage: written
   float* a = into.data<float>();
   const float* b = from.data<float>();
   const int64_t n = into.numel();
@@ -94,35 +94,45 @@ Tensor DeviceParameterCache::gradient(const std::string& name, Device device, co
   return e.grad;
 }
 
-void DeviceParameterCache::refresh(uint64_t params_version) {
-  std::vector<SimGpu*> used;
+DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_version) {
+  // On each GPU's compute queue, ahead of the kernels that read the weights: no waiting.
+  Traffic uploaded;
   for (auto& [key, e] : entries_) {
     if (e.version == params_version) continue;
-    SimGpu& gpu = registry_.sim_gpu(key.second);
-    gpu.copy_from_host(buffer_of(e.copy), buffer_of(e.host), e.host.nbytes());
+    registry_.sim_gpu(key.second).copy_from_host(buffer_of(e.copy), buffer_of(e.host), e.host.nbytes());
     e.version = params_version;
-    if (std::find(used.begin(), used.end(), &gpu) == used.end()) used.push_back(&gpu);
+    uploaded.bytes += e.host.nbytes();
+    ++uploaded.copies;
   }
-  for (SimGpu* gpu : used) gpu->synchronize();
+  return uploaded;
 }
 
 void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::string, Device>>& keys) {
+  // On each device's compute queue, before the backward kernels that accumulate into them.
   for (const auto& key : keys) {
     Tensor g = entries_.at(key).grad;
     registry_.sim_gpu(key.second).submit([g]() mutable { std::memset(g.raw_data(), 0, g.nbytes()); });
   }
-  for (const auto& key : keys) registry_.sim_gpu(key.second).synchronize();
 }
 
-void DeviceParameterCache::add_gradients_to_host(const std::vector<std::pair<std::string, Device>>& keys) {
+DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
+    const std::vector<std::pair<std::string, Device>>& keys) {
+  // Each device gradient is copied out after the device's backward kernels (same queue), and
+  // added on the cpu queue, where the cpu layers' kernels accumulate theirs: nothing waits
+  // on the host until the caller synchronises.
+  SimQueue& cpu = registry_.cpu_queue();
+  Traffic downloaded;
   for (const auto& key : keys) {
     Entry& e = entries_.at(key);
     Tensor host = Tensor::empty(e.grad.shape(), DType::float32);
     SimGpu& gpu = registry_.sim_gpu(key.second);
     gpu.copy_to_host(buffer_of(host), buffer_of(e.grad), e.grad.nbytes());
-    gpu.synchronize();
-    add_into(e.host_grad, host);
+    cpu.submit_wait(gpu.record());
+    cpu.submit([into = e.host_grad, host]() mutable { add_into(into, host); });
+    downloaded.bytes += e.grad.nbytes();
+    ++downloaded.copies;
   }
+  return downloaded;
 }
 
 // ---- MultiDeviceTraining -------------------------------------------------------------------
@@ -238,13 +248,7 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& graph, const Plan& plan, c
 MultiDeviceTraining::~MultiDeviceTraining() { clear(); }
 
 void MultiDeviceTraining::clear() noexcept {
-  for (const auto& d : devices_) {
-    if (!d->gpu) continue;
-    try {
-      d->gpu->synchronize();
-    } catch (...) {  // already reported by the call that failed
-    }
-  }
+  drain_devices(devices_);  // an error is already on its way from the call that failed
   for (Tensor& t : values_) t = Tensor();
   for (Tensor& t : grads_) t = Tensor();
 }
@@ -258,60 +262,63 @@ int64_t MultiDeviceTraining::primitives_created() const {
 
 template <typename F>
 void MultiDeviceTraining::on_device(int device, F&& work) {
-  DeviceState& dev = *devices_[device];
-  if (!dev.gpu) {
-    auto start = std::chrono::steady_clock::now();
-    work();
-    dev.cpu_busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return;
-  }
-  dev.gpu->submit([&work] { work(); });
-  dev.gpu->synchronize();  // rethrows the task's error
+  devices_[device]->queue->submit(std::forward<F>(work));
+  if (lockstep_) synchronize_devices(devices_);
 }
 
-void MultiDeviceTraining::add_on_device(int device, Tensor& into, const Tensor& from) {
-  on_device(device, [&] { add_into(into, from); });
+void MultiDeviceTraining::add_on_device(int device, const Tensor& into, const Tensor& from) {
+  on_device(device, [into, from]() mutable { add_into(into, from); });
+}
+
+Tensor MultiDeviceTraining::allocate_on(int device, const Shape& shape, DType dtype, const std::string& context) {
+  DeviceState& dev = *devices_[device];
+  // The host runs ahead of the queues, and a buffer it has let go of returns to its pool
+  // only once its last reader has run: past the memory the step took in lockstep, wait for
+  // the queues, so that running ahead never costs memory.
+  if (!lockstep_ && dev.allocator->current_bytes() + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > dev.budget)
+    synchronize_devices(devices_);
+  return allocate(shape, dtype, *dev.allocator, context);
 }
 
 Tensor MultiDeviceTraining::copy_between(const Tensor& src, int from, int to, const std::string& context) {
   DeviceState& f = *devices_[from];
   DeviceState& t = *devices_[to];
-  Tensor dst = allocate(src.shape(), src.dtype(), *t.allocator, context);
+  Tensor dst = allocate_on(to, src.shape(), src.dtype(), context);
   size_t bytes = src.nbytes();
+  // On a GPU's queue (its copy engine when large), after the source device's work so far
+  // (the writer among it), before the destination's next kernels.
+  SimGpu* side = f.gpu ? f.gpu : t.gpu;
+  TANDEM_ASSERT(side, "a copy from the cpu to the cpu");
+  const SimGpu::Stream stream = SimGpu::stream_for(bytes);
+  SimQueue& engine = side->queue(stream);
+  if (&engine != f.queue) engine.submit_wait(f.queue->record());
   if (!f.gpu) {
-    TANDEM_ASSERT(t.gpu, "a copy from the cpu to the cpu");
-    t.gpu->copy_from_host(buffer_of(dst), buffer_of(src), bytes);
-    t.gpu->synchronize();
+    t.gpu->copy_from_host(buffer_of(dst), buffer_of(src), bytes, stream);
     f.bytes_out += bytes;
     ++f.copies_out;
   } else if (!t.gpu) {
-    f.gpu->copy_to_host(buffer_of(dst), buffer_of(src), bytes);
-    f.gpu->synchronize();
+    f.gpu->copy_to_host(buffer_of(dst), buffer_of(src), bytes, stream);
     t.bytes_in += bytes;
     ++t.copies_in;
   } else {
-    f.gpu->copy_peer(*t.gpu, buffer_of(dst), buffer_of(src), bytes);
-    f.gpu->synchronize();
+    f.gpu->copy_peer(*t.gpu, buffer_of(dst), buffer_of(src), bytes, stream);
   }
+  if (&engine != t.queue) t.queue->submit_wait(engine.record());
+  if (lockstep_) synchronize_devices(devices_);
   return dst;
 }
 
 void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed, uint64_t params_version,
                                   bool training) {
-  cache_.refresh(params_version);
-  for (const auto& d : devices_) {
-    d->allocator->reset_peak();
-    d->before = d->gpu ? d->gpu->stats() : QueueStats{};
-    d->cpu_busy_seconds = 0;
-    d->bytes_in = d->bytes_out = 0;
-    d->copies_in = d->copies_out = 0;
-  }
+  start_device_reports(devices_);
+  DeviceParameterCache::Traffic uploaded = cache_.refresh(params_version);  // counted: real traffic
+  devices_[0]->bytes_out += uploaded.bytes;
+  devices_[0]->copies_out += uploaded.copies;
   seed_ = seed;
   training_ = training;
   try {
     for (Tensor& t : values_) t = Tensor();
     for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[home_slot_[graph_.inputs[i].value]] = inputs[i];
-    std::vector<Tensor> args_in;
     for (size_t i = 0; i < actions_.size(); ++i) {
       Action& a = actions_[i];
       if (a.kind == Action::Kind::copy) {
@@ -320,13 +327,13 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
         values_[a.out_slot] = values_[a.in_slots[0]].view(shapes_[a.node->output]);
       } else {
         const Node& node = *a.node;
-        args_in.clear();
-        for (int s : a.in_slots) args_in.push_back(values_[s]);
-        values_[a.out_slot] = allocate(shapes_[node.output], graph_.values[node.output].type.dtype,
-                                       *devices_[a.device]->allocator, a.context);
-        KernelArgs args{args_in, a.params, {&values_[a.out_slot], 1}, training,
-                        seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step), params_version};
-        on_device(a.device, [&] {
+        std::vector<Tensor> inputs;
+        for (int s : a.in_slots) inputs.push_back(values_[s]);
+        Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context);
+        values_[a.out_slot] = out;
+        uint64_t step_seed = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
+        on_device(a.device, [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
+          KernelArgs args{inputs, a.params, {&out, 1}, training, step_seed, params_version};
           try {
             a.kernel->forward(args);
           } catch (const OutOfMemory& e) {
@@ -338,6 +345,7 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
       }
       for (int s : release_after_forward_[i]) values_[s] = Tensor();
     }
+    synchronize_devices(devices_);  // the caller may read the outputs
   } catch (...) {
     clear();
     throw;
@@ -354,11 +362,18 @@ LossValue MultiDeviceTraining::loss(const LossSpec& spec, const Tensor& target, 
   Tensor* grad = nullptr;
   if (with_gradient) {
     TANDEM_ASSERT(requires_grad_[spec.input], "the loss's input has no gradient");
-    grads_[slot] = allocate(shapes_[spec.input], DType::float32, *devices_[device]->allocator, context);
+    grads_[slot] = allocate_on(device, shapes_[spec.input], DType::float32, context);
     grad = &grads_[slot];
   }
   LossValue value;
-  on_device(device, [&] { value = compute_loss(spec, values_[slot], on_device_target, grad); });
+  try {
+    // the host needs the value: it waits, so the task may use what lives here
+    devices_[device]->queue->submit([&] { value = compute_loss(spec, values_[slot], on_device_target, grad); });
+    synchronize_devices(devices_);
+  } catch (...) {
+    clear();
+    throw;
+  }
   finish_report();
   return value;
 }
@@ -382,12 +397,10 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
     if (!grad_ready_[s]) grads_[s] = Tensor();
   try {
     cache_.zero_gradients(gpu_param_keys_);
-    std::vector<Tensor> in_values, grad_inputs;
     for (size_t i = plan_.steps.size(); i-- > 0;) {
       Action& a = actions_[step_action_[i]];
       const Node& node = *a.node;
       const int out = a.out_slot;
-      Allocator& allocator = *devices_[a.device]->allocator;
       if (!requires_grad_[node.output] || !grad_ready_[out]) {
         values_[out] = Tensor();
       } else if (!a.kernel) {  // a view: the gradient is the output's, reshaped
@@ -395,14 +408,13 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
         if (requires_grad_[slot_keys_[in].first]) {
           Tensor g = grads_[out].view(shapes_[slot_keys_[in].first]);
           if (grad_ready_[in]) add_on_device(a.device, grads_[in], g);
-          else grads_[in] = g;
+          else grads_[in] = g;  // the same storage: no copy
           grad_ready_[in] = true;
         }
         grads_[out] = Tensor();
         values_[out] = Tensor();
       } else {
-        in_values.clear();
-        grad_inputs.assign(a.in_slots.size(), Tensor());
+        std::vector<Tensor> in_values, grad_inputs(a.in_slots.size()), accumulate_into(a.in_slots.size());
         std::vector<bool> written_now(a.in_slots.size(), false);
         for (size_t k = 0; k < a.in_slots.size(); ++k) {
           int s = a.in_slots[k];
@@ -411,17 +423,21 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
           if (!requires_grad_[v]) continue;
           bool taken = grad_ready_[s];
           for (size_t j = 0; j < k; ++j) taken = taken || (written_now[j] && a.in_slots[j] == s);
-          if (taken) {
-            grad_inputs[k] = allocate(shapes_[v], DType::float32, allocator, a.context);
+          if (taken) {  // a gradient is there already: compute into a fresh one, then add
+            grad_inputs[k] = allocate_on(a.device, shapes_[v], DType::float32, a.context);
+            accumulate_into[k] = grads_[s];
           } else {
-            grads_[s] = allocate(shapes_[v], DType::float32, allocator, a.context);
+            grads_[s] = allocate_on(a.device, shapes_[v], DType::float32, a.context);
             grad_inputs[k] = grads_[s];
             written_now[k] = true;
           }
         }
-        BackwardArgs args{in_values, a.params, {&values_[out], 1}, {&grads_[out], 1}, grad_inputs, a.param_grads,
-                          training_, seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step)};
-        on_device(a.device, [&] {
+        uint64_t step_seed = seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
+        on_device(a.device, [&a, in_values = std::move(in_values), out_value = values_[out], out_grad = grads_[out],
+                             grad_inputs, accumulate_into = std::move(accumulate_into), training = training_,
+                             step_seed]() mutable {
+          BackwardArgs args{in_values,  a.params,    {&out_value, 1}, {&out_grad, 1},
+                            grad_inputs, a.param_grads, training,        step_seed};
           try {
             a.kernel->backward(args);
           } catch (const OutOfMemory& e) {
@@ -429,8 +445,8 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
           } catch (const UserError& e) {
             throw UserError(a.context + " backward: " + e.what());
           }
-          for (size_t k = 0; k < a.in_slots.size(); ++k)
-            if (grad_inputs[k].defined() && !written_now[k]) add_into(grads_[a.in_slots[k]], grad_inputs[k]);
+          for (size_t k = 0; k < accumulate_into.size(); ++k)
+            if (accumulate_into[k].defined()) add_into(accumulate_into[k], grad_inputs[k]);
         });
         for (size_t k = 0; k < a.in_slots.size(); ++k)
           if (grad_inputs[k].defined()) grad_ready_[a.in_slots[k]] = true;
@@ -452,7 +468,14 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
         values_[dst] = Tensor();
       }
     }
-    cache_.add_gradients_to_host(gpu_param_keys_);
+    DeviceParameterCache::Traffic downloaded = cache_.add_gradients_to_host(gpu_param_keys_);
+    devices_[0]->bytes_in += downloaded.bytes;  // the cpu's side of the GPUs' copies
+    devices_[0]->copies_in += downloaded.copies;
+    synchronize_devices(devices_);  // the optimizer reads the gradients on the host
+    if (lockstep_) {  // the first step, run in lockstep, sets how far later ones may run ahead
+      for (const auto& d : devices_) d->budget = std::max(d->budget, d->allocator->peak_bytes());
+      lockstep_ = false;
+    }
   } catch (...) {
     clear();
     throw;
@@ -471,29 +494,6 @@ Tensor MultiDeviceTraining::input_gradient(size_t index) const {
   return grads_[s];
 }
 
-void MultiDeviceTraining::finish_report() {
-  report_.clear();
-  for (const auto& d : devices_) {
-    DeviceReport r;
-    r.device = d->device;
-    r.peak_bytes = d->allocator->peak_bytes();
-    r.current_bytes = d->allocator->current_bytes();
-    if (d->gpu) {
-      QueueStats now = d->gpu->stats();
-      r.busy_seconds = now.busy_seconds - d->before.busy_seconds;
-      r.bytes_in = now.bytes_in - d->before.bytes_in;
-      r.bytes_out = now.bytes_out - d->before.bytes_out;
-      r.copies_in = static_cast<int64_t>(now.copies_in - d->before.copies_in);
-      r.copies_out = static_cast<int64_t>(now.copies_out - d->before.copies_out);
-    } else {
-      r.busy_seconds = d->cpu_busy_seconds;
-      r.bytes_in = d->bytes_in;
-      r.bytes_out = d->bytes_out;
-      r.copies_in = d->copies_in;
-      r.copies_out = d->copies_out;
-    }
-    report_.push_back(r);
-  }
-}
+void MultiDeviceTraining::finish_report() { report_ = device_reports(devices_); }
 
 }  // namespace tandem

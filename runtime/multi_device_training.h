@@ -1,10 +1,15 @@
 // MultiDeviceTraining: a training place() plan made runnable on the cpu and simulated GPUs,
 // for one set of symbol values. The placed twin of CompiledTraining.
 //
-// First version, synchronous: every step runs in plan order, one at a time, driven by the
-// calling thread. A cpu step runs on the calling thread; a GPU step is submitted to its
-// queue (SimGpu) and waited for, so its busy time is counted; no two devices ever overlap
-// (no pipelining yet). Each layer's activations and gradients are allocated from its
+// Execution: every kernel runs on its device's queue (a simulated GPU's compute queue, or
+// the registry's cpu queue; sim_engine.h) and every copy on a GPU's copy engine, ordered by
+// events; the calling thread allocates and submits, and waits only where it needs a value
+// (the loss, the end of forward and of backward). So copies overlap the kernels that do
+// not depend on them, and the host's bookkeeping overlaps the kernels. Running ahead must
+// not cost memory: a buffer the host has let go of returns to its pool only once its last
+// reader has run, so the first forward-backward runs in lockstep (the host waits for every
+// task) and measures each device's peak, and later ones wait for the queues whenever an
+// allocation would pass it. Each layer's activations and gradients are allocated from its
 // device's pool (DeviceRegistry::allocator).
 //
 // Forward: each forward CopyStep of the plan copies the activation into the destination's
@@ -57,12 +62,19 @@ class DeviceParameterCache {
   /// Where a kernel on `device` accumulates the gradient of `name`: the model's gradient on
   /// the cpu, else a buffer in the device's pool (allocated on first use: training only).
   Tensor gradient(const std::string& name, Device device, const std::string& context);
-  /// Copies every weight whose device copy predates `params_version` (not counted in reports).
-  void refresh(uint64_t params_version);
+  /// Bytes and copies moved between the host and the GPUs, for the report.
+  struct Traffic {
+    size_t bytes = 0;
+    int64_t copies = 0;
+  };
+  /// Queues a copy of every weight whose device copy predates `params_version`, on its
+  /// GPU's compute queue (ahead of the kernels that read it); what it queued.
+  Traffic refresh(uint64_t params_version);
   /// Zeroes the device gradient buffers of `keys`.
   void zero_gradients(const std::vector<std::pair<std::string, Device>>& keys);
-  /// Copies each device gradient of `keys` to the host and adds it to the model's gradient.
-  void add_gradients_to_host(const std::vector<std::pair<std::string, Device>>& keys);
+  /// Queues, for each device gradient of `keys`, its copy to the host and its addition to
+  /// the model's gradient (on the cpu queue); what it copied.
+  Traffic add_gradients_to_host(const std::vector<std::pair<std::string, Device>>& keys);
 
  private:
   struct Entry {
@@ -116,9 +128,11 @@ class MultiDeviceTraining {
   struct Action;
 
   Tensor copy_between(const Tensor& src, int from, int to, const std::string& context);
+  /// Submits `work` (which must hold what it touches) to the device's queue.
   template <typename F>
   void on_device(int device, F&& work);
-  void add_on_device(int device, Tensor& into, const Tensor& from);
+  void add_on_device(int device, const Tensor& into, const Tensor& from);
+  Tensor allocate_on(int device, const Shape& shape, DType dtype, const std::string& context);
   void finish_report();
   void clear() noexcept;
 
@@ -140,6 +154,7 @@ class MultiDeviceTraining {
   std::vector<bool> grad_ready_;   // per slot
   uint64_t seed_ = 0;
   bool training_ = true;
+  bool lockstep_ = true;  // until the first backward has measured the peaks
   std::vector<DeviceReport> report_;
 };
 

@@ -1,15 +1,18 @@
 // The devices a placed plan runs on, as both placed executors (inference and training)
-// hold them: each with its allocator, its simulated GPU and a oneDNN context of its own
-// (a queue thread needs its own stream), and the counters of its device report.
+// hold them: each with its allocator, the queue its kernels run on (the registry's cpu
+// queue, or the simulated GPU's compute queue), its simulated GPU, a oneDNN context, and
+// the counters of its device report.
 #pragma once
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <vector>
 
 #include "backends/cpu/cpu_context.h"
 #include "backends/sim/sim_gpu.h"
 #include "placement/plan.h"
+#include "runtime/device_report.h"
 #include "runtime/device_registry.h"
 
 namespace tandem {
@@ -17,12 +20,13 @@ namespace tandem {
 struct PlanDevice {
   Device device;
   Allocator* allocator = nullptr;
+  SimQueue* queue = nullptr;                // where its kernels run
   SimGpu* gpu = nullptr;                    // null for the cpu
-  std::unique_ptr<CpuContext> own_context;  // a GPU's: its queue thread's oneDNN stream
+  std::unique_ptr<CpuContext> own_context;  // a GPU's own primitives and buffers, as a GPU's are
   CpuContext* context = nullptr;
   // counted for the report
   QueueStats before;
-  double cpu_busy_seconds = 0;
+  QueueWork cpu_work_before;
   size_t bytes_in = 0, bytes_out = 0;
   int64_t copies_in = 0, copies_out = 0;
 };
@@ -44,14 +48,80 @@ std::vector<std::unique_ptr<State>> open_plan_devices(const Plan& plan, DeviceRe
     state->allocator = &registry.allocator(d);
     if (d == Device::cpu()) {
       state->context = &cpu;
+      state->queue = &registry.cpu_queue();
     } else {
       state->gpu = &registry.sim_gpu(d);
+      state->queue = &state->gpu->queue();
       state->own_context = std::make_unique<CpuContext>();
       state->context = state->own_context.get();
     }
     devices.push_back(std::move(state));
   }
   return devices;
+}
+
+/// Starts a report window: peaks reset, counters taken as they are now.
+template <class State>
+void start_device_reports(const std::vector<std::unique_ptr<State>>& devices) {
+  for (const auto& d : devices) {
+    d->allocator->reset_peak();
+    d->before = d->gpu ? d->gpu->stats() : QueueStats{};
+    d->cpu_work_before = d->gpu ? QueueWork{} : d->queue->work();
+    d->bytes_in = d->bytes_out = 0;
+    d->copies_in = d->copies_out = 0;
+  }
+}
+
+/// What each device did since start_device_reports (run its queues dry first).
+template <class State>
+std::vector<DeviceReport> device_reports(const std::vector<std::unique_ptr<State>>& devices) {
+  std::vector<DeviceReport> reports;
+  for (const auto& d : devices) {
+    DeviceReport r;
+    r.device = d->device;
+    r.peak_bytes = d->allocator->peak_bytes();
+    r.current_bytes = d->allocator->current_bytes();
+    if (d->gpu) {
+      QueueStats now = d->gpu->stats();
+      r.busy_seconds = now.busy_seconds - d->before.busy_seconds;
+      r.bytes_in = now.bytes_in - d->before.bytes_in;
+      r.bytes_out = now.bytes_out - d->before.bytes_out;
+      r.copies_in = static_cast<int64_t>(now.copies_in - d->before.copies_in);
+      r.copies_out = static_cast<int64_t>(now.copies_out - d->before.copies_out);
+    } else {  // the cpu's copies are the GPUs' work: the executor counts the cpu's side
+      r.busy_seconds = d->queue->work().busy_seconds - d->cpu_work_before.busy_seconds;
+      r.bytes_in = d->bytes_in;
+      r.bytes_out = d->bytes_out;
+      r.copies_in = d->copies_in;
+      r.copies_out = d->copies_out;
+    }
+    reports.push_back(r);
+  }
+  return reports;
+}
+
+/// Runs every device's queues dry; rethrows the first error (after draining all).
+template <class State>
+void synchronize_devices(const std::vector<std::unique_ptr<State>>& devices) {
+  std::exception_ptr error;
+  for (const auto& d : devices) {
+    try {
+      if (d->gpu) d->gpu->synchronize();
+      else d->queue->synchronize();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+/// The same, for cleaning up after an error that is already on its way.
+template <class State>
+void drain_devices(const std::vector<std::unique_ptr<State>>& devices) noexcept {
+  try {
+    synchronize_devices(devices);
+  } catch (...) {
+  }
 }
 
 /// The index of `device` among `devices` (a bug in Tandem if it is not there).

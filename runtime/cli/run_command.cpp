@@ -10,6 +10,7 @@
 
 #include "core/memory_size.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/device_report_output.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/device_registry.h"
 #include "runtime/io/safetensors.h"
@@ -34,29 +35,6 @@ struct RunOptions {
 bool wants_placement(const RunOptions& o) {
   const char* env = std::getenv("TANDEM_SIM_GPUS");
   return o.placement.any_given() || o.report || (env && *env);
-}
-
-nlohmann::json devices_json(const std::vector<DeviceReport>& report) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const DeviceReport& r : report)
-    j.push_back({{"device", r.device.str()},
-                 {"peak_bytes", r.peak_bytes},
-                 {"current_bytes", r.current_bytes},
-                 {"busy_ms", r.busy_seconds * 1e3},
-                 {"bytes_in", r.bytes_in},
-                 {"bytes_out", r.bytes_out},
-                 {"copies_in", r.copies_in},
-                 {"copies_out", r.copies_out}});
-  return j;
-}
-
-void print_device_report(const std::vector<DeviceReport>& report) {
-  fmt::print("\nper device (last forward):\n");
-  fmt::print("  {:<8} {:>12} {:>10} {:>12} {:>10} {:>12} {:>10}\n", "device", "peak", "busy ms", "bytes in", "copies in",
-             "bytes out", "copies out");
-  for (const DeviceReport& r : report)
-    fmt::print("  {:<8} {:>12} {:>10.3f} {:>12} {:>10} {:>12} {:>10}\n", r.device.str(), format_bytes(r.peak_bytes),
-               r.busy_seconds * 1e3, format_bytes(r.bytes_in), r.copies_in, format_bytes(r.bytes_out), r.copies_out);
 }
 
 Bindings parse_bindings(const RunOptions& o) {
@@ -177,7 +155,7 @@ int run_inference(const RunOptions& o) {
   if (!times_ms.empty())
     fmt::print("forward: median {:.4f} ms, min {:.4f} ms over {} runs\n", median, sorted.front(), o.repeat);
   if (!o.outputs.empty()) fmt::print("outputs written to {}\n", o.outputs);
-  if (o.report) print_device_report(model.device_report());
+  if (o.report) print_device_report(model.device_report(), "last forward");
   for (const std::string& note : model.last_plan().notes) fmt::print("note: {}\n", note);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.h"
+#include "runtime/cli/device_report_output.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/device_registry.h"
 #include "runtime/trainer.h"
@@ -25,6 +26,7 @@ struct TrainOptions {
   std::vector<std::string> binds;
   int bench_steps = 0;
   bool json = false;
+  bool report = false;
   PlacementFlags placement;
 };
 
@@ -96,7 +98,7 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
 int run_train(const TrainOptions& o) {
   Model model = Model::load(o.model);
   const char* sim_env = std::getenv("TANDEM_SIM_GPUS");
-  if (o.placement.any_given() || (sim_env && *sim_env))  // placed over the cpu and GPUs, as `tandem run`
+  if (o.placement.any_given() || o.report || (sim_env && *sim_env))  // placed over the cpu and GPUs, as `tandem run`
     model.use_devices(std::make_shared<DeviceRegistry>(device_options(o.placement)),
                       placement_policy(o.placement, model.graph()));
   TrainingSpec spec = training_spec(model.graph(), o);
@@ -160,14 +162,7 @@ int run_train(const TrainOptions& o) {
     if (!epochs.empty() && epochs.back().contains("validation_accuracy"))
       j["validation_accuracy"] = epochs.back()["validation_accuracy"];
     if (!o.save.empty()) j["checkpoint"] = o.save;
-    if (model.placed()) {  // what each device did in the last placed pass (the last validation batch)
-      nlohmann::json devices = nlohmann::json::array();
-      for (const DeviceReport& r : model.device_report())
-        devices.push_back({{"device", r.device.str()}, {"peak_bytes", r.peak_bytes}, {"busy_seconds", r.busy_seconds},
-                           {"bytes_in", r.bytes_in}, {"bytes_out", r.bytes_out}, {"copies_in", r.copies_in},
-                           {"copies_out", r.copies_out}});
-      j["devices"] = devices;
-    }
+    if (model.placed()) j["devices"] = devices_json(model.device_totals());  // the whole run, validation too
     fmt::print("{}\n", j.dump(2));
   } else {
     std::string accuracy;
@@ -175,6 +170,7 @@ int run_train(const TrainOptions& o) {
       accuracy = fmt::format(", validation accuracy {:.2f}%", 100 * epochs.back()["validation_accuracy"].get<double>());
     fmt::print("done: {} steps in {:.1f}s{}{}\n", trainer.steps_done(), seconds, accuracy,
                o.save.empty() ? "" : ", checkpoint " + o.save);
+    if (o.report) print_device_report(model.device_totals(), "whole run: training steps and validation");
   }
   return 0;
 }
@@ -203,6 +199,8 @@ Command add_train_command(CLI::App& app) {
   sub->add_flag("--json", o->json, "print a machine-readable result");
   add_device_flags(*sub, o->placement, "train placed over the cpu and N simulated GPUs");
   add_policy_flags(*sub, o->placement);
+  sub->add_flag("--report", o->report,
+                "train placed and print each device's peak memory, busy time and copies over the whole run");
   return [o] { return run_train(*o); };
 }
 

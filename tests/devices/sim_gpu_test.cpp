@@ -61,10 +61,13 @@ TEST_CASE("a queue waits on another device's event without blocking the host", "
   SimGpu a(0, MiB), b(1, MiB);
   Log log;
   std::atomic<bool> release{false};
-  a.submit([&] {
+  // a is held up by its copy engine (a task that blocks the compute lane would hold up
+  // every device's kernels: they share the host's cores, see sim_engine.h).
+  a.copy_queue().submit([&] {
     while (!release.load()) std::this_thread::sleep_for(1ms);
-    log.add("a1");
   });
+  a.submit_wait(a.copy_queue().record());
+  a.submit([&] { log.add("a1"); });
   a.submit([&] { log.add("a2"); });
   Event a_done = a.record();
   a.submit([&] {
@@ -75,7 +78,7 @@ TEST_CASE("a queue waits on another device's event without blocking the host", "
   b.submit_wait(a_done);
   b.submit([&] { log.add("b2"); });
   Event b_done = b.record();
-  // b1 runs at once; b2 cannot run before a2, however long a takes.
+  // b1 runs at once, though a waits; b2 cannot run before a2, however long a takes.
   for (int i = 0; i < 5000 && log.get().empty(); ++i) std::this_thread::sleep_for(1ms);
   std::this_thread::sleep_for(20ms);  // time enough for b2 to run, were b not waiting
   CHECK(log.get() == std::vector<std::string>{"b1"});
@@ -184,4 +187,39 @@ TEST_CASE("a copy between the wrong devices or past the end is a bug caught on t
   CHECK_THROWS_AS(a.copy_to_host({h}, {on_a}, 512), InternalError);     // past the end
   CHECK_THROWS_AS(a.copy_peer(b, {on_a}, {on_a}, 64), InternalError);   // destination not on b
   CHECK_NOTHROW(a.synchronize());
+}
+
+TEST_CASE("a copy on the copy engine overlaps a kernel and events order its reader", "[sim_gpu]") {
+  SimGpu gpu(0, 16 * MiB);
+  CpuAllocator host(1 << 24);
+  const size_t n = 4096;
+  auto src = host.allocate(n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) static_cast<float*>(src->data())[i] = static_cast<float>(i) + 0.25f;
+  auto on_gpu = gpu.allocator().allocate(n * sizeof(float));
+
+  std::atomic<bool> kernel_running{false}, copy_seen_during_kernel{false}, release{false};
+  gpu.submit([&] {  // a long kernel that does not read the copy
+    kernel_running.store(true);
+    while (!release.load()) std::this_thread::sleep_for(1ms);
+    kernel_running.store(false);
+  });
+  gpu.copy_from_host({on_gpu}, {src}, n * sizeof(float), SimGpu::Stream::copy);
+  gpu.copy_queue().submit([&] {  // the lanes start in any order: see the kernel start first
+    for (int i = 0; i < 5000 && !kernel_running.load(); ++i) std::this_thread::sleep_for(1ms);
+    copy_seen_during_kernel.store(kernel_running.load());
+  });
+  Event copied = gpu.copy_queue().record();
+  float sum = 0;
+  gpu.submit_wait(copied);
+  gpu.submit([&, p = static_cast<const float*>(on_gpu->data())] {
+    for (size_t i = 0; i < n; ++i) sum += p[i];
+  });
+  copied.wait();  // the copy finishes while the kernel still runs
+  CHECK(copy_seen_during_kernel.load());
+  release.store(true);
+  gpu.synchronize();
+  float expected = 0;
+  for (size_t i = 0; i < n; ++i) expected += static_cast<float>(i) + 0.25f;
+  CHECK(sum == expected);
+  CHECK(gpu.stats().copies_in == 1);
 }

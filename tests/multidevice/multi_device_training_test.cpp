@@ -157,24 +157,27 @@ TEST_CASE("the mixed seed model trains over simulated GPUs as on the cpu", "[mul
   CHECK(plan.steps[1].device == Device::cuda(0));
 
   // the device report of the step: the activation went cpu -> cuda:0 (with the target),
-  // its gradient came back cuda:0 -> cpu (with the linear layer's two parameter gradients)
-  auto check_step_copies = [&] {
+  // its gradient came back cuda:0 -> cpu with the linear layer's two parameter gradients,
+  // and the linear layer's weights went up first (new since the last step: every step
+  // after an optimizer update)
+  auto check_step_copies = [&](bool weights_went_up) {
     auto report = model.device_report();
     REQUIRE(report.size() == 2);
     const DeviceReport& cpu = entry(report, Device::cpu());
     const DeviceReport& gpu = entry(report, Device::cuda(0));
-    const size_t activation = batch * 10 * 4, target = batch * 8, parameter_grads = (10 * 10 + 10) * 4;
-    CHECK(cpu.copies_out == 2);
-    CHECK(cpu.bytes_out == activation + target);
-    CHECK(gpu.copies_in == 2);
-    CHECK(gpu.bytes_in == activation + target);
-    CHECK(cpu.copies_in == 1);  // the activation's gradient (parameter gradients: counted on the GPU)
-    CHECK(cpu.bytes_in == activation);
-    CHECK(gpu.copies_out == 3);
-    CHECK(gpu.bytes_out == activation + parameter_grads);
+    const size_t activation = batch * 10 * 4, target = batch * 8, parameters = (10 * 10 + 10) * 4;
+    const size_t up = weights_went_up ? parameters : 0, ups = weights_went_up ? 2 : 0;
+    CHECK(cpu.copies_out == 2 + ups);
+    CHECK(cpu.bytes_out == activation + target + up);
+    CHECK(gpu.copies_in == 2 + ups);
+    CHECK(gpu.bytes_in == activation + target + up);
+    CHECK(cpu.copies_in == 1 + 2);
+    CHECK(cpu.bytes_in == activation + parameters);
+    CHECK(gpu.copies_out == 1 + 2);
+    CHECK(gpu.bytes_out == activation + parameters);
     CHECK(gpu.busy_seconds > 0);
   };
-  check_step_copies();
+  check_step_copies(false);  // the weights went up with the forward above
 
   // gradients accumulate across backward calls as on the cpu
   reference.loss_and_backward(batch_data, 4);
@@ -190,7 +193,7 @@ TEST_CASE("the mixed seed model trains over simulated GPUs as on the cpu", "[mul
     double expected = expected_trainer.step(data);
     double got = got_trainer.step(data);
     CHECK(std::fabs(got - expected) <= 1e-6 * std::max(1.0, std::fabs(expected)));
-    check_step_copies();
+    check_step_copies(step > 0);  // updated by the step before
   }
   CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-6);
   // the device copy of the linear layer's weights follows the optimizer: outputs still agree
@@ -267,8 +270,16 @@ TEST_CASE("tandem train --sim-gpus 2 --placement balanced reaches the cpu run's 
   CHECK(b["steps"] == a["steps"]);
   CHECK_FALSE(a.contains("devices"));
   REQUIRE(b.contains("devices"));
+  // the whole run's traffic: every step's weights up and gradients down, and the data
   bool on_gpu = false;
-  for (const auto& d : b["devices"]) on_gpu |= d["device"] == "cuda:0";
+  for (const auto& d : b["devices"]) {
+    if (d["device"] != "cuda:0") continue;
+    on_gpu = true;
+    CHECK(d["busy_ms"].get<double>() > 0);
+    CHECK(d["copies_in"].get<int64_t>() >= 2 * b["steps"].get<int64_t>());   // batch in, weights up
+    CHECK(d["copies_out"].get<int64_t>() >= b["steps"].get<int64_t>());      // gradients down
+    CHECK(d["peak_bytes"].get<int64_t>() > 0);
+  }
   CHECK(on_gpu);
   double la = a["epochs"].back()["validation_loss"].get<double>();
   double lb = b["epochs"].back()["validation_loss"].get<double>();
@@ -298,4 +309,19 @@ TEST_CASE("placed training out of GPU memory throws OutOfMemory naming the layer
   reference.loss_and_backward(fits, 0);
   CHECK(max_relative_error(model.gradients(), reference.gradients()) <= 1e-6);
   std::filesystem::remove(yaml);
+}
+
+TEST_CASE("tandem train --report prints what each device did over the whole run", "[multidevice][cli][train]") {
+  Result r = run_cli("train " + config("digits_mlp.yaml") + " --epochs 2 --sim-gpus 1 --placement balanced --report");
+  REQUIRE(r.code == 0);
+  auto at = r.output.find("per device (whole run");
+  REQUIRE(at != std::string::npos);
+  std::string table = r.output.substr(at);
+  CHECK(table.find("\n  cpu ") != std::string::npos);
+  CHECK(table.find("\n  cuda:0 ") != std::string::npos);
+  CHECK(table.find("MiB") != std::string::npos);  // two epochs of batches, weights and gradients
+  // --report alone places the model (on the registry's devices: none here, so all on the cpu)
+  Result alone = run_cli("train " + config("digits_mlp.yaml") + " --epochs 1 --report");
+  REQUIRE(alone.code == 0);
+  CHECK(alone.output.find("per device (whole run") != std::string::npos);
 }

@@ -1,0 +1,160 @@
+// What executes the simulated devices' work: in-order queues (SimQueue, after CUDA streams)
+// and events between them (Event, after cudaEvent_t), served by one process-wide SimEngine.
+//
+// Why one engine and not a thread per queue: simulated GPUs compute with the host's cores.
+// Each host thread that runs a oneDNN kernel gets an OpenMP team of its own, and a team
+// keeps spinning on every core for a while after its last kernel; with a thread per device,
+// the devices' teams fought for the same cores at every hand-off between devices (a split
+// model ran up to 3x slower than the same model on one device). So every queue's kernels
+// run on ONE compute thread, in one OpenMP team that uses every core, and the devices are
+// concurrent in order and dependency, not in wall time, exactly as the cores allow. Copies
+// run on a second thread, the copy engine, so that a copy overlaps the kernels that do not
+// depend on it, as a GPU's copy engines overlap its SMs.
+//
+// A thread ("lane") takes, from the queues of its lane, the head item of any queue whose
+// previous item has finished and, for a wait, whose event has been reached; so a queue
+// waiting on an event never holds up the others. A task that blocks its thread blocks its
+// lane: tasks must not wait on other queues themselves (use submit_wait).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tandem {
+
+/// A point in a queue. It completes when every item submitted to its queue before it has
+/// run. Cheap to copy; copies share the same point. A default-constructed Event is already
+/// complete. Thread-safe.
+class Event {
+ public:
+  Event() = default;
+  /// Whether the point has been reached.
+  bool done() const;
+  /// Blocks the calling thread until the point is reached, then rethrows the error of a task
+  /// that failed on its queue before it (or on a queue that queue waited on), if any.
+  void wait() const;
+
+ private:
+  friend class SimEngine;
+  friend class SimQueue;
+  struct State {
+    std::atomic<bool> done{false};
+    std::mutex mutex;
+    std::condition_variable reached;
+    std::exception_ptr error;  // written before `done`
+  };
+  std::shared_ptr<State> state_;
+};
+
+class SimQueue;
+
+/// The threads that run every SimQueue's items: one per lane. Queues attach themselves.
+class SimEngine {
+ public:
+  enum class Lane { compute, copy };
+
+  /// The process-wide engine every queue uses unless told otherwise.
+  static SimEngine& shared();
+
+  SimEngine();
+  /// Joins the threads; every queue must have been destroyed first.
+  ~SimEngine();
+  SimEngine(const SimEngine&) = delete;
+  SimEngine& operator=(const SimEngine&) = delete;
+
+ private:
+  friend class SimQueue;
+  void attach(SimQueue* queue);
+  void detach(SimQueue* queue);
+  void run_lane(Lane lane);
+  /// A queue of `lane` whose head item can run now, or null. Called with mutex_ held.
+  SimQueue* next_ready(Lane lane, size_t& cursor);
+
+  std::condition_variable& wakeup(Lane lane) { return lane == Lane::compute ? compute_work_ : copy_work_; }
+
+  std::mutex mutex_;                // guards every attached queue's items and counters
+  // an item was queued on the lane, or an event was reached
+  std::condition_variable compute_work_, copy_work_;
+  std::vector<SimQueue*> queues_;
+  bool stopping_ = false;
+  // Bumped whenever an item is queued or an event reached: a lane that found nothing to do
+  // spins on it for a moment before sleeping, because the host submits a forward pass item
+  // by item, a few µs apart, and a thread wake-up costs far more than that.
+  std::atomic<uint64_t> generation_{0};
+  std::thread compute_thread_, copy_thread_;  // last: start once everything above exists
+};
+
+/// What a queue did, for the report: items that ran (not waits or records, not skipped
+/// ones) and the sum of their run times.
+struct QueueWork {
+  size_t tasks_run = 0;
+  double busy_seconds = 0.0;
+};
+
+/// One in-order queue. Every member function may be called from any thread.
+///
+/// Errors: an exception thrown by a task is kept. The tasks after it on this queue are
+/// skipped (their inputs may be garbage), but events still complete, so no other queue
+/// hangs. The error is rethrown on the host by the next synchronize() (which then clears it,
+/// so the queue can be used again) and by wait() on any event recorded after it; a queue
+/// that waits on such an event takes the error on as its own.
+class SimQueue {
+ public:
+  /// `name` is for errors ("cuda:0", "cuda:0 copies").
+  SimQueue(std::string name, SimEngine::Lane lane, SimEngine& engine = SimEngine::shared());
+  /// Runs what is still queued; an error still unreported then is dropped (a destructor
+  /// cannot throw: synchronize() first).
+  ~SimQueue();
+  SimQueue(const SimQueue&) = delete;
+  SimQueue& operator=(const SimQueue&) = delete;
+
+  const std::string& name() const { return name_; }
+  SimEngine::Lane lane() const { return lane_; }
+
+  /// Queues `task` behind everything submitted before; returns at once.
+  void submit(std::function<void()> task);
+  /// An event that completes once everything submitted so far has run.
+  Event record();
+  /// Makes this queue wait for `event` (of any queue) before it runs what is submitted
+  /// after; the host does not wait.
+  void submit_wait(const Event& event);
+  /// Blocks the host until everything submitted has run; rethrows and clears the error of a
+  /// failed task.
+  void synchronize();
+  QueueWork work() const;
+
+ private:
+  friend class SimEngine;
+  enum class ItemKind { task, record, wait };
+  struct Item {
+    ItemKind kind;
+    std::function<void()> task;             // kind task
+    std::shared_ptr<Event::State> event;    // kind record or wait
+  };
+  void enqueue(Item item);
+
+  const std::string name_;
+  const SimEngine::Lane lane_;
+  SimEngine& engine_;
+  // guarded by engine_.mutex_
+  std::deque<Item> items_;
+  bool running_ = false;   // its head item is being run by its lane
+  std::atomic<size_t> unfinished_{0};  // queued or running; written under the mutex
+  std::exception_ptr error_;
+  std::condition_variable idle_;
+
+  std::atomic<size_t> tasks_run_{0};
+  std::atomic<int64_t> busy_ns_{0};
+};
+
+}  // namespace tandem
