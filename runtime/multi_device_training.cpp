@@ -186,6 +186,11 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& graph, const Plan& plan, c
     for (int v : node.inputs) needs = needs || requires_grad_[v];
     requires_grad_[node.output] = needs && graph.values[node.output].type.dtype == DType::float32;
     for (const ParamSpec& p : node.params) {
+      // A training forward updates buffers in place; on a GPU that would be its copy, which
+      // nothing brings back to the host yet: refuse rather than lose the update silently.
+      if (!p.trainable && s.device != Device::cpu())
+        throw UserError(a.context + ": its buffer '" + p.name + "' (running statistics) cannot be trained on " +
+                        s.device.str() + " yet; place this layer on the cpu (device: cpu)");
       a.params.push_back(cache_.weight(p.name, s.device, a.context));
       a.param_grads.push_back(p.trainable ? cache_.gradient(p.name, s.device, a.context) : Tensor());
       if (s.device != Device::cpu() && p.trainable) {
