@@ -33,7 +33,9 @@ struct KernelSpec {
   std::vector<TensorDesc> outputs;
 };
 
-/// The tensors of one call. Shapes equal the spec's.
+/// The tensors of one call. Shapes equal the spec's. params holds the layer's buffers
+/// too (ParamSpec::trainable false, such as batch_norm2d's running statistics): a forward
+/// with `training` may update those in place; nothing else writes a parameter.
 struct KernelArgs {
   std::span<const Tensor> inputs;
   std::span<const Tensor> params;

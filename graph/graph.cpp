@@ -7,7 +7,8 @@ namespace tandem {
 int64_t Graph::parameter_count() const {
   int64_t total = 0;
   for (const Node& node : nodes)
-    for (const ParamSpec& p : node.params) total += shape_numel(p.shape);
+    for (const ParamSpec& p : node.params)
+      if (p.trainable) total += shape_numel(p.shape);  // as torch's sum(p.numel() for p in parameters())
   return total;
 }
 

@@ -95,8 +95,9 @@ struct Graph {
   std::optional<TrainingSpec> training;  // the `train:` section, when present
   std::optional<PlacementSpec> placement;  // the `placement:` key, when present
 
+  /// Trainable parameters only (buffers are not counted, as in torch).
   int64_t parameter_count() const;
-  /// All parameters in node order.
+  /// All parameters and buffers in node order.
   std::vector<ParamSpec> parameters() const;
   /// The symbols graph inputs use, in order of appearance.
   std::vector<std::string> symbols() const;

@@ -47,9 +47,9 @@ class GraphLoader : private YamlReader {
 
   Graph load(const YAML::Node& root) {
     if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
-    // oracle_steps is read by the test oracle (tests/oracle) and ignored here
+    // oracle_steps and oracle_mode are read by the test oracle (tests/oracle) and ignored here
     check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle_steps",
-                      "placement"}, "",
+                      "oracle_mode", "placement"}, "",
                "top-level key");
     const YAML::Node name = require(root, "name", "");
     graph_.name = scalar_string(name, "", "name");
@@ -427,6 +427,9 @@ class GraphLoader : private YamlReader {
         return v;
       }
       case AttrType::int_list: {
+        // a word among `choices` stands for a rule (conv2d's padding: 'same', 'valid')
+        if (n.IsScalar() && std::find(spec.choices.begin(), spec.choices.end(), n.Scalar()) != spec.choices.end())
+          return n.Scalar();
         if (n.IsScalar()) {
           int64_t v = scalar_int(n, path, what);
           check_range(static_cast<double>(v));

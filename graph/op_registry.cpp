@@ -11,7 +11,7 @@ const std::map<std::string, OpSchema>& registry() {
   static const std::map<std::string, OpSchema> table = [] {
     std::map<std::string, OpSchema> t;
     for (auto family : {linear_schemas, embedding_schemas, activation_schemas, normalization_schemas,
-                        elementwise_schemas, shape_op_schemas})
+                        elementwise_schemas, shape_op_schemas, convolution_schemas, pooling_schemas})
       for (OpSchema& s : family()) t.emplace(s.name, std::move(s));
     return t;
   }();
@@ -53,6 +53,10 @@ SymShape broadcast_shapes(const SymShape& a, const SymShape& b) {
                         ")");
   }
   return out;
+}
+
+bool any_trainable(const std::vector<ParamSpec>& params) {
+  return std::any_of(params.begin(), params.end(), [](const ParamSpec& p) { return p.trainable; });
 }
 
 const TensorType& only_input(const std::vector<TensorType>& in) { return in.at(0); }

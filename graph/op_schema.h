@@ -22,7 +22,7 @@ enum class AttrType {
   number,     // float; an int is accepted
   boolean,
   string,     // one of `choices` when given
-  int_list,   // an int or a list of ints (normalized_shape)
+  int_list,   // an int or a list of ints (normalized_shape); or a word of `choices` (padding: same)
   shape,      // a list of ints and symbol names (reshape's shape)
 };
 
@@ -51,11 +51,21 @@ struct ParamInit {
   std::optional<int64_t> zero_row = std::nullopt;  // embedding padding_idx
 };
 
+/// A parameter, or a buffer: state that is not trained (batch_norm2d's running
+/// statistics). Both are held, saved and loaded together under their state_dict names and
+/// reach kernels in the same list, in the schema's order. A buffer never has a gradient
+/// (its grad_params entry is an undefined Tensor), no optimizer or clip_grad_norm sees it,
+/// and only a kernel's training forward changes it, in place. See docs/yaml-format.md.
 struct ParamSpec {
   std::string name;  // local: "weight"; the graph prefixes the layer path
   Shape shape;
   ParamInit init;
+  bool trainable = true;          // false: a buffer
+  DType dtype = DType::float32;   // int64 for a counter buffer (num_batches_tracked, as torch)
 };
+
+/// Whether `params` holds a trainable parameter (a layer with only buffers trains nothing).
+bool any_trainable(const std::vector<ParamSpec>& params);
 
 /// Bad shapes, dtypes or attribute combinations found by a schema: the loader adds the
 /// file, line, column and layer path.

@@ -31,12 +31,12 @@ CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const B
     const Node& node = graph.nodes[op_step.node];
     Step step;
     step.node = &node;
-    bool needs = !node.params.empty();
+    bool needs = any_trainable(node.params);
     for (int v : node.inputs) needs = needs || requires_grad_[v];
     requires_grad_[node.output] = needs && graph.values[node.output].type.dtype == DType::float32;
     for (const ParamSpec& p : node.params) {
       step.params.push_back(params.at(p.name));
-      step.param_grads.push_back(param_grads.at(p.name));
+      step.param_grads.push_back(p.trainable ? param_grads.at(p.name) : Tensor());  // a buffer has none
     }
     if (!node.schema->is_view) {
       step.kernel = make_cpu_kernel(cpu, graph, node, shapes_, step.params);

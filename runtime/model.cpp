@@ -21,8 +21,8 @@ Model::Model(Graph graph)
     : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(std::make_unique<CpuContext>()) {
   for (const ParamSpec& p : graph_->parameters()) {
     try {
-      params_.emplace(p.name, Tensor::empty(p.shape, DType::float32));
-      grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));
+      params_.emplace(p.name, Tensor::empty(p.shape, p.dtype));
+      if (p.trainable) grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));  // buffers have none
     } catch (const UserError& e) {
       throw UserError("parameter '" + p.name + "' of model '" + graph_->name + "': " + e.what());
     }
@@ -36,6 +36,11 @@ Model::~Model() = default;
 
 void Model::init_parameters(uint64_t seed) {
   for (const ParamSpec& p : graph_->parameters()) {
+    if (p.dtype == DType::int64) {  // a counter buffer (num_batches_tracked) starts at 0
+      TANDEM_ASSERT(p.init.kind == ParamInit::Kind::zeros, "an int64 buffer starts at zero");
+      for (int64_t& v : params_.at(p.name).span<int64_t>()) v = 0;
+      continue;
+    }
     float* data = params_.at(p.name).data<float>();
     int64_t n = shape_numel(p.shape);
     Rng rng(seed, p.name);
@@ -82,8 +87,9 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
     if (w.shape() != target.shape())
       throw UserError(source + ": tensor '" + name + "' has shape " + shape_str(w.shape()) + " but the model expects " +
                       shape_str(target.shape()));
-    if (w.dtype() != DType::float32)
-      throw UserError(source + ": tensor '" + name + "' is " + std::string(dtype_name(w.dtype())) + "; parameters are float32");
+    if (w.dtype() != target.dtype())
+      throw UserError(source + ": tensor '" + name + "' is " + std::string(dtype_name(w.dtype())) + " but the model expects " +
+                      std::string(dtype_name(target.dtype())));
   }
   // copy in place: compiled kernels keep referring to the same storage
   for (auto& [name, target] : params_) std::memcpy(target.raw_data(), weights.at(name).raw_data(), target.nbytes());

@@ -42,7 +42,7 @@ class Model {
   const Graph& graph() const { return *graph_; }
   const Plan& plan() const { return plan_; }
 
-  /// Parameters by state_dict name ("encoder.0.fc.weight").
+  /// Parameters and buffers by state_dict name ("encoder.0.fc.weight", "bn.running_mean").
   const TensorMap& parameters() const { return params_; }
   /// Draws every parameter from the distribution PyTorch uses for its module.
   void init_parameters(uint64_t seed);
@@ -61,7 +61,8 @@ class Model {
   TensorMap forward(const TensorMap& inputs);
 
   // ---- training -------------------------------------------------------------------
-  /// Gradients by parameter name: zero until a backward, then accumulated by each one.
+  /// Gradients by parameter name (trainable ones only: buffers have none): zero until a
+  /// backward, then accumulated by each one.
   const TensorMap& gradients() const { return grads_; }
   void zero_gradients();
   /// Like torch's `outputs.backward(grad_outputs)`: a forward on `inputs` (in training

@@ -70,7 +70,7 @@ DeviceParameterCache::Entry& DeviceParameterCache::entry(const std::string& name
   if (fresh) {
     try {
       e.host = params_.at(name);
-      e.host_grad = grads_.at(name);
+      if (auto g = grads_.find(name); g != grads_.end()) e.host_grad = g->second;  // a buffer has none
       Allocator& allocator = registry_.allocator(device);
       e.copy = allocate(e.host.shape(), e.host.dtype(), allocator, context);
     } catch (...) {
@@ -192,13 +192,18 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& graph, const Plan& plan, c
     a.node = &node;
     a.device = device_index(s.device);
     a.context = layer_context(node);
-    bool needs = !node.params.empty();
+    bool needs = any_trainable(node.params);
     for (int v : node.inputs) needs = needs || requires_grad_[v];
     requires_grad_[node.output] = needs && graph.values[node.output].type.dtype == DType::float32;
     for (const ParamSpec& p : node.params) {
+      // A training forward updates buffers in place; on a GPU that would be its copy, which
+      // nothing brings back to the host yet: refuse rather than lose the update silently.
+      if (!p.trainable && s.device != Device::cpu())
+        throw UserError(a.context + ": its buffer '" + p.name + "' (running statistics) cannot be trained on " +
+                        s.device.str() + " yet; place this layer on the cpu (device: cpu)");
       a.params.push_back(cache_.weight(p.name, s.device, a.context));
-      a.param_grads.push_back(cache_.gradient(p.name, s.device, a.context));
-      if (s.device != Device::cpu()) {
+      a.param_grads.push_back(p.trainable ? cache_.gradient(p.name, s.device, a.context) : Tensor());
+      if (s.device != Device::cpu() && p.trainable) {
         std::pair<std::string, Device> key{p.name, s.device};
         if (std::find(gpu_param_keys_.begin(), gpu_param_keys_.end(), key) == gpu_param_keys_.end())
           gpu_param_keys_.push_back(key);

@@ -20,10 +20,11 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)) {
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
-  for (const auto& [name, p] : model_.parameters()) {
+  // what has a gradient is what the optimizer updates: buffers (running statistics) are not
+  for (const auto& [name, g] : model_.gradients()) {
     names_.push_back(name);
-    params_.push_back(p);
-    grads_.push_back(model_.gradients().at(name));
+    params_.push_back(model_.parameters().at(name));
+    grads_.push_back(g);
   }
 }
 

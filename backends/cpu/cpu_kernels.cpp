@@ -10,7 +10,7 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 17> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 21> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
@@ -22,6 +22,10 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"softmax", make_softmax_kernel},
       {"log_softmax", make_log_softmax_kernel},
       {"layer_norm", make_layer_norm_kernel},
+      {"batch_norm2d", make_batch_norm2d_kernel},
+      {"conv2d", make_conv2d_kernel},
+      {"max_pool2d", make_max_pool2d_kernel},
+      {"avg_pool2d", make_avg_pool2d_kernel},
       {"dropout", make_dropout_kernel},
       {"add", make_add_kernel},
       {"mul", make_mul_kernel},

@@ -10,7 +10,9 @@ namespace tandem {
 std::vector<OpSchema> linear_schemas();        // linear, matmul
 std::vector<OpSchema> embedding_schemas();     // embedding, embedding_bag
 std::vector<OpSchema> activation_schemas();    // relu, gelu, tanh, sigmoid, softmax, log_softmax, dropout
-std::vector<OpSchema> normalization_schemas(); // layer_norm
+std::vector<OpSchema> normalization_schemas(); // layer_norm, batch_norm2d
+std::vector<OpSchema> convolution_schemas();   // conv2d
+std::vector<OpSchema> pooling_schemas();       // max_pool2d, avg_pool2d
 std::vector<OpSchema> elementwise_schemas();   // add, mul
 std::vector<OpSchema> shape_op_schemas();      // cat, flatten, reshape
 

@@ -42,7 +42,7 @@ int run_check(const CheckOptions& o) {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       int64_t params = 0;
-      for (const ParamSpec& p : n.params) params += shape_numel(p.shape);
+      for (const ParamSpec& p : n.params) params += p.trainable ? shape_numel(p.shape) : 0;  // buffers are not parameters
       j["layers"].push_back({{"path", n.path},
                              {"op", n.op},
                              {"attributes", n.attrs.str()},
@@ -66,7 +66,7 @@ int run_check(const CheckOptions& o) {
   fmt::print("\n{:<32} {:<14} {:<24} {:>12}  {}\n", "layer", "op", "output shape", "parameters", "device");
   for (const Node& n : g.nodes) {
     int64_t params = 0;
-    for (const ParamSpec& p : n.params) params += shape_numel(p.shape);
+    for (const ParamSpec& p : n.params) params += p.trainable ? shape_numel(p.shape) : 0;
     fmt::print("{:<32} {:<14} {:<24} {:>12}  {}\n", n.path, n.op, sym_shape_str(g.values[n.output].type.shape),
                params, declared_device(g, n));
   }

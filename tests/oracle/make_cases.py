@@ -13,7 +13,11 @@ grads.safetensors:
   grad.<param>          d(sum_o <grad_output.o, o>)/d param, for every state_dict entry
                         (zeros where the outputs do not depend on it)
   grad_input.<input>    the same for every float32 graph input
-computed in eval mode (dropout is the identity).
+computed in eval mode (dropout is the identity), or with the YAML's top-level
+`oracle_mode: train` in training mode (batch_norm2d uses the batch's statistics), where
+  buffer.<name>         every buffer after that one training forward (running statistics)
+is recorded too ("grads_training": true in the manifest). weights.safetensors holds every
+state_dict entry as float32, except int64 counters (num_batches_tracked) kept int64.
 
 A model with `loss:` and `train:` also gets a training case `<stem>-train`:
   weights.safetensors   the initial state_dict
@@ -67,12 +71,32 @@ def collect(paths):
 
 
 def perturb_norms(model):
-    """layer_norm starts at weight 1, bias 0; move them so that loading them is tested."""
+    """layer_norm and batch_norm2d start at weight 1, bias 0 (and running mean 0, var 1);
+    move them so that loading them is tested."""
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias)):
+            if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias, torch.nn.BatchNorm2d)):
                 for p in m.parameters(recurse=False):
                     p.add_(0.1 * torch.randn_like(p))
+            if isinstance(m, torch.nn.BatchNorm2d) and m.track_running_stats:
+                m.running_mean.add_(0.2 * torch.randn_like(m.running_mean))
+                m.running_var.mul_(torch.empty_like(m.running_var).uniform_(0.5, 2.0))
+                m.num_batches_tracked.fill_(int(torch.randint(0, 100, ())))
+
+
+def stored(t):
+    """A state_dict entry as the weights file holds it: float32, or int64 for a counter
+    buffer (batch_norm2d's num_batches_tracked, as torch saves it)."""
+    t = t.detach().clone()
+    return t if t.dtype == torch.int64 else t.float()
+
+
+def train_mode(doc):
+    """`oracle_mode: train` differentiates the model in training mode (batch statistics)."""
+    mode = doc.get("oracle_mode", "eval") if isinstance(doc, dict) else "eval"
+    if mode not in ("eval", "train"):
+        raise tt.SpecError("oracle_mode must be eval or train, got %r" % (mode,))
+    return mode == "train"
 
 
 def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
@@ -94,10 +118,11 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
         if t.dtype != torch.float32:
             raise tt.SpecError("output %r is %s, expected float32" % (o, t.dtype))
     tt.write_safetensors(os.path.join(case_dir, "weights.safetensors"),
-                         {k: v.detach().float() for k, v in model.state_dict().items()})
+                         {k: stored(v) for k, v in model.state_dict().items()})
     tt.write_safetensors(os.path.join(case_dir, "inputs.safetensors"), inputs)
     tt.write_safetensors(os.path.join(case_dir, "expected.safetensors"), dict(outputs))
-    grads = make_grads(model, spec, inputs, bindings, rng.randrange(2 ** 31))
+    training = train_mode(doc)
+    grads = make_grads(model, spec, inputs, bindings, rng.randrange(2 ** 31), training)
     gpath = os.path.join(case_dir, "grads.safetensors")
     if grads is not None:
         tt.write_safetensors(gpath, grads)
@@ -112,11 +137,14 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
         "outputs": list(outputs),
         "shapes": {k: list(v.shape) for k, v in outputs.items()},
         "grads": grads is not None,
+        "grads_training": training,
     }
 
 
-def make_grads(model, spec, inputs, bindings, seed):
-    """grads.safetensors' tensors, or None when torch cannot differentiate the outputs."""
+def make_grads(model, spec, inputs, bindings, seed, training=False):
+    """grads.safetensors' tensors, or None when torch cannot differentiate the outputs.
+    With `training`, the forward runs in training mode and the buffers it updated
+    (batch_norm2d's running statistics) are recorded as buffer.<name>."""
     gen = torch.Generator().manual_seed(seed)
     ins = collections.OrderedDict()
     for n, t in inputs.items():
@@ -126,7 +154,11 @@ def make_grads(model, spec, inputs, bindings, seed):
         p.grad = None
     try:
         with torch.enable_grad():
-            outputs = model(ins, bindings)
+            model.train(training)
+            try:
+                outputs = model(ins, bindings)
+            finally:
+                model.eval()
             outs, seeds, named = [], [], collections.OrderedDict()
             for name, o in outputs.items():
                 if o.dtype != torch.float32:
@@ -149,6 +181,9 @@ def make_grads(model, spec, inputs, bindings, seed):
     for n, t in ins.items():
         if t.dtype == torch.float32:
             res["grad_input." + n] = t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
+    if training:
+        for n, b in model.named_buffers():
+            res["buffer." + n] = stored(b)
     return res
 
 
@@ -169,7 +204,7 @@ def make_train_case(yaml_path, doc, stem, seed, out_dir):
     bindings = tt.draw_bindings(spec, rng, batch)
     total_steps = train["epochs"] * steps
     gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
-    weights = {k: v.detach().clone().float() for k, v in model.state_dict().items()}
+    weights = {k: stored(v) for k, v in model.state_dict().items()}
     opt, sched = tt.make_optimizer(model, train, total_steps)
     model.train()
     batches, losses, lrs, expected = collections.OrderedDict(), [], [], collections.OrderedDict()
@@ -177,8 +212,10 @@ def make_train_case(yaml_path, doc, stem, seed, out_dir):
         inputs = tt.draw_inputs(spec, bindings, gen)
         n_classes = None
         if spec.loss["op"] in tt.CLASS_LOSSES:
-            with torch.no_grad():
+            with torch.no_grad():  # in eval mode: a training forward would move running statistics
+                model.eval()
                 n_classes = tt.loss_classes(spec, model.values(inputs, bindings))
+                model.train()
         targets = tt.draw_targets(spec, bindings, gen, n_classes)
         for n, t in list(inputs.items()) + list(targets.items()):
             batches["step%d.%s" % (k, n)] = t
@@ -193,7 +230,7 @@ def make_train_case(yaml_path, doc, stem, seed, out_dir):
     expected["loss"] = torch.tensor(losses, dtype=torch.float32)
     expected["lr"] = torch.tensor(lrs, dtype=torch.float32)
     for n, p in model.state_dict().items():
-        expected["final." + n] = p.detach().clone().float()
+        expected["final." + n] = stored(p)
     name = "%s-train" % stem
     case_dir = os.path.join(out_dir, name)
     os.makedirs(case_dir, exist_ok=True)

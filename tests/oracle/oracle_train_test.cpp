@@ -41,8 +41,10 @@ TEST_CASE("gradients of every op and model equal PyTorch's", "[oracle][grad]") {
       TensorMap inputs = tandem::read_safetensors(dir + "/inputs.safetensors");
       TensorMap grads = tandem::read_safetensors(dir + "/grads.safetensors");
       model.zero_gradients();
-      // the oracle differentiates the module in eval mode (dropout is the identity)
-      TensorMap input_grads = model.backward(inputs, with_prefix(grads, "grad_output."), /*training=*/false);
+      // the oracle differentiates the module in eval mode (dropout is the identity), unless
+      // the case asks for training mode (batch_norm2d's batch statistics)
+      const bool training = c.value("grads_training", false);
+      TensorMap input_grads = model.backward(inputs, with_prefix(grads, "grad_output."), training);
       for (const auto& [param, want] : with_prefix(grads, "grad.")) {
         INFO("parameter " << param);
         CHECK(oracle::relative_error(model.gradients().at(param), want) <= 1e-4);
@@ -51,6 +53,11 @@ TEST_CASE("gradients of every op and model equal PyTorch's", "[oracle][grad]") {
         INFO("input " << input);
         REQUIRE(input_grads.count(input) == 1);
         CHECK(oracle::relative_error(input_grads.at(input), want) <= 1e-4);
+      }
+      // buffers the training forward updated (running statistics), as torch left them
+      for (const auto& [buffer, want] : with_prefix(grads, "buffer.")) {
+        INFO("buffer " << buffer);
+        CHECK(oracle::relative_error(model.parameters().at(buffer), want) <= 1e-5);
       }
     }
   }

@@ -39,7 +39,7 @@ _DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:[0-9]+)$")
 
 TOP_KEYS = {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train"}
 # Keys that other tools own (placement) or that steer the oracle itself.
-IGNORED_TOP_KEYS = {"placement", "oracle", "oracle_steps"}
+IGNORED_TOP_KEYS = {"placement", "oracle", "oracle_steps", "oracle_mode"}
 LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel"}
 
 _REQ = object()  # marks a required attribute
@@ -66,6 +66,14 @@ OPS = {
     "flatten": ({"start_dim": 1, "end_dim": -1}, (1, 1)),
     "reshape": ({"shape": _REQ}, (1, 1)),
     "matmul": ({}, (2, 2)),
+    "conv2d": ({"in_channels": _REQ, "out_channels": _REQ, "kernel_size": _REQ, "stride": 1, "padding": 0,
+                "dilation": 1, "groups": 1, "bias": True, "padding_mode": "zeros"}, (1, 1)),
+    "max_pool2d": ({"kernel_size": _REQ, "stride": None, "padding": 0, "dilation": 1, "return_indices": False,
+                    "ceil_mode": False}, (1, 1)),
+    "avg_pool2d": ({"kernel_size": _REQ, "stride": None, "padding": 0, "ceil_mode": False,
+                    "count_include_pad": True}, (1, 1)),
+    "batch_norm2d": ({"num_features": _REQ, "eps": 1e-5, "momentum": 0.1, "affine": True,
+                      "track_running_stats": True}, (1, 1)),
 }
 
 
@@ -593,6 +601,37 @@ class _Builder:
             return Fn(torch.reshape, "shape=%s" % s)  # the plan binds the symbols
         if op == "matmul":
             return Fn(torch.matmul, "matmul")
+        if op in ("conv2d", "max_pool2d", "avg_pool2d"):
+            def pair(k, lo, words=()):
+                v = a[k]
+                if isinstance(v, str) and v in words:
+                    return v
+                need((_is_int(v) and v >= lo) or (isinstance(v, list) and len(v) == 2
+                                                  and all(_is_int(d) and d >= lo for d in v)),
+                     "%s must be an int >= %d or a list of two" % (k, lo))
+                return v if _is_int(v) else tuple(v)
+            k = pair("kernel_size", 1)
+            stride = None if a["stride"] is None else pair("stride", 1)
+            if op == "conv2d":
+                pos("in_channels"), pos("out_channels"), pos("groups"), boolean("bias")
+                need(a["in_channels"] % a["groups"] == 0, "in_channels must be divisible by groups")
+                need(a["out_channels"] % a["groups"] == 0, "out_channels must be divisible by groups")
+                need(a["padding_mode"] == "zeros", "padding_mode must be zeros")
+                return nn.Conv2d(a["in_channels"], a["out_channels"], k, stride=stride, padding=pair("padding", 0, ("same", "valid")),
+                                 dilation=pair("dilation", 1), groups=a["groups"], bias=a["bias"])
+            boolean("ceil_mode")
+            if op == "max_pool2d":
+                need(a["return_indices"] is False, "return_indices must be false")
+                return nn.MaxPool2d(k, stride=stride, padding=pair("padding", 0), dilation=pair("dilation", 1),
+                                    ceil_mode=a["ceil_mode"])
+            boolean("count_include_pad")
+            return nn.AvgPool2d(k, stride=stride, padding=pair("padding", 0), ceil_mode=a["ceil_mode"],
+                                count_include_pad=a["count_include_pad"])
+        if op == "batch_norm2d":
+            pos("num_features"), number("eps"), boolean("affine"), boolean("track_running_stats")
+            need(a["momentum"] is None or _is_num(a["momentum"]), "momentum must be a number or null")
+            return nn.BatchNorm2d(a["num_features"], eps=float(a["eps"]), momentum=a["momentum"], affine=a["affine"],
+                                  track_running_stats=a["track_running_stats"])
         raise AssertionError(op)
 
 

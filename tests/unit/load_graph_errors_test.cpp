@@ -22,6 +22,7 @@ struct BrokenCase {
 };
 
 const std::string kHead = "name: m\ninputs:\n  x: {shape: [batch, 10]}\nlayers:\n";  // layers start on line 5
+const std::string kImage = "name: m\ninputs:\n  x: {shape: [batch, 4, 9, 11]}\nlayers:\n";  // the same, for images
 
 std::vector<BrokenCase> broken_cases() {
   return {
@@ -121,6 +122,31 @@ std::vector<BrokenCase> broken_cases() {
       {"invalid YAML", kHead + "  - {name: a, op: relu\n", "invalid YAML", 6, 1},
       {"tab indentation", "name: m\ninputs:\n\tx: {shape: [4]}\n", "invalid YAML", 3, 3},
       {"empty file", "", "the file is empty", 1, 1},
+      {"conv2d groups that do not divide", kImage + "  - {name: c, op: conv2d, in_channels: 4, out_channels: 6, kernel_size: 3, groups: 3}\n",
+       "layer 'c': in_channels 4 is not divisible by groups 3", 5, 5},
+      {"conv2d channel mismatch", kImage + "  - {name: c, op: conv2d, in_channels: 3, out_channels: 6, kernel_size: 3}\n",
+       "the input has 4 channels (dimension 1 of [batch, 4, 9, 11]) but in_channels is 3", 5, 5},
+      {"conv2d kernel larger than the padded input",
+       kImage + "  - {name: c, op: conv2d, in_channels: 4, out_channels: 6, kernel_size: [12, 3], padding: 1}\n",
+       "the height of the input is 9 (11 padded) but the window spans 12", 5, 5},
+      {"conv2d same padding with a stride",
+       kImage + "  - {name: c, op: conv2d, in_channels: 4, out_channels: 6, kernel_size: 3, stride: 2, padding: same}\n",
+       "padding 'same' needs stride 1", 5, 5},
+      {"conv2d kernel_size of three numbers",
+       kImage + "  - {name: c, op: conv2d, in_channels: 4, out_channels: 6, kernel_size: [3, 3, 3]}\n",
+       "kernel_size must be an int or a list of two ints [h, w]", 5, 5},
+      {"conv2d on a symbolic height",
+       "name: m\ninputs:\n  x: {shape: [batch, 4, h, 11]}\nlayers:\n"
+       "  - {name: c, op: conv2d, in_channels: 4, out_channels: 6, kernel_size: 3}\n",
+       "the input's height is the symbol h", 5, 5},
+      {"conv2d on a 2-D input", kHead + "  - {name: c, op: conv2d, in_channels: 4, out_channels: 6, kernel_size: 3}\n",
+       "the input must be [N, C, H, W] (or unbatched [C, H, W])", 5, 5},
+      {"pool padding above half the kernel", kImage + "  - {name: p, op: max_pool2d, kernel_size: 2, padding: 2}\n",
+       "padding must be between 0 and half the kernel size", 5, 5},
+      {"avg_pool2d window larger than the input", kImage + "  - {name: p, op: avg_pool2d, kernel_size: 10}\n",
+       "the height of the input is 9 (9 padded) but the window spans 10", 5, 5},
+      {"batch_norm2d channel mismatch", kImage + "  - {name: bn, op: batch_norm2d, num_features: 5}\n",
+       "layer 'bn': the input has 4 channels (dimension 1 of [batch, 4, 9, 11]) but num_features is 5", 5, 5},
   };
 }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "graph/load_graph.h"
@@ -156,4 +157,50 @@ TEST_CASE("a repeated forward builds no new primitive and reuses buffers", "[mod
   int64_t after = model.primitives_created();
   model.forward(model.random_inputs({{"batch", 3}}, 5));
   CHECK(model.primitives_created() == after);
+}
+
+TEST_CASE("buffers are saved and loaded but get no gradient", "[model][weights][buffers]") {
+  auto yaml = std::filesystem::temp_directory_path() / ("tandem-bn-" + std::to_string(getpid()) + ".yaml");
+  {
+    std::ofstream out(yaml);
+    out << "name: bn\ninputs:\n  x: {shape: [batch, 3, 5, 4]}\nlayers:\n"
+           "  - {name: conv, op: conv2d, in_channels: 3, out_channels: 2, kernel_size: 3, padding: 1}\n"
+           "  - {name: bn, op: batch_norm2d, num_features: 2}\n";
+  }
+  Model model = Model::load(yaml.string());
+  std::filesystem::remove(yaml);
+  // torch's parameters() of Conv2d(3, 2, 3) + BatchNorm2d(2): 54 + 2 + 2 + 2
+  CHECK(model.graph().parameter_count() == 60);
+  for (const char* name : {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}) {
+    INFO(name);
+    CHECK(model.parameters().count(name) == 1);
+    CHECK(model.gradients().count(name) == 0);
+  }
+  const Tensor& tracked = model.parameters().at("bn.num_batches_tracked");
+  CHECK(tracked.dtype() == DType::int64);
+  CHECK(tracked.shape().empty());
+  CHECK(model.gradients().count("bn.weight") == 1);
+
+  std::mt19937 rng(7);
+  TensorMap inputs{{"x", random_tensor({4, 3, 5, 4}, rng)}};
+  const std::vector<float> mean0 = model.parameters().at("bn.running_mean").to_vector<float>();
+  model.forward(inputs);  // inference reads the running statistics and leaves them
+  CHECK(model.parameters().at("bn.running_mean").to_vector<float>() == mean0);
+  CHECK(tracked.to_vector<int64_t>() == std::vector<int64_t>{0});
+  model.backward(inputs, {{"bn", random_tensor({4, 2, 5, 4}, rng)}}, /*training=*/true);
+  CHECK(tracked.to_vector<int64_t>() == std::vector<int64_t>{1});
+  CHECK(model.parameters().at("bn.running_mean").to_vector<float>() != mean0);
+
+  auto path = std::filesystem::temp_directory_path() / ("tandem-bn-" + std::to_string(getpid()) + ".safetensors");
+  model.save_weights(path.string());
+  TensorMap saved = read_safetensors(path.string());
+  std::filesystem::remove(path);
+  CHECK(saved.at("bn.num_batches_tracked").dtype() == DType::int64);
+  Model again = std::move(model);
+  again.set_weights(saved);
+  CHECK(again.parameters().at("bn.running_var").to_vector<float>() == saved.at("bn.running_var").to_vector<float>());
+  TensorMap as_float = saved;
+  as_float["bn.num_batches_tracked"] = Tensor::zeros({}, DType::float32);
+  REQUIRE_THROWS_WITH(again.set_weights(as_float),
+                      Catch::Contains("'bn.num_batches_tracked' is float32 but the model expects int64"));
 }

@@ -20,6 +20,10 @@ std::unique_ptr<Kernel> make_sigmoid_kernel(CpuContext& ctx, const KernelSpec& s
 std::unique_ptr<Kernel> make_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_log_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_batch_norm2d_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_conv2d_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_max_pool2d_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_avg_pool2d_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_dropout_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_add_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mul_kernel(CpuContext& ctx, const KernelSpec& spec);
