@@ -10,7 +10,7 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 21> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 22> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
@@ -30,6 +30,7 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"add", make_add_kernel},
       {"mul", make_mul_kernel},
       {"cat", make_cat_kernel},
+      {"narrow", make_narrow_kernel},
       {"flatten", make_flatten_kernel},
       {"reshape", make_reshape_kernel},
   }};

@@ -14,7 +14,7 @@ std::vector<OpSchema> normalization_schemas(); // layer_norm, batch_norm2d
 std::vector<OpSchema> convolution_schemas();   // conv2d
 std::vector<OpSchema> pooling_schemas();       // max_pool2d, avg_pool2d
 std::vector<OpSchema> elementwise_schemas();   // add, mul
-std::vector<OpSchema> shape_op_schemas();      // cat, flatten, reshape
+std::vector<OpSchema> shape_op_schemas();      // cat, narrow, flatten, reshape
 
 /// Shared checks for schemas.
 const TensorType& only_input(const std::vector<TensorType>& in);

@@ -1,5 +1,7 @@
-// cat (torch.cat), flatten (torch.nn.Flatten) and reshape (torch.reshape). flatten and
-// reshape are views: the runtime gives their output the input's storage.
+// cat (torch.cat), narrow (torch.narrow), flatten (torch.nn.Flatten) and reshape
+// (torch.reshape). flatten and reshape are views: the runtime gives their output the
+// input's storage. narrow copies (its slice is contiguous only along the first dim); it is
+// also how a data_parallel block scatters its inputs (placement/replicate.cpp).
 #include <algorithm>
 #include <charconv>
 
@@ -38,6 +40,31 @@ OpSchema cat() {
       }
       out.shape[dim] = out.shape[dim] + t.shape[dim];
     }
+    return out;
+  };
+  return s;
+}
+
+OpSchema narrow() {
+  OpSchema s;
+  s.name = "narrow";
+  s.summary = "elements start..start+length-1 along dim (torch.narrow)";
+  s.attrs = {{"dim", AttrType::integer, {}, true},
+             {"start", AttrType::integer, {}, true, false, {}, 0.0},
+             {"length", AttrType::integer, {}, true, false, {}, 1.0}};
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    const TensorType& x = in[0];
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0) throw SchemaError("cannot narrow a 0-D tensor");
+    int64_t dim = normalize_dim(a.get_int("dim"), rank, "dim");
+    int64_t start = a.get_int("start"), length = a.get_int("length");
+    // A symbolic extent is checked when it is bound (the kernel asserts; the runtime binds
+    // before it builds one); a fixed one now.
+    if (x.shape[dim].is_constant() && start + length > x.shape[dim].constant())
+      throw SchemaError("start " + std::to_string(start) + " + length " + std::to_string(length) + " runs past dim " +
+                        std::to_string(dim) + " of size " + std::to_string(x.shape[dim].constant()));
+    TensorType out = x;
+    out.shape[dim] = Dim(length);
     return out;
   };
   return s;
@@ -130,6 +157,6 @@ OpSchema reshape() {
 
 }  // namespace
 
-std::vector<OpSchema> shape_op_schemas() { return {cat(), flatten(), reshape()}; }
+std::vector<OpSchema> shape_op_schemas() { return {cat(), narrow(), flatten(), reshape()}; }
 
 }  // namespace tandem

@@ -63,6 +63,7 @@ OPS = {
     "add": ({"alpha": 1.0}, (2, 2)),
     "mul": ({}, (2, 2)),
     "cat": ({"dim": 0}, (2, None)),
+    "narrow": ({"dim": _REQ, "start": _REQ, "length": _REQ}, (1, 1)),
     "flatten": ({"start_dim": 1, "end_dim": -1}, (1, 1)),
     "reshape": ({"shape": _REQ}, (1, 1)),
     "matmul": ({}, (2, 2)),
@@ -585,6 +586,11 @@ class _Builder:
             integer("dim")
             dim = a["dim"]
             return Fn(lambda *xs: torch.cat(xs, dim=dim), "dim=%d" % dim)
+        if op == "narrow":
+            integer("dim"), integer("start"), integer("length")
+            need(a["start"] >= 0 and a["length"] >= 1, "start must be >= 0 and length >= 1")
+            dim, start, length = a["dim"], a["start"], a["length"]
+            return Fn(lambda x: torch.narrow(x, dim, start, length).clone(), "dim=%d start=%d length=%d" % (dim, start, length))
         if op == "flatten":
             integer("start_dim"), integer("end_dim")
             return nn.Flatten(a["start_dim"], a["end_dim"])

@@ -1,9 +1,11 @@
-// cat (attr dim, negative allowed; two or more inputs -> concatenated), flatten and
+// cat (attr dim, negative allowed; two or more inputs -> concatenated), narrow (dim,
+// start, length: a slice along dim), flatten and
 // reshape (a contiguous copy: the runtime usually aliases these instead, but the
 // kernel must work on its own). Byte copies, so int64 tensors work as well as float32.
 //
 // Backward (needs nothing from forward; input gradients assigned):
 //   cat:              dy [.., sum_i n_i, ..] is split along dim into dx_i [.., n_i, ..]
+//   narrow:           dx is zero but for the slice, which is dy
 //   flatten, reshape: dx = dy (same elements, the input's shape)
 #include <cstring>
 
@@ -106,7 +108,61 @@ class CatKernel final : public Kernel {
   std::vector<size_t> chunk_bytes_;
 };
 
+// Rows of `outer` blocks: the input's row holds in_row bytes, of which the slice is the
+// `slice` bytes starting at `offset`.
+class NarrowKernel final : public Kernel {
+ public:
+  explicit NarrowKernel(const KernelSpec& spec) {
+    const Shape& in = spec.inputs.at(0).shape;
+    const Shape& out = spec.outputs.at(0).shape;
+    int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(in.size()), "narrow");
+    int64_t start = spec.attrs->get_int("start"), length = spec.attrs->get_int("length");
+    TANDEM_ASSERT(start >= 0 && length >= 1 && start + length <= in[dim] && out[dim] == length,
+                  "narrow: start " + std::to_string(start) + " + length " + std::to_string(length) + " outside dim " +
+                      std::to_string(dim) + " of " + shape_str(in));
+    size_t inner = static_cast<size_t>(cpu::dims_product(in, dim + 1, in.size())) * dtype_size(spec.inputs[0].dtype);
+    outer_ = cpu::dims_product(in, 0, dim);
+    in_row_ = static_cast<size_t>(in[dim]) * inner;
+    offset_ = static_cast<size_t>(start) * inner;
+    slice_ = static_cast<size_t>(length) * inner;
+  }
+
+  void forward(const KernelArgs& args) override {
+    const char* x = static_cast<const char*>(args.inputs[0].raw_data()) + offset_;
+    char* y = static_cast<char*>(args.outputs[0].raw_data());
+    if (outer_ == 1) return parallel_copy(y, x, slice_);
+    cpu::parallel_for(outer_, static_cast<int64_t>(slice_ / 8), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) std::memcpy(y + o * slice_, x + o * in_row_, slice_);
+    });
+  }
+
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    char* dx = static_cast<char*>(args.grad_inputs[0].raw_data());
+    const char* dy = static_cast<const char*>(args.grad_outputs[0].raw_data());
+    cpu::parallel_for(outer_, static_cast<int64_t>(in_row_ / 8), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        char* row = dx + o * in_row_;
+        std::memset(row, 0, offset_);
+        std::memcpy(row + offset_, dy + o * slice_, slice_);
+        std::memset(row + offset_ + slice_, 0, in_row_ - offset_ - slice_);
+      }
+    });
+  }
+
+ private:
+  int64_t outer_ = 0;
+  size_t in_row_ = 0, offset_ = 0, slice_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_narrow_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<NarrowKernel>(spec);
+}
 
 std::unique_ptr<Kernel> make_cat_kernel(CpuContext&, const KernelSpec& spec) { return std::make_unique<CatKernel>(spec); }
 std::unique_ptr<Kernel> make_flatten_kernel(CpuContext&, const KernelSpec& spec) {
