@@ -37,6 +37,14 @@ struct DataParallelSpec {
   std::vector<int64_t> chunk_sizes;  // empty: torch.chunk's sizes
 };
 
+/// What a node made by replicating a data_parallel block is (placement/replicate.h).
+struct ReplicaRole {
+  enum class Kind { scatter, replica, gather } kind = Kind::replica;
+  int block = -1;    // the data_parallel block
+  int replica = 0;   // scatter and replica: which chunk; gather: 0
+  int replicas = 1;  // how many chunks this batch makes
+};
+
 /// A leaf layer.
 struct Node {
   std::string path;  // "encoder.0.fc"
@@ -49,6 +57,7 @@ struct Node {
   std::optional<Device> device;   // as declared or inherited
   int block = -1;                 // innermost enclosing block, -1 at top level
   SourceLocation location;
+  std::optional<ReplicaRole> replica;  // set only in a replicated graph
 };
 
 /// A block (`layers:`, `module:` or `repeat:`): nodes [first_node, end_node).

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/memory_size.h"
 #include "placement/place_passes.h"
+#include "placement/replicate.h"
 
 namespace tandem {
 
@@ -147,12 +148,6 @@ bool matches_path_or_block(const Graph& g, const Node& n, const std::string& pat
   return false;
 }
 
-int data_parallel_block(const Graph& g, const Node& n) {
-  for (int b = n.block; b >= 0; b = g.blocks[b].parent)
-    if (g.blocks[b].data_parallel) return b;
-  return -1;
-}
-
 std::string run_with_hint(const DeviceInventory& inv, Device missing) {
   int gpus = 0;
   for (const DeviceInfo& d : inv.devices)
@@ -171,7 +166,6 @@ void check_exists(const PlaceContext& ctx, const std::string& what, Device d, co
 
 void pass1_explicit(PlaceContext& ctx) {
   const Graph& g = ctx.graph;
-  std::set<int> noted_dp;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     Decision& d = ctx.decisions[i];
@@ -181,22 +175,30 @@ void pass1_explicit(PlaceContext& ctx) {
              true};
         break;
       }
-    if (!d.pinned) {
-      if (int b = data_parallel_block(g, n); b >= 0) {
-        const Block& block = g.blocks[b];
-        const DataParallelSpec& dp = *block.data_parallel;
-        for (Device r : dp.devices)
-          if (!ctx.inventory.has(r))
-            throw UserError("data_parallel block '" + block.path + "' lists " + r.str() + " in its devices, but this machine has " +
-                            inventory_list(ctx.inventory) + "; " + run_with_hint(ctx.inventory, r));
-        d = {dp.output_device,
-             "data_parallel '" + block.path + "': on its output device " + dp.output_device.str() + " until replication",
-             "output_device of data_parallel block '" + block.path + "'", true};
-        if (noted_dp.insert(b).second)
-          ctx.plan.notes.push_back("data_parallel block '" + block.path + "' runs on its output device " +
-                                   dp.output_device.str() + " without replicas; replication over its devices lands "
-                                   "with issue 5");
-      } else if (n.device) {
+    if (n.replica) {  // made by replicate_data_parallel: its device follows from the block
+      const Block& block = g.blocks[n.replica->block];
+      const DataParallelSpec& dp = *block.data_parallel;
+      for (Device r : dp.devices)
+        if (!ctx.inventory.has(r))
+          throw UserError("data_parallel block '" + block.path + "' lists " + r.str() + " in its devices, but this machine has " +
+                          inventory_list(ctx.inventory) + "; " + run_with_hint(ctx.inventory, r));
+      const std::string of = " of data_parallel '" + block.path + "'";
+      const std::string count = std::to_string(n.replica->replicas);
+      switch (n.replica->kind) {
+        case ReplicaRole::Kind::scatter:  // decided by follow_scattered_inputs, where its input is
+          d = {std::nullopt, "", "", true};
+          continue;
+        case ReplicaRole::Kind::replica:
+          d = {*n.device, "replica " + std::to_string(n.replica->replica + 1) + "/" + count + of + " (devices)",
+               "devices of data_parallel block '" + block.path + "'", true};
+          break;
+        case ReplicaRole::Kind::gather:
+          d = {dp.output_device, "gathers the " + count + " replicas" + of + " on its output_device",
+               "output_device of data_parallel block '" + block.path + "'", true};
+          break;
+      }
+    } else if (!d.pinned) {
+      if (n.device) {
         std::string source = annotation_source(g, n);
         d = {*n.device, "device: " + n.device->str() + source.substr(std::string("device:").size()), source, true};
       }
@@ -231,7 +233,7 @@ class GpuFiller {
     std::sort(gpus_.begin(), gpus_.end(), [](const Gpu& a, const Gpu& b) { return a.device < b.device; });
     // Layers pinned by pass 1 already use their devices.
     for (size_t i = 0; i < ctx.decisions.size(); ++i)
-      if (ctx.decisions[i].pinned)
+      if (ctx.decisions[i].pinned && ctx.decisions[i].device)
         for (Gpu& gpu : gpus_)
           if (gpu.device == *ctx.decisions[i].device) gpu.used += layer_footprint(ctx, static_cast<int>(i));
   }
@@ -310,14 +312,46 @@ void pass3_fallback(PlaceContext& ctx) {
   }
 }
 
+
+void follow_scattered_inputs(PlaceContext& ctx) {
+  // In graph order, so the input's producer is decided (a graph input lives on the cpu).
+  const Graph& g = ctx.graph;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!n.replica || n.replica->kind != ReplicaRole::Kind::scatter) continue;
+    int producer = g.values[n.inputs[0]].producer;
+    Decision& d = ctx.decisions[i];
+    d.device = producer >= 0 ? *ctx.decisions[producer].device : Device::cpu();
+    d.reason = "scatters chunk " + std::to_string(n.replica->replica + 1) + "/" + std::to_string(n.replica->replicas) +
+               " of data_parallel '" + g.blocks[n.replica->block].path + "' where its input is";
+  }
+}
+
 }  // namespace placement_detail
 
-Plan place(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+namespace {
+
+/// The symbol values place() plans for: the policy's, `batch`, and 1 for the rest.
+Bindings planned_bindings(const Graph& graph, const PlacementPolicy& policy) {
+  Bindings b = policy.bindings;
+  b["batch"] = std::max<int64_t>(policy.batch, 1);
+  for (const std::string& symbol : graph.symbols()) b.emplace(symbol, 1);
+  return b;
+}
+
+}  // namespace
+
+Plan place(const Graph& original, const DeviceInventory& inventory, const PlacementPolicy& policy) {
   using namespace placement_detail;
   TANDEM_ASSERT(inventory.has(Device::cpu()), "a device inventory always has the cpu");
+  if (policy.batch < 1) throw UserError("--batch must be at least 1; got " + std::to_string(policy.batch));
+  std::shared_ptr<const Graph> replicated = replicate_data_parallel(original, planned_bindings(original, policy));
+  const Graph& graph = replicated ? *replicated : original;
   PlaceContext ctx = make_context(graph, inventory, policy);
+  ctx.plan.graph = replicated;
   pass1_explicit(ctx);
   pass2_policy(ctx);
+  follow_scattered_inputs(ctx);
   pass3_fallback(ctx);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Decision& d = ctx.decisions[i];

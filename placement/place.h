@@ -2,13 +2,16 @@
 // call, no allocation beyond the plan itself; tested with simulated inventories.
 //
 // It runs in numbered passes, after ggml's scheduler; each decision records its reason:
-//   1. explicit   --place globs (later ones win), then data_parallel blocks (on their
-//                 output device until replication lands), then device: annotations
+//   0. replicate  data_parallel blocks become scatter, replicas and gather
+//                 (replicate.h), for the plan's symbol values.
+//   1. explicit   --place globs (later ones win), then the replicas (on their devices;
+//                 --place does not move them), then device: annotations
 //                 (inherited from blocks). Refuses devices the inventory lacks and layers
 //                 whose parameters alone exceed their pinned device.
 //   2. policy     every layer pass 1 left open: annotations -> cpu; embeddings-on-cpu ->
 //                 embedding tables on the cpu, the rest balanced over the GPUs; balanced ->
 //                 layers in graph order fill cuda:0, then cuda:1, ..., the rest on the cpu.
+//      then each scatter goes where its input is.
 //   3. fallback   a layer whose device cannot run its op moves to the cpu.
 //   4. partition  same-device segments and copy steps (docs/placement.md: the copy rule).
 //   5. estimate   bytes per device: parameters, activations, gradients, optimizer state.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ struct DeviceEstimate {
 };
 
 struct Plan {
+  /// The graph the steps and copies index when place() replicated data_parallel blocks
+  /// (placement/replicate.h); null: the graph given to place(). See executed_graph().
+  std::shared_ptr<const Graph> graph;
   std::vector<OpStep> steps;      // in execution order
   std::vector<std::string> notes; // plan-wide remarks for the user (e.g. annotations not yet honoured)
   // Filled by place(); plan_on_cpu leaves them empty.
@@ -81,6 +85,10 @@ struct Plan {
   bool training = false;
   int64_t batch = 1;
 };
+
+/// The graph whose nodes `plan`'s steps index: its replicated graph, or `given`, the one
+/// it was placed from.
+inline const Graph& executed_graph(const Plan& plan, const Graph& given) { return plan.graph ? *plan.graph : given; }
 
 /// Every layer on the CPU. Device annotations are read and reported: until multi-device
 /// execution lands, a layer declared on a GPU runs on the CPU, with that as its reason.

@@ -35,7 +35,8 @@ std::string value_node(const Graph& g, int value) {
 
 }  // namespace
 
-std::string plan_to_dot(const Graph& g, const Plan& plan) {
+std::string plan_to_dot(const Graph& given, const Plan& plan) {
+  const Graph& g = executed_graph(plan, given);  // with data_parallel replicas
   std::ostringstream out;
   out << "digraph " << quote(g.name) << " {\n  rankdir=TB;\n  node [shape=box, style=filled];\n";
   std::map<Device, std::vector<int>> by_device;  // device -> step indices

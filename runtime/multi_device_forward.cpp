@@ -56,14 +56,15 @@ Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std
 
 }  // namespace
 
-MultiDeviceForward::MultiDeviceForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+MultiDeviceForward::MultiDeviceForward(const Graph& given, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
                                        const TensorMap& params, DeviceRegistry& registry, uint64_t params_version,
                                        DeviceParameterCache* shared)
     : plan_(plan),
       registry_(registry),
-      input_count_(graph.inputs.size()),
-      value_shapes_(concrete_shapes(graph, bindings)),
+      input_count_(given.inputs.size()),
+      value_shapes_(concrete_shapes(executed_graph(plan, given), bindings)),
       shared_(shared) {
+  const Graph& graph = executed_graph(plan_, given);  // replicated data_parallel blocks: the plan keeps it
   TANDEM_ASSERT(!plan_.training, "MultiDeviceForward runs inference plans only");
   devices_ = open_plan_devices<DeviceState>(plan_, registry_, cpu);
   auto device_index = [&](Device d) { return plan_device_index(devices_, d); };

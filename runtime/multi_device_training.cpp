@@ -137,10 +137,14 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
 
 // ---- MultiDeviceTraining -------------------------------------------------------------------
 
-MultiDeviceTraining::MultiDeviceTraining(const Graph& graph, const Plan& plan, const Bindings& bindings,
+MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, const Bindings& bindings,
                                          CpuContext& cpu, DeviceParameterCache& cache, DeviceRegistry& registry,
                                          bool input_grads, const std::vector<int>& kept)
-    : plan_(plan), graph_(graph), cache_(cache), shapes_(concrete_shapes(graph, bindings)) {
+    : plan_(plan),
+      graph_(executed_graph(plan_, given)),  // replicated data_parallel blocks: the plan keeps it
+      cache_(cache),
+      shapes_(concrete_shapes(graph_, bindings)) {
+  const Graph& graph = graph_;
   const size_t n_values = graph.values.size();
   devices_ = open_plan_devices<DeviceState>(plan_, registry, cpu);
   auto device_index = [&](Device d) { return plan_device_index(devices_, d); };

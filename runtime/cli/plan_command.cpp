@@ -47,7 +47,8 @@ PlacementPolicy make_policy(const PlanOptions& o, const Graph& g) {
   return p;
 }
 
-nlohmann::json to_json(const Graph& g, const Plan& plan) {
+nlohmann::json to_json(const Graph& given, const Plan& plan) {
+  const Graph& g = executed_graph(plan, given);  // with data_parallel replicas
   nlohmann::json j;
   j["model"] = g.name;
   j["policy"] = plan.policy;
@@ -89,7 +90,8 @@ nlohmann::json to_json(const Graph& g, const Plan& plan) {
   return j;
 }
 
-void print_table(const Graph& g, const Plan& plan) {
+void print_table(const Graph& given, const Plan& plan) {
+  const Graph& g = executed_graph(plan, given);  // with data_parallel replicas
   fmt::print("model '{}': policy {}, {}, batch {}\n\n", g.name, plan.policy, plan.training ? "training" : "inference",
              plan.batch);
   fmt::print("{:<28} {:<14} {:<8} {:>12} {:>12}  {}\n", "layer", "op", "device", "parameters", "activation", "reason");

@@ -166,7 +166,8 @@ TEST_CASE("the mixed seed model trains over simulated GPUs as on the cpu", "[mul
     const DeviceReport& cpu = entry(report, Device::cpu());
     const DeviceReport& gpu = entry(report, Device::cuda(0));
     const size_t activation = batch * 10 * 4, target = batch * 8, parameters = (10 * 10 + 10) * 4;
-    const size_t up = weights_went_up ? parameters : 0, ups = weights_went_up ? 2 : 0;
+    const size_t up = weights_went_up ? parameters : 0;
+    const int64_t ups = weights_went_up ? 2 : 0;
     CHECK(cpu.copies_out == 2 + ups);
     CHECK(cpu.bytes_out == activation + target + up);
     CHECK(gpu.copies_in == 2 + ups);

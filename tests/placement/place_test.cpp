@@ -6,6 +6,7 @@
 #include "graph/load_graph.h"
 #include "core/memory_size.h"
 #include "placement/place.h"
+#include "placement/replicate.h"
 #include "placement/plan_dot.h"
 
 using namespace tandem;
@@ -338,7 +339,7 @@ TEST_CASE("cpu fallback for an op the device cannot run") {
   CHECK(step_of(g, p, "fc").device == Device::cuda(0));
 }
 
-TEST_CASE("data_parallel blocks run on their output device with a note") {
+TEST_CASE("data_parallel blocks become scatter then replicas then gather") {
   Graph g = load(R"(
 name: seed_nested_dp
 inputs:
@@ -351,13 +352,50 @@ layers:
       - {name: fc, op: linear, in_features: 20, out_features: 20}
   - {name: block3, op: linear, in_features: 20, out_features: 20, device: cuda:0}
 )");
-  Plan p = place(g, inventory(2), {});
-  CHECK(step_of(g, p, "block2.fc").device == Device::cuda(1));
-  CHECK_THAT(step_of(g, p, "block2.fc").reason, Contains("data_parallel 'block2'"));
-  bool noted = false;
-  for (const std::string& n : p.notes) noted = noted || n.find("issue 5") != std::string::npos;
-  CHECK(noted);
+  PlacementPolicy policy;
+  policy.batch = 5;  // torch.chunk: 3 + 2
+  Plan p = place(g, inventory(2), policy);
+  REQUIRE(p.graph);
+  const Graph& r = *p.graph;
+  CHECK(step_of(r, p, "block2@scatter0(block1)").device == Device::cpu());  // where its input is
+  CHECK(step_of(r, p, "block2@scatter1(block1)").device == Device::cpu());
+  CHECK(step_of(r, p, "block2.fc@0").device == Device::cuda(0));
+  CHECK(step_of(r, p, "block2.fc@1").device == Device::cuda(1));
+  CHECK_THAT(step_of(r, p, "block2.fc@1").reason, Contains("replica 2/2 of data_parallel 'block2'"));
+  CHECK(step_of(r, p, "block2@gather(block2.fc)").device == Device::cuda(1));
+  CHECK(step_of(r, p, "block3").device == Device::cuda(0));
+  // the chunks cross once each, replica 0's output goes to the output device, the
+  // gathered output on to block3; the replicas share the block's parameters
+  CHECK(copies_of(r, p, "block2@scatter0(block1)", true).at(0).bytes == 3 * 20 * 4);
+  CHECK(copies_of(r, p, "block2@scatter1(block1)", true).at(0).bytes == 2 * 20 * 4);
+  CHECK(copies_of(r, p, "block2.fc@0", true).at(0).to == Device::cuda(1));
+  CHECK(copies_of(r, p, "block2.fc@1", true).empty());
+  CHECK(copies_of(r, p, "block2.fc", true).at(0).to == Device::cuda(0));
+  CHECK(r.nodes[step_of(r, p, "block2.fc@1").node].params.at(0).name == "block2.fc.weight");
+  // the original value keeps its id: the gather produces it
+  CHECK(r.values[r.nodes[step_of(r, p, "block2@gather(block2.fc)").node].output].name == "block2.fc");
+
+  policy.batch = 1;  // fewer rows than devices: one replica
+  Plan one = place(g, inventory(2), policy);
+  int replicas = 0;
+  for (const OpStep& s : one.steps) replicas += one.graph->nodes[s.node].op == "linear" &&
+                                                one.graph->nodes[s.node].replica.has_value();
+  CHECK(replicas == 1);
   CHECK_THROWS_WITH(place(g, inventory(1), {}), Contains("data_parallel block 'block2' lists cuda:1 in its devices, but this machine has cpu, cuda:0; run with --sim-gpus 2"));
+}
+
+TEST_CASE("data_parallel chunks are torch.chunk's unless chunk_sizes says otherwise") {
+  using V = std::vector<int64_t>;
+  CHECK(data_parallel_chunks(30, 2, {}, "b") == V{15, 15});
+  CHECK(data_parallel_chunks(10, 4, {}, "b") == V{3, 3, 3, 1});
+  CHECK(data_parallel_chunks(10, 3, {}, "b") == V{4, 4, 2});
+  CHECK(data_parallel_chunks(6, 4, {}, "b") == V{2, 2, 2});  // three chunks: one device idle
+  CHECK(data_parallel_chunks(3, 4, {}, "b") == V{1, 1, 1});
+  CHECK(data_parallel_chunks(1, 2, {}, "b") == V{1});
+  CHECK(data_parallel_chunks(10, 2, {7, 3}, "b") == V{7, 3});
+  CHECK_THROWS_WITH(data_parallel_chunks(10, 2, {7, 4}, "enc"),
+                    Contains("data_parallel block 'enc': chunk_sizes add up to 11, but the batch being scattered has 10"));
+  CHECK_THROWS_WITH(data_parallel_chunks(10, 2, {4, 3, 3}, "enc"), Contains("3 chunks for 2 devices"));
 }
 
 TEST_CASE("a device that does not exist is refused with a clear message") {

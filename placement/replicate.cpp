@@ -1,0 +1,201 @@
+#include "placement/replicate.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "graph/op_schema.h"
+
+namespace tandem {
+
+std::vector<int64_t> data_parallel_chunks(int64_t extent, int devices, const std::vector<int64_t>& requested,
+                                          const std::string& block) {
+  TANDEM_ASSERT(extent >= 1 && devices >= 1, "data_parallel_chunks of nothing");
+  if (!requested.empty()) {
+    std::string where = "data_parallel block '" + block + "': chunk_sizes ";
+    if (static_cast<int>(requested.size()) > devices)
+      throw UserError(where + "lists " + std::to_string(requested.size()) + " chunks for " + std::to_string(devices) +
+                      " devices; give at most one chunk per device");
+    int64_t total = 0;
+    for (int64_t c : requested) {
+      if (c < 1) throw UserError(where + "must be positive; got " + std::to_string(c));
+      total += c;
+    }
+    if (total != extent)
+      throw UserError(where + "add up to " + std::to_string(total) + ", but the batch being scattered has " +
+                      std::to_string(extent) + "; make them add up to the batch size you run with");
+    return requested;
+  }
+  // torch.chunk: chunks of ceil(extent / devices), the last one what is left
+  const int64_t size = (extent + devices - 1) / devices;
+  std::vector<int64_t> chunks;
+  for (int64_t start = 0; start < extent; start += size) chunks.push_back(std::min(size, extent - start));
+  return chunks;
+}
+
+namespace {
+
+int data_parallel_block_of(const Graph& g, const Node& n) {
+  for (int b = n.block; b >= 0; b = g.blocks[b].parent)
+    if (g.blocks[b].data_parallel) return b;
+  return -1;
+}
+
+TensorType concrete(const TensorType& type, const Bindings& bindings, const std::string& what) {
+  TensorType out = type;
+  for (Dim& d : out.shape) {
+    std::optional<int64_t> v = d.evaluate(bindings);
+    TANDEM_ASSERT(v.has_value(), "replicating: a symbol of '" + what + "' is unbound");
+    d = Dim(*v);
+  }
+  return out;
+}
+
+class Replicator {
+ public:
+  Replicator(const Graph& g, const Bindings& bindings) : g_(g), bindings_(bindings) {
+    out_ = std::make_shared<Graph>(g);
+    out_->nodes.clear();
+  }
+
+  std::shared_ptr<const Graph> run() {
+    for (size_t i = 0; i < g_.nodes.size();) {
+      int b = data_parallel_block_of(g_, g_.nodes[i]);
+      if (b < 0) {
+        out_->nodes.push_back(g_.nodes[i++]);
+        continue;
+      }
+      expand(b);
+      i = static_cast<size_t>(g_.blocks[b].end_node);
+    }
+    // Producers anew: the block's original inner values are left unread (and unproduced).
+    for (Value& v : out_->values) v.producer = -1;
+    for (size_t k = 0; k < out_->nodes.size(); ++k) out_->values[out_->nodes[k].output].producer = static_cast<int>(k);
+    return out_;
+  }
+
+ private:
+  int add_value(const std::string& name, TensorType type) {
+    out_->values.push_back(Value{name, std::move(type), -1});
+    return static_cast<int>(out_->values.size()) - 1;
+  }
+
+  void expand(int b) {
+    const Block& block = g_.blocks[b];
+    const DataParallelSpec& dp = *block.data_parallel;
+    const int first = block.first_node, end = block.end_node;
+    auto inside = [&](int producer) { return producer >= first && producer < end; };
+
+    // The block's inputs (read inside, made outside) and outputs (made inside, read outside).
+    std::vector<int> inputs;
+    for (int n = first; n < end; ++n)
+      for (int v : g_.nodes[n].inputs)
+        if (!inside(g_.values[v].producer) && std::find(inputs.begin(), inputs.end(), v) == inputs.end())
+          inputs.push_back(v);
+    std::set<int> read_outside;
+    for (int n = 0; n < static_cast<int>(g_.nodes.size()); ++n)
+      if (!inside(n)) read_outside.insert(g_.nodes[n].inputs.begin(), g_.nodes[n].inputs.end());
+    for (const GraphOutput& o : g_.outputs) read_outside.insert(o.value);
+    if (g_.loss) read_outside.insert(g_.loss->input);
+    std::vector<int> outputs;
+    for (int n = first; n < end; ++n)
+      if (read_outside.count(g_.nodes[n].output)) outputs.push_back(g_.nodes[n].output);
+    TANDEM_ASSERT(!inputs.empty(), "data_parallel block '" + block.path + "' reads nothing");
+
+    // What is scattered, and into which chunks.
+    std::vector<TensorType> input_types;
+    for (int v : inputs) input_types.push_back(concrete(g_.values[v].type, bindings_, g_.values[v].name));
+    const int64_t rank = static_cast<int64_t>(input_types[0].shape.size());
+    const int64_t dim = dp.dim < 0 ? dp.dim + rank : dp.dim;
+    TANDEM_ASSERT(dim >= 0 && dim < rank, "data_parallel dim outside its first input (the loader checks)");
+    const int64_t extent = input_types[0].shape[dim].constant();
+    const std::vector<int64_t> chunks =
+        data_parallel_chunks(extent, static_cast<int>(dp.devices.size()), dp.chunk_sizes, block.path);
+    const std::optional<std::string> chunk_symbol = g_.values[inputs[0]].type.shape[dim].as_symbol();
+    std::vector<bool> scattered;
+    for (const TensorType& t : input_types)
+      scattered.push_back(static_cast<int64_t>(t.shape.size()) > dim && t.shape[dim].constant() == extent);
+
+    const int replicas = static_cast<int>(chunks.size());
+    std::vector<std::map<int, int>> replica_value(replicas);  // original value -> replica k's
+    int64_t offset = 0;
+    for (int k = 0; k < replicas; ++k) {
+      const std::string tag = std::to_string(k);
+      Bindings chunk_bindings = bindings_;
+      if (chunk_symbol) chunk_bindings[*chunk_symbol] = chunks[k];
+      std::map<int, int>& remap = replica_value[k];
+      std::map<int, TensorType> types;  // of the values replica k reads, concrete
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const int v = inputs[i];
+        if (!scattered[i]) {  // broadcast: every replica reads it whole
+          remap[v] = v;
+          types[v] = input_types[i];
+          continue;
+        }
+        Node scatter;
+        scatter.path = block.path + "@scatter" + tag + "(" + g_.values[v].name + ")";
+        scatter.op = "narrow";
+        scatter.schema = find_op_schema("narrow");
+        scatter.attrs.set("dim", dim);
+        scatter.attrs.set("start", offset);
+        scatter.attrs.set("length", chunks[k]);
+        scatter.inputs = {v};
+        scatter.block = block.parent;
+        scatter.location = block.location;
+        scatter.replica = ReplicaRole{ReplicaRole::Kind::scatter, b, k, replicas};
+        TensorType chunk_type = input_types[i];
+        chunk_type.shape[dim] = Dim(chunks[k]);
+        scatter.output = add_value(scatter.path, chunk_type);
+        remap[v] = scatter.output;
+        types[scatter.output] = chunk_type;
+        out_->nodes.push_back(std::move(scatter));
+      }
+      for (int n = first; n < end; ++n) {
+        Node r = g_.nodes[n];
+        r.path = g_.nodes[n].path + "@" + tag;
+        std::vector<TensorType> in_types;
+        for (int& v : r.inputs) {
+          v = remap.at(v);
+          in_types.push_back(types.at(v));
+        }
+        TensorType type = concrete(r.schema->infer(in_types, r.attrs), chunk_bindings, r.path);
+        r.output = add_value(r.path, type);
+        r.device = dp.devices[k];
+        r.replica = ReplicaRole{ReplicaRole::Kind::replica, b, k, replicas};
+        remap[g_.nodes[n].output] = r.output;
+        types[r.output] = type;
+        out_->nodes.push_back(std::move(r));
+      }
+      offset += chunks[k];
+    }
+    for (int o : outputs) {
+      Node gather;
+      gather.path = block.path + "@gather(" + g_.values[o].name + ")";
+      gather.op = "cat";
+      gather.schema = find_op_schema("cat");
+      gather.attrs.set("dim", dim);
+      for (int k = 0; k < replicas; ++k) gather.inputs.push_back(replica_value[k].at(o));
+      gather.output = o;  // the original value: its readers outside are unchanged
+      gather.device = dp.output_device;
+      gather.block = block.parent;
+      gather.location = block.location;
+      gather.replica = ReplicaRole{ReplicaRole::Kind::gather, b, 0, replicas};
+      out_->nodes.push_back(std::move(gather));
+    }
+  }
+
+  const Graph& g_;
+  const Bindings& bindings_;
+  std::shared_ptr<Graph> out_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings) {
+  bool any = std::any_of(graph.blocks.begin(), graph.blocks.end(), [](const Block& b) { return b.data_parallel.has_value(); });
+  if (!any) return nullptr;
+  return Replicator(graph, bindings).run();
+}
+
+}  // namespace tandem
