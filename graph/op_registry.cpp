@@ -11,7 +11,8 @@ const std::map<std::string, OpSchema>& registry() {
   static const std::map<std::string, OpSchema> table = [] {
     std::map<std::string, OpSchema> t;
     for (auto family : {linear_schemas, embedding_schemas, activation_schemas, normalization_schemas,
-                        elementwise_schemas, shape_op_schemas, convolution_schemas, pooling_schemas})
+                        elementwise_schemas, shape_op_schemas, convolution_schemas, pooling_schemas, recurrent_schemas,
+                        attention_schemas})
       for (OpSchema& s : family()) t.emplace(s.name, std::move(s));
     return t;
   }();

@@ -15,6 +15,10 @@ std::vector<OpSchema> convolution_schemas();   // conv2d
 std::vector<OpSchema> pooling_schemas();       // max_pool2d, avg_pool2d
 std::vector<OpSchema> elementwise_schemas();   // add, mul
 std::vector<OpSchema> shape_op_schemas();      // cat, narrow, flatten, reshape
+std::vector<OpSchema> recurrent_schemas();     // gru, lstm
+std::vector<OpSchema> attention_schemas();     // multi_head_attention
+/// How many of multi_head_attention's inputs are masks (its attribute `masks`).
+int64_t attention_mask_count(const Attributes& a);
 
 /// Shared checks for schemas.
 const TensorType& only_input(const std::vector<TensorType>& in);

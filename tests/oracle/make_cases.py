@@ -71,8 +71,8 @@ def collect(paths):
 
 
 def perturb_norms(model):
-    """layer_norm and batch_norm2d start at weight 1, bias 0 (and running mean 0, var 1);
-    move them so that loading them is tested."""
+    """layer_norm and batch_norm2d start at weight 1, bias 0 (and running mean 0, var 1),
+    multi_head_attention's biases at 0; move them so that loading them is tested."""
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias, torch.nn.BatchNorm2d)):
@@ -82,6 +82,11 @@ def perturb_norms(model):
                 m.running_mean.add_(0.2 * torch.randn_like(m.running_mean))
                 m.running_var.mul_(torch.empty_like(m.running_var).uniform_(0.5, 2.0))
                 m.num_batches_tracked.fill_(int(torch.randint(0, 100, ())))
+            if isinstance(m, torch.nn.MultiheadAttention):
+                # its biases start at zero: move them so that loading them is tested
+                for b in (m.in_proj_bias, m.out_proj.bias):
+                    if b is not None:
+                        b.add_(0.1 * torch.randn_like(b))
 
 
 def stored(t):

@@ -75,7 +75,18 @@ OPS = {
                     "count_include_pad": True}, (1, 1)),
     "batch_norm2d": ({"num_features": _REQ, "eps": 1e-5, "momentum": 0.1, "affine": True,
                       "track_running_stats": True}, (1, 1)),
+    "gru": ({"input_size": _REQ, "hidden_size": _REQ, "num_layers": 1, "bias": True, "batch_first": False,
+             "dropout": 0.0, "bidirectional": False, "select": "output"}, (1, 2)),
+    "lstm": ({"input_size": _REQ, "hidden_size": _REQ, "num_layers": 1, "bias": True, "batch_first": False,
+              "dropout": 0.0, "bidirectional": False, "proj_size": 0, "select": "output"}, (1, 3)),
+    "multi_head_attention": ({"embed_dim": _REQ, "num_heads": _REQ, "dropout": 0.0, "bias": True,
+                              "add_bias_kv": False, "add_zero_attn": False, "kdim": None, "vdim": None,
+                              "batch_first": False, "causal": False, "masks": "none"}, (1, 5)),
 }
+
+# multi_head_attention's `masks` attribute -> the mask inputs that follow q (and k, v), in order
+MHA_MASKS = {"none": (), "key_padding_mask": ("key_padding_mask",), "attn_mask": ("attn_mask",),
+             "both": ("key_padding_mask", "attn_mask")}
 
 
 # ----------------------------------------------------------------------------- checks
@@ -141,6 +152,63 @@ class LayerNormNoBias(nn.Module):
 
     def extra_repr(self):
         return "%s, eps=%s, elementwise_affine=True, bias=False" % (self.normalized_shape, self.eps)
+
+
+class GRUSelect(nn.GRU):
+    """nn.GRU returning one of (output, h_n) by Tandem's `select`; h0 optional."""
+
+    def __init__(self, select, **kw):
+        super().__init__(**kw)
+        self.select = select
+
+    def forward(self, x, h0=None):
+        out, h_n = super().forward(x, h0)
+        return out if self.select == "output" else h_n
+
+
+class LSTMSelect(nn.LSTM):
+    """nn.LSTM returning one of (output, h_n, c_n) by Tandem's `select`; (h0, c0) optional."""
+
+    def __init__(self, select, **kw):
+        super().__init__(**kw)
+        self.select = select
+
+    def forward(self, x, h0=None, c0=None):
+        out, (h_n, c_n) = super().forward(x, None if h0 is None else (h0, c0))
+        return {"output": out, "h_n": h_n, "c_n": c_n}[self.select]
+
+
+class MHA(nn.MultiheadAttention):
+    """nn.MultiheadAttention called as Tandem's multi_head_attention: inputs q[, k, v] then
+    the masks `masks` names; int64 masks become torch's bool (nonzero = masked); `causal`
+    adds torch 2's is_causal mask (key after query masked) to attn_mask."""
+
+    def __init__(self, masks, causal, **kw):
+        super().__init__(**kw)
+        self.mask_names = MHA_MASKS[masks]
+        self.causal = causal
+
+    def forward(self, *xs):
+        n_masks = len(self.mask_names)
+        qkv = xs[:len(xs) - n_masks]
+        q, k, v = (qkv[0], qkv[0], qkv[0]) if len(qkv) == 1 else qkv
+        m = dict(zip(self.mask_names, xs[len(qkv):]))
+        kpm = m.get("key_padding_mask")
+        if kpm is not None:
+            kpm = kpm != 0
+        am = m.get("attn_mask")
+        if am is not None and am.dtype == torch.int64:
+            am = am != 0
+        if self.causal:
+            lq, sk = (q.shape[1], k.shape[1]) if self.batch_first else (q.shape[0], k.shape[0])
+            c = torch.ones(lq, sk, dtype=torch.bool).triu(1)
+            if am is None:
+                am = c
+            elif am.dtype == torch.bool:
+                am = am | c
+            else:
+                am = am.masked_fill(c, float("-inf"))
+        return super().forward(q, k, v, key_padding_mask=kpm, need_weights=False, attn_mask=am)[0]
 
 
 class Step:
@@ -638,6 +706,27 @@ class _Builder:
             need(a["momentum"] is None or _is_num(a["momentum"]), "momentum must be a number or null")
             return nn.BatchNorm2d(a["num_features"], eps=float(a["eps"]), momentum=a["momentum"], affine=a["affine"],
                                   track_running_stats=a["track_running_stats"])
+        if op in ("gru", "lstm"):
+            pos("input_size"), pos("hidden_size"), pos("num_layers"), number("dropout")
+            boolean("bias"), boolean("batch_first"), boolean("bidirectional")
+            kw = dict(input_size=a["input_size"], hidden_size=a["hidden_size"], num_layers=a["num_layers"],
+                      bias=a["bias"], batch_first=a["batch_first"], dropout=float(a["dropout"]),
+                      bidirectional=a["bidirectional"])
+            if op == "gru":
+                need(a["select"] in ("output", "h_n"), "select must be output or h_n")
+                return GRUSelect(a["select"], **kw)
+            need(a["select"] in ("output", "h_n", "c_n"), "select must be output, h_n or c_n")
+            need(a["proj_size"] == 0, "proj_size must be 0")
+            return LSTMSelect(a["select"], **kw)
+        if op == "multi_head_attention":
+            pos("embed_dim"), pos("num_heads"), number("dropout"), boolean("bias"), boolean("batch_first")
+            boolean("causal")
+            need(a["masks"] in MHA_MASKS, "masks must be one of %s" % ", ".join(MHA_MASKS))
+            need(not a["add_bias_kv"] and not a["add_zero_attn"], "add_bias_kv and add_zero_attn must be false")
+            need(a["kdim"] in (None, a["embed_dim"]) and a["vdim"] in (None, a["embed_dim"]),
+                 "kdim and vdim must be null or embed_dim")
+            return MHA(a["masks"], a["causal"], embed_dim=a["embed_dim"], num_heads=a["num_heads"],
+                       dropout=float(a["dropout"]), bias=a["bias"], batch_first=a["batch_first"])
         raise AssertionError(op)
 
 
@@ -712,8 +801,14 @@ def _index_info(spec, name):
             p = step.attrs["padding_idx"]
             if p is not None:
                 pads.append(p + n if p < 0 else p)
+        if step.op == "multi_head_attention" and pos >= 1:
+            highs.append(2)
     high = info["high"] if info["high"] is not None else (min(highs) if highs else None)
     return high, pads
+
+
+def _is_attention_mask(spec, name):
+    return any(s.op == "multi_head_attention" and p >= 1 for s, p in spec.consumers(name))
 
 
 def draw_inputs(spec, bindings, gen, pad_prob=0.2):
@@ -736,6 +831,8 @@ def draw_inputs(spec, bindings, gen, pad_prob=0.2):
         if high is None:
             raise SpecError("int64 input %r has no `high:` and feeds no embedding" % name)
         t = torch.randint(0, high, shape, generator=gen, dtype=torch.int64)
+        if _is_attention_mask(spec, name) and t.numel():
+            t[..., 0] = 0  # key 0 stays visible: a fully masked row is NaN in torch
         for p in pads:
             if p < high and t.numel():
                 mask = torch.rand(shape, generator=gen) < pad_prob

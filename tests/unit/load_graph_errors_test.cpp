@@ -22,6 +22,8 @@ struct BrokenCase {
 };
 
 const std::string kHead = "name: m\ninputs:\n  x: {shape: [batch, 10]}\nlayers:\n";  // layers start on line 5
+const std::string kSeq =  // layers start on line 6
+    "name: m\ninputs:\n  x: {shape: [seq, batch, 6]}\n  h: {shape: [1, batch, 4]}\nlayers:\n";
 const std::string kImage = "name: m\ninputs:\n  x: {shape: [batch, 4, 9, 11]}\nlayers:\n";  // the same, for images
 
 std::vector<BrokenCase> broken_cases() {
@@ -147,6 +149,34 @@ std::vector<BrokenCase> broken_cases() {
        "the height of the input is 9 (9 padded) but the window spans 10", 5, 5},
       {"batch_norm2d channel mismatch", kImage + "  - {name: bn, op: batch_norm2d, num_features: 5}\n",
        "layer 'bn': the input has 4 channels (dimension 1 of [batch, 4, 9, 11]) but num_features is 5", 5, 5},
+      {"gru input_size mismatch", kSeq + "  - {name: r, op: gru, input_size: 5, hidden_size: 4}\n",
+       "layer 'r': the input's last dimension is 6 but input_size is 5 (input shape [seq, batch, 6])", 6, 5},
+      {"gru on a 2-D input", kHead + "  - {name: r, op: gru, input_size: 10, hidden_size: 4}\n",
+       "the input must be [T, N, C], got shape [batch, 10] (an unbatched sequence is not supported", 5, 5},
+      {"gru h0 of the wrong shape",
+       kSeq + "  - {name: r, op: gru, input_size: 6, hidden_size: 4, num_layers: 2, inputs: [x, h]}\n",
+       "h0 (input 2) must be [num_layers * num_directions, N, hidden_size] = [2, batch, 4], got [1, batch, 4]", 6, 5},
+      {"gru select c_n", kSeq + "  - {name: r, op: gru, input_size: 6, hidden_size: 4, select: c_n}\n",
+       "attribute 'select' must be one of output, h_n; got 'c_n'", 6, 63},
+      {"lstm with h0 but no c0", kSeq + "  - {name: r, op: lstm, input_size: 6, hidden_size: 4, inputs: [x, h]}\n",
+       "lstm takes h0 and c0 together", 6, 5},
+      {"lstm proj_size", kSeq + "  - {name: r, op: lstm, input_size: 6, hidden_size: 4, proj_size: 2}\n",
+       "proj_size is not supported (0 only)", 6, 5},
+      {"attention heads that do not divide", kSeq + "  - {name: a, op: multi_head_attention, embed_dim: 6, num_heads: 4}\n",
+       "layer 'a': embed_dim 6 must be divisible by num_heads 4", 6, 5},
+      {"attention kdim", kSeq + "  - {name: a, op: multi_head_attention, embed_dim: 6, num_heads: 2, kdim: 3}\n",
+       "kdim other than embed_dim is not supported (got 3, embed_dim 6)", 6, 5},
+      {"attention add_zero_attn",
+       kSeq + "  - {name: a, op: multi_head_attention, embed_dim: 6, num_heads: 2, add_zero_attn: true}\n",
+       "add_zero_attn is not supported (false only)", 6, 5},
+      {"attention two inputs", kSeq + "  - {name: a, op: multi_head_attention, embed_dim: 6, num_heads: 2, inputs: [x, x]}\n",
+       "takes query, key, value (or query alone, for self-attention) followed by 0 mask input(s)", 6, 5},
+      {"attention float key_padding_mask",
+       kSeq + "  - {name: a, op: multi_head_attention, embed_dim: 6, num_heads: 2, masks: key_padding_mask, inputs: [x, h]}\n",
+       "key_padding_mask (nonzero = ignore that key, torch's bool True) must be int64, got float32", 6, 5},
+      {"attention mask of the wrong shape",
+       kSeq + "  - {name: a, op: multi_head_attention, embed_dim: 6, num_heads: 2, masks: attn_mask, inputs: [x, h]}\n",
+       "attn_mask must be [L, S] = [seq, seq] or [N * num_heads, L, S] = [2*batch, seq, seq], got [1, batch, 4]", 6, 5},
   };
 }
 

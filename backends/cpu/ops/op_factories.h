@@ -31,5 +31,8 @@ std::unique_ptr<Kernel> make_cat_kernel(CpuContext& ctx, const KernelSpec& spec)
 std::unique_ptr<Kernel> make_narrow_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_flatten_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_reshape_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_gru_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_lstm_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_multi_head_attention_kernel(CpuContext& ctx, const KernelSpec& spec);
 
 }  // namespace tandem

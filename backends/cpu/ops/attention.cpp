@@ -1,0 +1,260 @@
+// multi_head_attention: query [L, N, E], key and value [S, N, E] ([N, L, E] / [N, S, E]
+// with batch_first; query alone for self-attention), then the masks the attribute `masks`
+// names: key_padding_mask int64 [N, S] (nonzero: ignore that key), attn_mask [L, S] or
+// [N * heads, L, S] (float32: added; int64: nonzero masks) -> [L, N, E], torch's
+// MultiheadAttention(...)(q, k, v, need_weights=False)[0]. Parameters, torch's:
+// in_proj_weight [3E, E] (q, k, v rows), in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E].
+//
+//   Q = q Wq^T + bq, K = k Wk^T + bk, V = v Wv^T + bv          [rows, E], the input's row order
+//   P = softmax(Q_h K_h^T / sqrt(D) + mask)                    [N, H, L, S], D = E / H
+//   C_h = P V_h;  out = C Wo^T + bo
+// Every product is a oneDNN matmul (StridedMatmul): a head h of Q is the view
+// [N, H, L, D] of the [rows, E] projection through strides, so heads are never copied.
+// Masks are added by a loop (-inf where masked; `causal` masks s > l), softmax is oneDNN's.
+//
+// Backward (dO the output's gradient; parameter gradients accumulate):
+//   dWo += dO^T C, dbo += sum dO, dC = dO Wo
+//   dP = dC_h V_h^T, dV_h = P^T dC_h, dS = softmax_backward(P, dP)
+//   dQ_h = dS K_h / sqrt(D), dK_h = dS^T Q_h / sqrt(D)
+//   dW{q,k,v} += d{Q,K,V}^T {q,k,v}, db += sum, d{q,k,v} = d{Q,K,V} W{q,k,v}  (self-attention: summed)
+//   a float attn_mask gets dS (summed over N and H for [L, S]).
+// Forward keeps Q, K, V, P and C in the kernel (the last forward's, as max_pool2d keeps its
+// workspace); backward reads the inputs, not the output. dropout on the attention weights
+// is refused in training (inference ignores it, as torch).
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+#include "backends/cpu/ops/strided_matmul.h"
+
+namespace tandem {
+namespace {
+
+using dnnl::memory;
+using cpu::MatView;
+using cpu::StridedMatmul;
+
+class AttentionKernel final : public Kernel {
+ public:
+  AttentionKernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
+    const Attributes& a = *spec.attrs;
+    e_ = a.get_int("embed_dim");
+    h_ = a.get_int("num_heads");
+    d_ = e_ / h_;
+    has_bias_ = a.get_bool("bias");
+    batch_first_ = a.get_bool("batch_first");
+    causal_ = a.get_bool("causal");
+    dropout_ = a.get_float("dropout");
+    const std::string& masks = a.get_string("masks");
+    const int64_t n_masks = masks == "none" ? 0 : masks == "both" ? 2 : 1;
+    qkv_ = static_cast<int64_t>(spec.inputs.size()) - n_masks;
+    TANDEM_ASSERT(qkv_ == 1 || qkv_ == 3, "multi_head_attention: wrong input count");
+    int64_t slot = qkv_;
+    if (masks == "key_padding_mask" || masks == "both") kpm_slot_ = slot++;
+    if (masks == "attn_mask" || masks == "both") {
+      mask_slot_ = slot++;
+      mask_float_ = spec.inputs[static_cast<size_t>(mask_slot_)].dtype == DType::float32;
+      mask_per_head_ = spec.inputs[static_cast<size_t>(mask_slot_)].shape.size() == 3;
+    }
+    const Shape& q = spec.inputs[0].shape;
+    const Shape& k = spec.inputs[static_cast<size_t>(qkv_ == 3 ? 1 : 0)].shape;
+    n_ = batch_first_ ? q[0] : q[1];
+    l_ = batch_first_ ? q[1] : q[0];
+    s_ = batch_first_ ? k[1] : k[0];
+    const int64_t rq = l_ * n_, rk = s_ * n_, e = e_;
+    const float scale = 1.f / std::sqrt(static_cast<float>(d_));
+
+    // projections: rows [r, E] times W^T, W [out, in] read transposed through strides
+    const MatView wt{{e, e}, {1, e}}, w{{e, e}, {e, 1}};
+    const MatView xq{{rq, e}, {e, 1}}, xk{{rk, e}, {e, 1}};
+    proj_q_ = StridedMatmul(ctx, xq, wt, xq, 1.f, false, has_bias_);
+    proj_k_ = StridedMatmul(ctx, xk, wt, xk, 1.f, false, has_bias_);
+    // scores [N, H, L, S] = Q_h K_h^T
+    const MatView qh = heads(l_), kh = heads(s_), kt = heads_t(s_);
+    const MatView scores{{n_, h_, l_, s_}, {h_ * l_ * s_, l_ * s_, s_, 1}};
+    const MatView scores_t{{n_, h_, s_, l_}, {h_ * l_ * s_, l_ * s_, 1, s_}};
+    qk_ = StridedMatmul(ctx, qh, kt, scores, scale);
+    pv_ = StridedMatmul(ctx, scores, kh, qh);
+    // backward
+    const MatView xq_t{{e, rq}, {1, e}}, xk_t{{e, rk}, {1, e}};
+    dw_q_ = StridedMatmul(ctx, xq_t, xq, {{e, e}, {e, 1}}, 1.f, true);
+    dw_k_ = StridedMatmul(ctx, xk_t, xk, {{e, e}, {e, 1}}, 1.f, true);
+    dx_q_ = StridedMatmul(ctx, xq, w, xq);
+    dx_k_ = StridedMatmul(ctx, xk, w, xk, 1.f, qkv_ == 1);  // self-attention: add to dq
+    dp_ = StridedMatmul(ctx, qh, kt, scores);                // dC_h V_h^T
+    dv_ = StridedMatmul(ctx, scores_t, qh, kh);              // P^T dC_h
+    dq_ = StridedMatmul(ctx, scores, kh, qh, scale);         // dS K_h
+    dk_ = StridedMatmul(ctx, scores_t, qh, kh, scale);       // dS^T Q_h
+
+    memory::desc md({n_ * h_ * l_, s_}, memory::data_type::f32, memory::format_tag::ab);
+    const std::string key = cpu::spec_key(spec);
+    dnnl::softmax_forward::primitive_desc fwd_pd(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
+    softmax_ = cpu::DnnlCall(ctx.cached_primitive(key + "#softmax", [&] { return dnnl::softmax_forward(fwd_pd); }));
+    sm_src_ = softmax_.bind(DNNL_ARG_SRC, md, ctx.engine());
+    sm_dst_ = softmax_.bind(DNNL_ARG_DST, md, ctx.engine());
+    softmax_bwd_ = cpu::DnnlCall(ctx.cached_primitive(key + "#softmax_bwd", [&] {
+      return dnnl::softmax_backward(
+          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1), ctx.engine(), fwd_pd));
+    }));
+    smb_dst_ = softmax_bwd_.bind(DNNL_ARG_DST, md, ctx.engine());
+    smb_ddst_ = softmax_bwd_.bind(DNNL_ARG_DIFF_DST, md, ctx.engine());
+    smb_dsrc_ = softmax_bwd_.bind(DNNL_ARG_DIFF_SRC, md, ctx.engine());
+
+    qp_.resize(static_cast<size_t>(rq * e));
+    kp_.resize(static_cast<size_t>(rk * e));
+    vp_.resize(kp_.size());
+    ctx_buf_.resize(qp_.size());
+    probs_.resize(static_cast<size_t>(n_ * h_ * l_ * s_));
+  }
+
+  void forward(const KernelArgs& args) override {
+    if (args.training && dropout_ > 0)
+      throw UserError("multi_head_attention: dropout on the attention weights in training is not supported yet "
+                      "(dropout = " + std::to_string(dropout_) + "); use dropout: 0");
+    const float* w_in = args.params[0].data<float>();
+    const float* b_in = has_bias_ ? args.params[1].data<float>() : nullptr;
+    const float* w_out = args.params[has_bias_ ? 2 : 1].data<float>();
+    const float* b_out = has_bias_ ? args.params[3].data<float>() : nullptr;
+    const int64_t ee = e_ * e_;
+    proj_q_.run(input(args.inputs, 0), w_in, qp_.data(), b_in);
+    proj_k_.run(input(args.inputs, 1), w_in + ee, kp_.data(), b_in ? b_in + e_ : nullptr);
+    proj_k_.run(input(args.inputs, 2), w_in + 2 * ee, vp_.data(), b_in ? b_in + 2 * e_ : nullptr);
+    scores_.resize(probs_.size());
+    qk_.run(qp_.data(), kp_.data(), scores_.data());
+    apply_masks(args.inputs, scores_.data());
+    softmax_.set(sm_src_, scores_.data());
+    softmax_.set(sm_dst_, probs_.data());
+    softmax_.run(ctx_.stream());
+    pv_.run(probs_.data(), vp_.data(), ctx_buf_.data());
+    proj_q_.run(ctx_buf_.data(), w_out, args.outputs[0].data<float>(), b_out);  // same shapes as Q's projection
+  }
+
+  bool backward_reads_output() const override { return false; }  // Q, K, V, P, C are kept
+
+  void backward(const BackwardArgs& args) override {
+    const float* w_in = args.params[0].data<float>();
+    const float* w_out = args.params[has_bias_ ? 2 : 1].data<float>();
+    float* dw_in = grad(args.grad_params, 0);
+    float* db_in = has_bias_ ? grad(args.grad_params, 1) : nullptr;
+    float* dw_out = grad(args.grad_params, has_bias_ ? 2 : 1);
+    float* db_out = has_bias_ ? grad(args.grad_params, 3) : nullptr;
+    const float* d_o = args.grad_outputs[0].data<float>();
+    const int64_t rq = l_ * n_, rk = s_ * n_, ee = e_ * e_;
+
+    if (dw_out) dw_q_.run(d_o, ctx_buf_.data(), dw_out);  // dWo += dO^T C (C has Q's rows)
+    if (db_out) column_sums(d_o, rq, db_out);
+    d_ctx_.resize(ctx_buf_.size());
+    dx_q_.run(d_o, w_out, d_ctx_.data());  // dC = dO Wo
+    d_scores_.resize(probs_.size());
+    d_probs_.resize(probs_.size());
+    dp_.run(d_ctx_.data(), vp_.data(), d_probs_.data());
+    d_vp_.resize(vp_.size());
+    dv_.run(probs_.data(), d_ctx_.data(), d_vp_.data());
+    softmax_bwd_.set(smb_dst_, probs_.data());
+    softmax_bwd_.set(smb_ddst_, d_probs_.data());
+    softmax_bwd_.set(smb_dsrc_, d_scores_.data());
+    softmax_bwd_.run(ctx_.stream());
+    if (mask_float_ && args.grad_inputs[static_cast<size_t>(mask_slot_)].defined())
+      mask_grad(args.grad_inputs[static_cast<size_t>(mask_slot_)].data<float>());
+    d_qp_.resize(qp_.size());
+    d_kp_.resize(kp_.size());
+    dq_.run(d_scores_.data(), kp_.data(), d_qp_.data());
+    dk_.run(d_scores_.data(), qp_.data(), d_kp_.data());
+
+    // the three projections: parameters, then inputs (self-attention sums into one)
+    const float* dproj[3] = {d_qp_.data(), d_kp_.data(), d_vp_.data()};
+    for (int p = 0; p < 3; ++p) {
+      const float* x = input(args.inputs, p);
+      StridedMatmul& dw = p == 0 ? dw_q_ : dw_k_;
+      if (dw_in) dw.run(dproj[p], x, dw_in + p * ee);
+      if (db_in) column_sums(dproj[p], p == 0 ? rq : rk, db_in + p * e_);
+      const size_t slot = static_cast<size_t>(qkv_ == 1 ? 0 : p);
+      if (!args.grad_inputs[slot].defined()) continue;
+      (p == 0 ? dx_q_ : dx_k_).run(dproj[p], w_in + p * ee, args.grad_inputs[slot].data<float>());
+    }
+  }
+
+ private:
+  /// The view [N, H, X, D] of the heads of a projected [rows, E] tensor of X positions.
+  MatView heads(int64_t x) const {
+    return batch_first_ ? MatView{{n_, h_, x, d_}, {x * e_, d_, e_, 1}} : MatView{{n_, h_, x, d_}, {e_, d_, n_ * e_, 1}};
+  }
+  /// The same heads transposed: [N, H, D, X].
+  MatView heads_t(int64_t x) const {
+    return batch_first_ ? MatView{{n_, h_, d_, x}, {x * e_, d_, 1, e_}} : MatView{{n_, h_, d_, x}, {e_, d_, 1, n_ * e_}};
+  }
+
+  /// query, key or value (p = 0, 1, 2); all the first input in self-attention.
+  const float* input(std::span<const Tensor> inputs, int p) const {
+    return inputs[static_cast<size_t>(qkv_ == 1 ? 0 : p)].data<float>();
+  }
+
+  static float* grad(std::span<Tensor> grads, size_t i) { return grads[i].defined() ? grads[i].data<float>() : nullptr; }
+
+  /// out[j] += sum over rows of x[r, j].
+  void column_sums(const float* x, int64_t rows, float* out) const {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < e_; ++j) out[j] += x[r * e_ + j];
+  }
+
+  /// Adds attn_mask, key_padding_mask and the causal mask to scores [N, H, L, S].
+  void apply_masks(std::span<const Tensor> inputs, float* scores) const {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const int64_t* kpm = kpm_slot_ >= 0 ? inputs[static_cast<size_t>(kpm_slot_)].data<int64_t>() : nullptr;
+    const Tensor* mask = mask_slot_ >= 0 ? &inputs[static_cast<size_t>(mask_slot_)] : nullptr;
+    if (!kpm && !mask && !causal_) return;
+    const int64_t n_rows = n_ * h_;
+    cpu::parallel_for(n_rows, l_ * s_, [&](int64_t begin, int64_t end) {
+      for (int64_t nh = begin; nh < end; ++nh) {
+        const int64_t n = nh / h_;
+        for (int64_t l = 0; l < l_; ++l) {
+          float* row = scores + (nh * l_ + l) * s_;
+          const int64_t m_off = ((mask_per_head_ ? nh * l_ : 0) + l) * s_;
+          for (int64_t s = 0; s < s_; ++s) {
+            if (mask) {
+              if (mask_float_) row[s] += mask->data<float>()[m_off + s];
+              else if (mask->data<int64_t>()[m_off + s] != 0) row[s] = neg_inf;
+            }
+            if (kpm && kpm[n * s_ + s] != 0) row[s] = neg_inf;
+            if (causal_ && s > l) row[s] = neg_inf;
+          }
+        }
+      }
+    });
+  }
+
+  /// The gradient of a float attn_mask: dS, summed over N and H when it is [L, S].
+  void mask_grad(float* dm) const {
+    const int64_t ls = l_ * s_;
+    if (mask_per_head_) {
+      std::memcpy(dm, d_scores_.data(), d_scores_.size() * sizeof(float));
+      return;
+    }
+    std::fill(dm, dm + ls, 0.f);
+    for (int64_t nh = 0; nh < n_ * h_; ++nh)
+      for (int64_t i = 0; i < ls; ++i) dm[i] += d_scores_[static_cast<size_t>(nh * ls + i)];
+  }
+
+  CpuContext& ctx_;
+  int64_t e_ = 0, h_ = 1, d_ = 0, n_ = 0, l_ = 0, s_ = 0, qkv_ = 3;
+  int64_t kpm_slot_ = -1, mask_slot_ = -1;
+  bool mask_float_ = false, mask_per_head_ = false;
+  bool has_bias_ = true, batch_first_ = false, causal_ = false;
+  double dropout_ = 0;
+  StridedMatmul proj_q_, proj_k_, qk_, pv_, dw_q_, dw_k_, dx_q_, dx_k_, dp_, dv_, dq_, dk_;
+  cpu::DnnlCall softmax_, softmax_bwd_;
+  size_t sm_src_ = 0, sm_dst_ = 0, smb_dst_ = 0, smb_ddst_ = 0, smb_dsrc_ = 0;
+  std::vector<float> qp_, kp_, vp_, scores_, probs_, ctx_buf_;          // the last forward's
+  std::vector<float> d_ctx_, d_probs_, d_scores_, d_qp_, d_kp_, d_vp_;  // backward scratch
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_multi_head_attention_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<AttentionKernel>(ctx, spec);
+}
+
+}  // namespace tandem

@@ -1,0 +1,387 @@
+// gru and lstm: x [T, N, C] ([N, T, C] with batch_first), optional h0 (and c0)
+// [L * D, N, H] -> output [T, N, D * H] ([N, T, D * H]), or h_n / c_n [L * D, N, H] by
+// the attribute `select`; torch.nn.GRU / torch.nn.LSTM. Parameters per layer l and
+// direction d, torch's: weight_ih [G * H, C_l], weight_hh [G * H, H], bias_ih, bias_hh [G * H].
+//
+// One oneDNN RNN primitive per layer (bidirectional_concat for D = 2), not one for the
+// whole stack: oneDNN's multi-layer primitive needs C == H and stacks each direction on
+// its own, where torch feeds both directions' concatenated output to the next layer.
+// torch's GRU applies the reset gate after the hidden matmul, which is oneDNN's
+// lbr_gru (linear-before-reset), not vanilla_gru; LSTM is vanilla_lstm.
+//
+// Layouts: torch's weights are gate-major [G, H, in], oneDNN's plain `ldgoi` (per layer
+// and direction: gate, output, input) in the same order, so a weight is one copy per gate
+// into a kernel-owned [1, D, in, G, H] ldgoi buffer (the two directions are separate
+// torch tensors), then a reorder to the layout the primitive chose (format_tag::any).
+// Gate order: torch's LSTM (i, f, g, o) is oneDNN's; torch's GRU (r, z, n) is oneDNN's
+// (u = z, r, o = n) with the first two swapped. Biases: LSTM adds b_ih + b_hh; lbr_gru has
+// four bias gates (u, r, the input's n, the hidden's n): [b_iz + b_hz, b_ir + b_hr, b_in, b_hn].
+//
+// Forward is always forward_training and keeps, per layer, its output and oneDNN's
+// workspace in the kernel (as max_pool2d keeps its workspace), so that a backward can
+// follow any forward; backward reads x and those, not the layer's output tensor.
+// Backward runs the layers from the last down: a layer's diff_src_layer is the
+// diff_dst_layer of the one below. oneDNN accumulates its weight gradients, so their
+// buffers are zeroed first, then added (gate-permuted) into torch's gradients.
+// dropout between layers is refused in training (inference ignores it, as torch).
+#include <cstring>
+
+#include "backends/cpu/ops/dnnl_relayout.h"
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem {
+namespace {
+
+using dnnl::memory;
+using Relayout = cpu::Relayout;
+
+/// One layer: its primitives, its plain (ldgoi) weights and what forward leaves for backward.
+struct RnnLayer {
+  int64_t in = 0;  // C_l: input_size for layer 0, D * H above
+  cpu::DnnlCall fwd, bwd;
+  size_t f_src = 0, f_src_iter = 0, f_src_iter_c = 0, f_wl = 0, f_wi = 0, f_bias = 0, f_dst = 0, f_dst_iter = 0,
+         f_dst_iter_c = 0;
+  size_t b_src = 0, b_src_iter = 0, b_src_iter_c = 0, b_wl = 0, b_wi = 0, b_bias = 0, b_dst = 0, b_dst_iter = 0,
+         b_dst_iter_c = 0, b_dsrc = 0, b_dsrc_iter = 0, b_dsrc_iter_c = 0, b_dwl = 0, b_dwi = 0, b_dbias = 0,
+         b_ddst = 0, b_ddst_iter = 0, b_ddst_iter_c = 0;
+  Relayout wl_fwd, wi_fwd, wl_bwd, wi_bwd, dwl_out, dwi_out;
+  memory::desc dwl_md, dwi_md;  // the layouts the backward writes its weight gradients in
+  std::vector<float> wl, wi, bias;  // plain: [D, G, H, in], [D, G, H, H], [D, Gb, H]
+  std::vector<float> dwl, dwi, dbias;
+  std::vector<float> out;     // [T, N, D * H]: this layer's output
+  std::vector<float> d_in;    // [T, N, in]: gradient of this layer's input (layers above 0)
+  memory workspace;
+};
+
+class RnnKernel final : public Kernel {
+ public:
+  RnnKernel(CpuContext& ctx, const KernelSpec& spec, bool lstm) : ctx_(ctx), lstm_(lstm) {
+    const Attributes& a = *spec.attrs;
+    op_ = lstm ? "lstm" : "gru";
+    batch_first_ = a.get_bool("batch_first");
+    const Shape& x = spec.inputs.at(0).shape;
+    TANDEM_ASSERT(x.size() == 3, op_ + ": input must be 3-D");
+    t_ = batch_first_ ? x[1] : x[0];
+    n_ = batch_first_ ? x[0] : x[1];
+    c_ = x[2];
+    h_ = a.get_int("hidden_size");
+    layers_ = a.get_int("num_layers");
+    dirs_ = a.get_bool("bidirectional") ? 2 : 1;
+    has_bias_ = a.get_bool("bias");
+    dropout_ = a.get_float("dropout");
+    select_ = a.get_string("select");
+    has_state_ = spec.inputs.size() > 1;
+    gates_ = lstm ? 4 : 3;
+    bias_gates_ = 4;  // lstm: i, f, g, o; lbr_gru: u, r, n(input), n(hidden)
+    const int64_t per_dir = has_bias_ ? 4 : 2;
+    TANDEM_ASSERT(static_cast<int64_t>(spec.params.size()) == layers_ * dirs_ * per_dir, op_ + ": wrong parameter count");
+
+    const auto f32 = memory::data_type::f32;
+    const auto tag = memory::format_tag::any;
+    const auto dir = dirs_ == 2 ? dnnl::rnn_direction::bidirectional_concat
+                                : dnnl::rnn_direction::unidirectional_left2right;
+    dnnl::engine& eng = ctx_.engine();
+    const std::string key = cpu::spec_key(spec);
+    const int64_t state = dirs_ * n_ * h_;
+    zeros_.assign(static_cast<size_t>(std::max(state, t_ * n_ * dirs_ * h_)), 0.f);
+    hn_.resize(static_cast<size_t>(layers_ * state));
+    if (lstm_) cn_.resize(hn_.size());
+    layer_.resize(static_cast<size_t>(layers_));
+    for (int64_t l = 0; l < layers_; ++l) {
+      RnnLayer& L = layer_[static_cast<size_t>(l)];
+      L.in = l == 0 ? c_ : dirs_ * h_;
+      memory::desc src({t_, n_, L.in}, f32, memory::format_tag::tnc);
+      memory::desc dst({t_, n_, dirs_ * h_}, f32, memory::format_tag::tnc);
+      memory::desc iter({1, dirs_, n_, h_}, f32, memory::format_tag::ldnc);
+      memory::desc wl_any({1, dirs_, L.in, gates_, h_}, f32, tag), wi_any({1, dirs_, h_, gates_, h_}, f32, tag);
+      memory::desc wl_user({1, dirs_, L.in, gates_, h_}, f32, memory::format_tag::ldgoi);
+      memory::desc wi_user({1, dirs_, h_, gates_, h_}, f32, memory::format_tag::ldgoi);
+      memory::desc bias({1, dirs_, bias_gates_, h_}, f32, memory::format_tag::ldgo);
+      const std::string lkey = key + "#layer" + std::to_string(l);
+      const auto train = dnnl::prop_kind::forward_training;
+      const auto bwd_kind = dnnl::prop_kind::backward;
+
+      dnnl::primitive fwd_prim, bwd_prim;
+      memory::desc fwd_wl, fwd_wi, bwd_wl, bwd_wi, ws;
+      if (lstm_) {
+        dnnl::lstm_forward::primitive_desc fpd(
+            dnnl::lstm_forward::desc(train, dir, src, iter, iter, wl_any, wi_any, bias, dst, iter, iter), eng);
+        dnnl::lstm_backward::primitive_desc bpd(
+            dnnl::lstm_backward::desc(bwd_kind, dir, src, iter, iter, wl_any, wi_any, bias, dst, iter, iter, src, iter,
+                                      iter, wl_any, wi_any, bias, dst, iter, iter),
+            eng, fpd);
+        fwd_prim = ctx_.cached_primitive(lkey + "#fwd", [&] { return dnnl::lstm_forward(fpd); });
+        bwd_prim = ctx_.cached_primitive(lkey + "#bwd", [&] { return dnnl::lstm_backward(bpd); });
+        fwd_wl = fpd.weights_layer_desc(), fwd_wi = fpd.weights_iter_desc(), ws = fpd.workspace_desc();
+        bwd_wl = bpd.weights_layer_desc(), bwd_wi = bpd.weights_iter_desc();
+        L.dwl_md = bpd.diff_weights_layer_desc(), L.dwi_md = bpd.diff_weights_iter_desc();
+      } else {
+        dnnl::lbr_gru_forward::primitive_desc fpd(
+            dnnl::lbr_gru_forward::desc(train, dir, src, iter, wl_any, wi_any, bias, dst, iter), eng);
+        dnnl::lbr_gru_backward::primitive_desc bpd(
+            dnnl::lbr_gru_backward::desc(bwd_kind, dir, src, iter, wl_any, wi_any, bias, dst, iter, src, iter, wl_any,
+                                         wi_any, bias, dst, iter),
+            eng, fpd);
+        fwd_prim = ctx_.cached_primitive(lkey + "#fwd", [&] { return dnnl::lbr_gru_forward(fpd); });
+        bwd_prim = ctx_.cached_primitive(lkey + "#bwd", [&] { return dnnl::lbr_gru_backward(bpd); });
+        fwd_wl = fpd.weights_layer_desc(), fwd_wi = fpd.weights_iter_desc(), ws = fpd.workspace_desc();
+        bwd_wl = bpd.weights_layer_desc(), bwd_wi = bpd.weights_iter_desc();
+        L.dwl_md = bpd.diff_weights_layer_desc(), L.dwi_md = bpd.diff_weights_iter_desc();
+      }
+      L.workspace = memory(ws, eng);
+
+      L.fwd = cpu::DnnlCall(fwd_prim);
+      L.f_src = L.fwd.bind(DNNL_ARG_SRC_LAYER, src, eng);
+      L.f_src_iter = L.fwd.bind(DNNL_ARG_SRC_ITER, iter, eng);
+      L.f_wl = L.fwd.bind(DNNL_ARG_WEIGHTS_LAYER, fwd_wl, eng);
+      L.f_wi = L.fwd.bind(DNNL_ARG_WEIGHTS_ITER, fwd_wi, eng);
+      L.f_bias = L.fwd.bind(DNNL_ARG_BIAS, bias, eng);
+      L.f_dst = L.fwd.bind(DNNL_ARG_DST_LAYER, dst, eng);
+      L.f_dst_iter = L.fwd.bind(DNNL_ARG_DST_ITER, iter, eng);
+      if (lstm_) {
+        L.f_src_iter_c = L.fwd.bind(DNNL_ARG_SRC_ITER_C, iter, eng);
+        L.f_dst_iter_c = L.fwd.bind(DNNL_ARG_DST_ITER_C, iter, eng);
+      }
+      L.fwd.bind(DNNL_ARG_WORKSPACE, L.workspace);
+
+      L.bwd = cpu::DnnlCall(bwd_prim);
+      L.b_src = L.bwd.bind(DNNL_ARG_SRC_LAYER, src, eng);
+      L.b_src_iter = L.bwd.bind(DNNL_ARG_SRC_ITER, iter, eng);
+      L.b_wl = L.bwd.bind(DNNL_ARG_WEIGHTS_LAYER, bwd_wl, eng);
+      L.b_wi = L.bwd.bind(DNNL_ARG_WEIGHTS_ITER, bwd_wi, eng);
+      L.b_bias = L.bwd.bind(DNNL_ARG_BIAS, bias, eng);
+      L.b_dst = L.bwd.bind(DNNL_ARG_DST_LAYER, dst, eng);
+      L.b_dst_iter = L.bwd.bind(DNNL_ARG_DST_ITER, iter, eng);
+      L.b_dsrc = L.bwd.bind(DNNL_ARG_DIFF_SRC_LAYER, src, eng);
+      L.b_dsrc_iter = L.bwd.bind(DNNL_ARG_DIFF_SRC_ITER, iter, eng);
+      L.b_dwl = L.bwd.bind(DNNL_ARG_DIFF_WEIGHTS_LAYER, L.dwl_md, eng);
+      L.b_dwi = L.bwd.bind(DNNL_ARG_DIFF_WEIGHTS_ITER, L.dwi_md, eng);
+      L.b_dbias = L.bwd.bind(DNNL_ARG_DIFF_BIAS, bias, eng);
+      L.b_ddst = L.bwd.bind(DNNL_ARG_DIFF_DST_LAYER, dst, eng);
+      L.b_ddst_iter = L.bwd.bind(DNNL_ARG_DIFF_DST_ITER, iter, eng);
+      if (lstm_) {
+        L.b_src_iter_c = L.bwd.bind(DNNL_ARG_SRC_ITER_C, iter, eng);
+        L.b_dst_iter_c = L.bwd.bind(DNNL_ARG_DST_ITER_C, iter, eng);
+        L.b_dsrc_iter_c = L.bwd.bind(DNNL_ARG_DIFF_SRC_ITER_C, iter, eng);
+        L.b_ddst_iter_c = L.bwd.bind(DNNL_ARG_DIFF_DST_ITER_C, iter, eng);
+      }
+      L.bwd.bind(DNNL_ARG_WORKSPACE, L.workspace);
+
+      L.wl_fwd = Relayout(ctx_, lkey + "#wl_fwd", wl_user, fwd_wl, Relayout::Kind::input);
+      L.wi_fwd = Relayout(ctx_, lkey + "#wi_fwd", wi_user, fwd_wi, Relayout::Kind::input);
+      L.wl_bwd = Relayout(ctx_, lkey + "#wl_bwd", wl_user, bwd_wl, Relayout::Kind::input);
+      L.wi_bwd = Relayout(ctx_, lkey + "#wi_bwd", wi_user, bwd_wi, Relayout::Kind::input);
+      L.dwl_out = Relayout(ctx_, lkey + "#dwl", wl_user, L.dwl_md, Relayout::Kind::output);
+      L.dwi_out = Relayout(ctx_, lkey + "#dwi", wi_user, L.dwi_md, Relayout::Kind::output);
+      L.wl.resize(static_cast<size_t>(dirs_ * gates_ * h_ * L.in));
+      L.wi.resize(static_cast<size_t>(dirs_ * gates_ * h_ * h_));
+      L.bias.assign(static_cast<size_t>(dirs_ * bias_gates_ * h_), 0.f);
+      L.out.resize(static_cast<size_t>(t_ * n_ * dirs_ * h_));
+    }
+  }
+
+  void forward(const KernelArgs& args) override {
+    if (args.training && dropout_ > 0 && layers_ > 1)
+      throw UserError(op_ + ": dropout between layers in training is not supported yet (dropout = " +
+                      std::to_string(dropout_) + "); use dropout: 0 or a separate dropout layer");
+    pack_weights(args.params);
+    const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, c_);
+    const int64_t state = dirs_ * n_ * h_;
+    for (int64_t l = 0; l < layers_; ++l) {
+      RnnLayer& L = layer_[static_cast<size_t>(l)];
+      L.fwd.set(L.f_src, l == 0 ? x : layer_[static_cast<size_t>(l - 1)].out.data());
+      L.fwd.set(L.f_src_iter, initial(args.inputs, 1, l));
+      L.fwd.set(L.f_wl, L.wl_fwd.read(L.wl.data()));
+      L.fwd.set(L.f_wi, L.wi_fwd.read(L.wi.data()));
+      L.fwd.set(L.f_bias, L.bias.data());
+      L.fwd.set(L.f_dst, L.out.data());
+      L.fwd.set(L.f_dst_iter, hn_.data() + l * state);
+      if (lstm_) {
+        L.fwd.set(L.f_src_iter_c, initial(args.inputs, 2, l));
+        L.fwd.set(L.f_dst_iter_c, cn_.data() + l * state);
+      }
+      L.fwd.run(ctx_.stream());
+    }
+    float* y = args.outputs[0].data<float>();
+    if (select_ == "h_n") std::memcpy(y, hn_.data(), hn_.size() * sizeof(float));
+    else if (select_ == "c_n") std::memcpy(y, cn_.data(), cn_.size() * sizeof(float));
+    else store_output(layer_.back().out.data(), y, dirs_ * h_);
+  }
+
+  bool backward_reads_output() const override { return false; }  // the kernel keeps every layer's output
+
+  void backward(const BackwardArgs& args) override {
+    pack_weights(args.params);
+    const int64_t state = dirs_ * n_ * h_;
+    const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, c_);
+    const float* dy = args.grad_outputs[0].data<float>();
+    const float* d_out = zeros_.data();  // diff_dst_layer of the last layer
+    if (select_ == "output") d_out = time_major(dy, dy_tnc_, dirs_ * h_);
+    float* dx = args.grad_inputs[0].defined() ? args.grad_inputs[0].data<float>() : nullptr;
+    if (batch_first_ || !dx) dx_tnc_.resize(static_cast<size_t>(t_ * n_ * c_));
+    float* dh0 = has_state_ && args.grad_inputs[1].defined() ? args.grad_inputs[1].data<float>() : nullptr;
+    float* dc0 = lstm_ && has_state_ && args.grad_inputs[2].defined() ? args.grad_inputs[2].data<float>() : nullptr;
+    d_state_.resize(static_cast<size_t>(state));
+    for (int64_t l = layers_ - 1; l >= 0; --l) {
+      RnnLayer& L = layer_[static_cast<size_t>(l)];
+      L.bwd.set(L.b_src, l == 0 ? x : layer_[static_cast<size_t>(l - 1)].out.data());
+      L.bwd.set(L.b_src_iter, initial(args.inputs, 1, l));
+      L.bwd.set(L.b_wl, L.wl_bwd.read(L.wl.data()));
+      L.bwd.set(L.b_wi, L.wi_bwd.read(L.wi.data()));
+      L.bwd.set(L.b_bias, L.bias.data());
+      L.bwd.set(L.b_dst, L.out.data());
+      L.bwd.set(L.b_dst_iter, hn_.data() + l * state);
+      L.bwd.set(L.b_ddst, l == layers_ - 1 ? d_out : layer_[static_cast<size_t>(l + 1)].d_in.data());
+      L.bwd.set(L.b_ddst_iter, select_ == "h_n" ? dy + l * state : zeros_.data());
+      float* d_in = nullptr;
+      if (l > 0) {
+        L.d_in.resize(static_cast<size_t>(t_ * n_ * L.in));
+        d_in = L.d_in.data();
+      } else {
+        d_in = dx && !batch_first_ ? dx : dx_tnc_.data();
+      }
+      L.bwd.set(L.b_dsrc, d_in);
+      L.bwd.set(L.b_dsrc_iter, dh0 ? dh0 + l * state : d_state_.data());
+      if (lstm_) {
+        L.bwd.set(L.b_src_iter_c, initial(args.inputs, 2, l));
+        L.bwd.set(L.b_dst_iter_c, cn_.data() + l * state);
+        L.bwd.set(L.b_ddst_iter_c, select_ == "c_n" ? dy + l * state : zeros_.data());
+        L.bwd.set(L.b_dsrc_iter_c, dc0 ? dc0 + l * state : d_state_.data());
+      }
+      // oneDNN adds its weight gradients to these buffers: start them at zero
+      L.dwl.resize(L.wl.size());
+      L.dwi.resize(L.wi.size());
+      L.dbias.assign(L.bias.size(), 0.f);
+      void* dwl = L.dwl_out.target(L.dwl.data());
+      void* dwi = L.dwi_out.target(L.dwi.data());
+      std::memset(dwl, 0, L.dwl_md.get_size());
+      std::memset(dwi, 0, L.dwi_md.get_size());
+      L.bwd.set(L.b_dwl, dwl);
+      L.bwd.set(L.b_dwi, dwi);
+      L.bwd.set(L.b_dbias, L.dbias.data());
+      L.bwd.run(ctx_.stream());
+      L.dwl_out.finish(L.dwl.data());
+      L.dwi_out.finish(L.dwi.data());
+      accumulate_param_grads(l, args.grad_params);
+    }
+    if (dx && batch_first_) store_output(dx_tnc_.data(), dx, c_);
+  }
+
+ private:
+  /// Index in the parameter list of layer l, direction d's k-th tensor (weight_ih,
+  /// weight_hh, bias_ih, bias_hh).
+  size_t param_index(int64_t l, int64_t d, int k) const {
+    return static_cast<size_t>((l * dirs_ + d) * (has_bias_ ? 4 : 2) + k);
+  }
+  /// torch's gate for oneDNN's gate `g` (GRU: oneDNN u, r, o are torch's z, r, n).
+  int64_t torch_gate(int64_t g) const { return lstm_ || g == 2 ? g : 1 - g; }
+
+  /// torch's weights and biases into each layer's plain ldgoi / ldgo buffers.
+  void pack_weights(std::span<const Tensor> params) {
+    const int64_t h = h_;
+    for (int64_t l = 0; l < layers_; ++l) {
+      RnnLayer& L = layer_[static_cast<size_t>(l)];
+      for (int64_t d = 0; d < dirs_; ++d) {
+        const float* wih = params[param_index(l, d, 0)].data<float>();
+        const float* whh = params[param_index(l, d, 1)].data<float>();
+        for (int64_t g = 0; g < gates_; ++g) {
+          const int64_t tg = torch_gate(g);
+          std::memcpy(L.wl.data() + (d * gates_ + g) * h * L.in, wih + tg * h * L.in, h * L.in * sizeof(float));
+          std::memcpy(L.wi.data() + (d * gates_ + g) * h * h, whh + tg * h * h, h * h * sizeof(float));
+        }
+        if (!has_bias_) continue;
+        const float* bih = params[param_index(l, d, 2)].data<float>();
+        const float* bhh = params[param_index(l, d, 3)].data<float>();
+        float* b = L.bias.data() + d * bias_gates_ * h;
+        for (int64_t g = 0; g < 4; ++g)
+          for (int64_t i = 0; i < h; ++i) {
+            if (lstm_) b[g * h + i] = bih[g * h + i] + bhh[g * h + i];
+            else if (g < 2) b[g * h + i] = bih[torch_gate(g) * h + i] + bhh[torch_gate(g) * h + i];
+            else if (g == 2) b[g * h + i] = bih[2 * h + i];  // the input's n
+            else b[g * h + i] = bhh[2 * h + i];              // the hidden's n, inside r * (...)
+          }
+      }
+    }
+  }
+
+  /// Adds layer l's plain gradients, un-permuted, into torch's parameter gradients.
+  void accumulate_param_grads(int64_t l, std::span<Tensor> grads) const {
+    const RnnLayer& L = layer_[static_cast<size_t>(l)];
+    const int64_t h = h_;
+    auto add = [](float* to, const float* from, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) to[i] += from[i];
+    };
+    for (int64_t d = 0; d < dirs_; ++d) {
+      const Tensor& gih = grads[param_index(l, d, 0)];
+      const Tensor& ghh = grads[param_index(l, d, 1)];
+      for (int64_t g = 0; g < gates_; ++g) {
+        const int64_t tg = torch_gate(g);
+        if (gih.defined())
+          add(gih.data<float>() + tg * h * L.in, L.dwl.data() + (d * gates_ + g) * h * L.in, h * L.in);
+        if (ghh.defined()) add(ghh.data<float>() + tg * h * h, L.dwi.data() + (d * gates_ + g) * h * h, h * h);
+      }
+      if (!has_bias_) continue;
+      const Tensor& gbi = grads[param_index(l, d, 2)];
+      const Tensor& gbh = grads[param_index(l, d, 3)];
+      const float* db = L.dbias.data() + d * bias_gates_ * h;
+      for (int64_t g = 0; g < 4; ++g) {
+        const bool to_ih = lstm_ || g != 3, to_hh = lstm_ || g != 2;
+        const int64_t tg = lstm_ ? g : g < 2 ? torch_gate(g) : 2;
+        if (to_ih && gbi.defined()) add(gbi.data<float>() + tg * h, db + g * h, h);
+        if (to_hh && gbh.defined()) add(gbh.data<float>() + tg * h, db + g * h, h);
+      }
+    }
+  }
+
+  /// The initial state (input `slot`: 1 = h0, 2 = c0) of layer l, or zeros.
+  const float* initial(std::span<const Tensor> inputs, size_t slot, int64_t l) const {
+    if (!has_state_) return zeros_.data();
+    return inputs[slot].data<float>() + l * dirs_ * n_ * h_;
+  }
+
+  /// `src` as [T, N, width]: itself, or transposed from [N, T, width] into `buf`.
+  const float* time_major(const float* src, std::vector<float>& buf, int64_t width) const {
+    if (!batch_first_) return src;
+    buf.resize(static_cast<size_t>(t_ * n_ * width));
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t t = 0; t < t_; ++t)
+        std::memcpy(buf.data() + (t * n_ + n) * width, src + (n * t_ + t) * width, width * sizeof(float));
+    return buf.data();
+  }
+
+  /// [T, N, width] into `dst` in the user's layout ([N, T, width] with batch_first).
+  void store_output(const float* src, float* dst, int64_t width) const {
+    if (!batch_first_) {
+      std::memcpy(dst, src, static_cast<size_t>(t_ * n_ * width) * sizeof(float));
+      return;
+    }
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t t = 0; t < t_; ++t)
+        std::memcpy(dst + (n * t_ + t) * width, src + (t * n_ + n) * width, width * sizeof(float));
+  }
+
+  CpuContext& ctx_;
+  bool lstm_ = false;
+  std::string op_;
+  bool batch_first_ = false, has_bias_ = true, has_state_ = false;
+  double dropout_ = 0;
+  std::string select_;
+  int64_t t_ = 0, n_ = 0, c_ = 0, h_ = 0, layers_ = 1, dirs_ = 1, gates_ = 3, bias_gates_ = 4;
+  std::vector<RnnLayer> layer_;
+  std::vector<float> hn_, cn_;  // [L * D, N, H]: the last forward's final states
+  std::vector<float> zeros_;    // absent initial states and unselected gradients
+  std::vector<float> x_tnc_, dy_tnc_, dx_tnc_, d_state_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_gru_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<RnnKernel>(ctx, spec, false);
+}
+
+std::unique_ptr<Kernel> make_lstm_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<RnnKernel>(ctx, spec, true);
+}
+
+}  // namespace tandem
