@@ -91,6 +91,19 @@ struct GraphOutput {
   int value = -1;
 };
 
+/// A parallel loss in a replicated training graph (placement/replicate.h): the loss's input
+/// is never gathered; replica k's output scores rows [start, start + length) of the target
+/// along `dim`.
+struct ParallelLoss {
+  struct Part {
+    int value = -1;  // replica k's chunk of the loss's input
+    int64_t start = 0;
+    int64_t length = 0;
+  };
+  int64_t dim = 0;
+  std::vector<Part> parts;
+};
+
 struct Graph {
   std::string name;
   std::string file;
@@ -101,6 +114,7 @@ struct Graph {
   std::vector<GraphOutput> outputs;
   std::vector<GraphInput> targets;     // fed by the data, read only by the loss
   std::optional<LossSpec> loss;
+  std::optional<ParallelLoss> parallel_loss;  // replicated training graphs with loss parallel: true
   std::optional<TrainingSpec> training;  // the `train:` section, when present
   std::optional<PlacementSpec> placement;  // the `placement:` key, when present
 

@@ -464,9 +464,17 @@ class GraphLoader : private YamlReader {
   }
 
   // ---- loss and training -----------------------------------------------------------
+  bool made_by_data_parallel(int value) const {
+    int producer = graph_.values[value].producer;
+    if (producer < 0) return false;
+    for (int b = graph_.nodes[producer].block; b >= 0; b = graph_.blocks[b].parent)
+      if (graph_.blocks[b].data_parallel) return true;
+    return false;
+  }
+
   LossSpec load_loss(const YAML::Node& n, const std::vector<Entry>& top) {
     if (!n.IsMap()) fail(n, "", "loss must be a mapping such as {op: cross_entropy, input: head, target: label}");
-    check_keys(n, {"op", "input", "target", "reduction", "ignore_index", "label_smoothing"}, "", "key of loss");
+    check_keys(n, {"op", "input", "target", "reduction", "ignore_index", "label_smoothing", "parallel"}, "", "key of loss");
     static const std::vector<std::string> ops = {"cross_entropy", "nll_loss", "mse_loss",
                                                  "binary_cross_entropy_with_logits"};
     LossSpec loss;
@@ -506,6 +514,13 @@ class GraphLoader : private YamlReader {
       if (loss.op != "cross_entropy") fail(l, "", "label_smoothing applies to cross_entropy");
       loss.label_smoothing = scalar_number(l, "", "label_smoothing");
       if (loss.label_smoothing < 0 || loss.label_smoothing > 1) fail(l, "", "label_smoothing must be within [0, 1]");
+    }
+    if (const YAML::Node p = n["parallel"]) {
+      loss.parallel = scalar_bool(p, "", "loss parallel");
+      if (loss.parallel && !made_by_data_parallel(loss.input))
+        fail(p, "", "parallel: true computes the loss on each replica of a data_parallel block, but its input '" +
+                        graph_.values[loss.input].name + "' is not made inside one; wrap the layers that make it in "
+                        "data_parallel: or drop parallel");
     }
     const TensorType& in = graph_.values[loss.input].type;
     const TensorType& target = graph_.values[loss.target].type;

@@ -56,6 +56,9 @@ struct LossSpec {
   std::string reduction = "mean";
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
+  /// Each replica of the data_parallel block that makes `input` scores its own chunk on its
+  /// device; only the scalars travel (placement/replicate.h).
+  bool parallel = false;
 };
 
 }  // namespace tandem

@@ -47,7 +47,17 @@ void pass4_partition(PlaceContext& ctx) {
     for (int in : n.inputs) need(in, s.device, static_cast<int>(i), "read by '" + n.path + "' on " + s.device.str());
   }
   const int end = static_cast<int>(plan.steps.size());
-  if (ctx.policy.training && g.loss) {
+  if (ctx.policy.training && g.parallel_loss) {
+    // Each replica's rows of the target go to it (the runtime slices them on the host).
+    const size_t target_bytes = ctx.value_bytes[g.loss->target];
+    const int64_t rows = g.parallel_loss->parts.back().start + g.parallel_loss->parts.back().length;
+    for (const ParallelLoss::Part& part : g.parallel_loss->parts) {
+      Device to = home[part.value];
+      if (to == Device::cpu()) continue;
+      plan.copies.push_back({g.loss->target, Device::cpu(), to, target_bytes / static_cast<size_t>(rows) * part.length,
+                             true, end, "rows of the target for the parallel loss on " + to.str()});
+    }
+  } else if (ctx.policy.training && g.loss) {
     Device loss_device = home[g.loss->input];
     need(g.loss->target, loss_device, end, "target of the loss, which runs on " + loss_device.str());
   } else {

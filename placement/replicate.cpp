@@ -54,7 +54,8 @@ TensorType concrete(const TensorType& type, const Bindings& bindings, const std:
 
 class Replicator {
  public:
-  Replicator(const Graph& g, const Bindings& bindings) : g_(g), bindings_(bindings) {
+  Replicator(const Graph& g, const Bindings& bindings, bool parallel_loss)
+      : g_(g), bindings_(bindings), parallel_loss_(parallel_loss && g.loss && g.loss->parallel) {
     out_ = std::make_shared<Graph>(g);
     out_->nodes.clear();
   }
@@ -93,9 +94,10 @@ class Replicator {
       for (int v : g_.nodes[n].inputs)
         if (!inside(g_.values[v].producer) && std::find(inputs.begin(), inputs.end(), v) == inputs.end())
           inputs.push_back(v);
-    std::set<int> read_outside;
+    std::set<int> read_by_layers, read_outside;
     for (int n = 0; n < static_cast<int>(g_.nodes.size()); ++n)
-      if (!inside(n)) read_outside.insert(g_.nodes[n].inputs.begin(), g_.nodes[n].inputs.end());
+      if (!inside(n)) read_by_layers.insert(g_.nodes[n].inputs.begin(), g_.nodes[n].inputs.end());
+    read_outside = read_by_layers;
     for (const GraphOutput& o : g_.outputs) read_outside.insert(o.value);
     if (g_.loss) read_outside.insert(g_.loss->input);
     std::vector<int> outputs;
@@ -170,6 +172,18 @@ class Replicator {
       offset += chunks[k];
     }
     for (int o : outputs) {
+      if (parallel_loss_ && o == g_.loss->input) {
+        // Each replica scores its own chunk: no gather unless a layer reads the whole (graph
+        // outputs are not needed in training).
+        ParallelLoss loss{dim, {}};
+        int64_t start = 0;
+        for (int k = 0; k < replicas; ++k) {
+          loss.parts.push_back({replica_value[k].at(o), start, chunks[k]});
+          start += chunks[k];
+        }
+        out_->parallel_loss = std::move(loss);
+        if (!read_by_layers.count(o)) continue;
+      }
       Node gather;
       gather.path = block.path + "@gather(" + g_.values[o].name + ")";
       gather.op = "cat";
@@ -187,15 +201,16 @@ class Replicator {
 
   const Graph& g_;
   const Bindings& bindings_;
+  const bool parallel_loss_;
   std::shared_ptr<Graph> out_;
 };
 
 }  // namespace
 
-std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings) {
+std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings, bool training) {
   bool any = std::any_of(graph.blocks.begin(), graph.blocks.end(), [](const Block& b) { return b.data_parallel.has_value(); });
   if (!any) return nullptr;
-  return Replicator(graph, bindings).run();
+  return Replicator(graph, bindings, training).run();
 }
 
 }  // namespace tandem

@@ -15,6 +15,12 @@
 //             output_device, which produces the block's original output value: every
 //             reader outside the block is unchanged.
 //
+// Parallel loss (loss: {..., parallel: true}), in training graphs: the block's output that
+// the loss scores is not gathered (unless a layer reads it); Graph::parallel_loss lists
+// each replica's chunk of it and the rows of the target that chunk scores, and the runtime
+// computes the loss on every replica's device, sending only scalars: the output device
+// holds no more than the others.
+//
 // Which inputs are scattered: every block input whose size along `dim` is that of the
 // first block input (the batch); the others (a table, a mask of fixed size) are broadcast.
 // A batch smaller than the device count makes fewer chunks, as torch.chunk does, and so
@@ -41,7 +47,8 @@ std::vector<int64_t> data_parallel_chunks(int64_t extent, int devices, const std
 
 /// `graph` with every data_parallel block replicated under `bindings` (every symbol of the
 /// graph bound); null when it has no data_parallel block. Value ids of the original graph
-/// keep their meaning (inputs, outputs, targets, the loss); node indices do not.
-std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings);
+/// keep their meaning (inputs, outputs, targets, the loss); node indices do not. With
+/// `training`, a parallel loss is split over the replicas.
+std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings, bool training);
 
 }  // namespace tandem

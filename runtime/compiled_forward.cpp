@@ -79,7 +79,13 @@ void CompiledForward::plan_buffers(const Graph& graph) {
 }
 
 std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint64_t params_version, bool training,
-                                         uint64_t seed) {
+                                         uint64_t seed, const ForwardHook* hook) {
+  auto call_hook = [&](const Node& node) {
+    if (!hook || !*hook) return;
+    LayerCall call{&node, Device::cpu(), {}, value_shapes_[node.output]};
+    for (int v : node.inputs) call.input_shapes.push_back(value_shapes_[v]);
+    (*hook)(call);
+  };
   for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[graph_.inputs[i].value] = inputs[i];
   Tensor in_args[16];
   std::vector<Tensor> many_inputs;
@@ -90,6 +96,7 @@ std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint
     const Shape& out_shape = value_shapes_[node.output];
     if (!step.kernel) {  // a view
       values_[node.output] = values_[node.inputs[0]].view(out_shape);
+      call_hook(node);
       continue;
     }
     Tensor& out = values_[node.output];
@@ -110,6 +117,7 @@ std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint
     } catch (const UserError& e) {
       throw UserError("layer '" + node.path + "' (" + node.op + "): " + e.what());
     }
+    call_hook(node);
   }
   std::vector<Tensor> outputs;
   for (const GraphOutput& o : graph_.outputs) outputs.push_back(values_[o.value]);

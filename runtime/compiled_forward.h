@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include "graph/symbolic.h"
 #include "placement/plan.h"
+#include "runtime/forward_hook.h"
 
 namespace tandem {
 
@@ -23,8 +24,9 @@ class CompiledForward {
                   const TensorMap& params);
 
   /// Inputs in graph-input order, checked by the caller; outputs in graph-output order.
+  /// `hook`, when given, is called after each layer.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, uint64_t params_version, bool training = false,
-                          uint64_t seed = 0);
+                          uint64_t seed = 0, const ForwardHook* hook = nullptr);
 
   /// Bytes of the reused intermediate buffers.
   size_t arena_bytes() const { return arena_bytes_; }

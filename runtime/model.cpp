@@ -226,10 +226,10 @@ TensorMap Model::forward(const TensorMap& inputs) {
   std::vector<Tensor> outputs;
   if (placed()) {
     MultiDeviceForward& placed = placed_for(bindings);
-    outputs = placed.run(ordered, params_version_);
+    outputs = placed.run(ordered, params_version_, &forward_hook_);
     add_to_totals(device_totals_, placed.report());
   } else {
-    outputs = compiled_for(bindings).run(ordered, params_version_);
+    outputs = compiled_for(bindings).run(ordered, params_version_, false, 0, &forward_hook_);
   }
   TensorMap named;
   for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_->outputs[i].name, std::move(outputs[i]));

@@ -19,6 +19,7 @@
 #include "placement/place.h"
 #include "placement/plan.h"
 #include "runtime/device_report.h"
+#include "runtime/forward_hook.h"
 
 namespace tandem {
 
@@ -93,6 +94,9 @@ class Model {
   /// (MultiDeviceTraining). Gradients and parameters stay on the host.
   void use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy);
   bool placed() const { return registry_ != nullptr; }
+  /// Called after each layer of every forward() (inference) until replaced; an empty
+  /// function removes it. See forward_hook.h.
+  void set_forward_hook(ForwardHook hook) { forward_hook_ = std::move(hook); }
   /// Per device, what the last placed forward (or training step) did; empty before one.
   std::vector<DeviceReport> device_report() const;
   /// Per device, what every placed pass since use_devices() or the last reset did together
@@ -132,6 +136,7 @@ class Model {
   std::map<std::pair<Bindings, bool>, std::unique_ptr<MultiDeviceTraining>> placed_training_;
   MultiDeviceTraining* last_training_ = nullptr;
   std::vector<DeviceReport> device_totals_;
+  ForwardHook forward_hook_;
 };
 
 }  // namespace tandem

@@ -103,7 +103,7 @@ LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed)
   for (const GraphInput& in : graph_->inputs) ordered.push_back(batch.at(in.name));
   t.forward(ordered, seed, params_version_);
   LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
-  t.backward({loss.input});
+  t.backward(t.loss_seeds());
   add_to_totals(device_totals_, t.report());
   return value;
 }

@@ -196,6 +196,13 @@ void MultiDeviceForward::copy_parameters(uint64_t params_version) {
   params_version_ = params_version;
 }
 
+void MultiDeviceForward::call_hook(const Action& a, SimQueue& queue) {
+  if (!hook_) return;
+  LayerCall call{a.node, devices_[a.device]->device, {}, value_shapes_[a.node->output]};
+  for (int v : a.node->inputs) call.input_shapes.push_back(value_shapes_[v]);
+  queue.submit([hook = hook_, call = std::move(call)] { (*hook)(call); });  // after the layer, on its queue
+}
+
 void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
   DeviceState& dev = *devices_[a.device];
   SimQueue& queue = *a.queue;
@@ -231,6 +238,7 @@ void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
     slots_[a.out_slot] = slots_[a.in_slots[0]].view(out_shape);
     ready_[a.out_slot] = ready_[a.in_slots[0]];
     ready_queue_[a.out_slot] = ready_queue_[a.in_slots[0]];
+    call_hook(a, queue);
     return;
   }
   std::vector<Tensor> inputs;
@@ -249,12 +257,15 @@ void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
       throw UserError(a.context + ": " + e.what());
     }
   });
+  call_hook(a, queue);
   // an event only where a reader runs on another queue
   ready_[a.out_slot] = read_elsewhere_[a.out_slot] ? queue.record() : Event();
   ready_queue_[a.out_slot] = &queue;
 }
 
-std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, uint64_t params_version) {
+std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, uint64_t params_version,
+                                            const ForwardHook* hook) {
+  hook_ = hook && *hook ? hook : nullptr;
   start_device_reports(devices_);
   // new weights since the last run go up now, and count as this run's traffic
   if (params_version != params_version_) copy_parameters(params_version);

@@ -34,6 +34,7 @@
 #include "graph/symbolic.h"
 #include "placement/plan.h"
 #include "runtime/device_report.h"
+#include "runtime/forward_hook.h"
 
 namespace tandem {
 
@@ -59,7 +60,8 @@ class MultiDeviceForward {
 
   /// Inputs in graph-input order (cpu tensors, checked by the caller); outputs in
   /// graph-output order, on the cpu.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, uint64_t params_version);
+  /// `hook`, when given, is called after each layer, on that layer's queue.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, uint64_t params_version, const ForwardHook* hook = nullptr);
 
   /// One entry per device of the plan's inventory that the plan uses (the cpu first), for
   /// the last run.
@@ -76,6 +78,7 @@ class MultiDeviceForward {
   int slot(int value, int device) const;
   void copy_parameters(uint64_t params_version);
   void run_action(const Action& action, uint64_t params_version);
+  void call_hook(const Action& action, SimQueue& queue);
   void drain_queues() noexcept;
 
   const Plan plan_;
@@ -93,6 +96,7 @@ class MultiDeviceForward {
   std::vector<int> output_slots_;
   uint64_t params_version_ = ~uint64_t{0};
   DeviceParameterCache* shared_ = nullptr;
+  const ForwardHook* hook_ = nullptr;  // during run()
   std::vector<DeviceReport> report_;
 };
 

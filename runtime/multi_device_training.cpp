@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "runtime/device_registry.h"
@@ -54,6 +55,23 @@ void add_into(const Tensor& into, const Tensor& from) {  // `into` shares its st
   const float* b = from.data<float>();
   const int64_t n = into.numel();
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+/// Rows [start, start + length) of `t` along `dim`, copied into a new host tensor.
+Tensor narrow_copy(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  Shape shape = t.shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  const size_t element = dtype_size(t.dtype());
+  const size_t row = static_cast<size_t>(shape[dim] * inner) * element;
+  const size_t slice = static_cast<size_t>(length * inner) * element;
+  shape[dim] = length;
+  Tensor out = Tensor::empty(shape, t.dtype());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(static_cast<char*>(out.raw_data()) + o * slice,
+                static_cast<const char*>(t.raw_data()) + o * row + static_cast<size_t>(start * inner) * element, slice);
+  return out;
 }
 
 }  // namespace
@@ -228,6 +246,8 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
   std::vector<bool> read_in_backward(n_slots, false);
   for (int v : kept)
     if (home_slot_[v] >= 0) read_in_backward[home_slot_[v]] = true;
+  if (graph.parallel_loss)  // what the replicas' losses score
+    for (const ParallelLoss::Part& part : graph.parallel_loss->parts) read_in_backward[home_slot_[part.value]] = true;
   for (const GraphOutput& out : graph.outputs)
     if (home_slot_[out.value] >= 0) read_in_backward[home_slot_[out.value]] = true;
   std::vector<int> last_reader(n_slots, -1);
@@ -363,6 +383,8 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
 }
 
 LossValue MultiDeviceTraining::loss(const LossSpec& spec, const Tensor& target, bool with_gradient) {
+  if (graph_.parallel_loss) return parallel_loss(spec, target, with_gradient);
+  loss_seeds_ = {spec.input};
   const int slot = home_slot_[spec.input];
   TANDEM_ASSERT(slot >= 0, "the loss's input is not produced");
   const int device = slot_keys_[slot].second;
@@ -385,6 +407,69 @@ LossValue MultiDeviceTraining::loss(const LossSpec& spec, const Tensor& target, 
   }
   finish_report();
   return value;
+}
+
+LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient) {
+  const ParallelLoss& parallel = *graph_.parallel_loss;
+  const size_t n = parallel.parts.size();
+  // The target's rows go along the scatter dim when it has one of the input's extent there
+  // (sequence-first [T, N] targets), else along dim 0 ([N] class indices).
+  const int64_t rows = parallel.parts.back().start + parallel.parts.back().length;
+  const int64_t dim = target.shape().size() > static_cast<size_t>(parallel.dim) && target.shape()[parallel.dim] == rows
+                          ? parallel.dim
+                          : 0;
+  TANDEM_ASSERT(target.shape()[dim] == rows, "the target has no dim the replicas' chunks split");
+  std::vector<LossValue> values(n);
+  std::vector<int> slots(n), devices(n);
+  loss_seeds_.clear();
+  try {
+    for (size_t k = 0; k < n; ++k) {
+      const ParallelLoss::Part& part = parallel.parts[k];
+      slots[k] = home_slot_[part.value];
+      TANDEM_ASSERT(slots[k] >= 0, "a replica's share of the loss's input is not produced");
+      devices[k] = slot_keys_[slots[k]].second;
+      const std::string context = "the parallel loss (" + spec.op + ") on " + devices_[devices[k]]->device.str();
+      Tensor rows_k = narrow_copy(target, dim, part.start, part.length);
+      Tensor on_device = devices[k] == 0 ? rows_k : copy_between(rows_k, 0, devices[k], context);
+      Tensor grad;
+      if (with_gradient) {
+        grad = allocate_on(devices[k], shapes_[part.value], DType::float32, context);
+        grads_[slots[k]] = grad;
+        loss_seeds_.push_back(part.value);
+      }
+      // the host waits below before it reads `values`
+      devices_[devices[k]]->queue->submit([&spec, &value = values[k], input = values_[slots[k]], on_device, grad]() mutable {
+        value = compute_loss(spec, input, on_device, grad.defined() ? &grad : nullptr);
+      });
+    }
+    synchronize_devices(devices_);  // every replica's loss ran on its own device, together
+  } catch (...) {
+    clear();
+    throw;
+  }
+  // Only scalars travelled; the whole batch's loss is the replicas' weighted by what each
+  // counted (rows, or targets not ignored), as one loss over the batch would average.
+  LossValue total;
+  for (const LossValue& v : values) {
+    total.counted += v.counted;
+    total.correct += v.correct;
+  }
+  const bool mean = spec.reduction == "mean";
+  for (size_t k = 0; k < n; ++k) {
+    const LossValue& v = values[k];
+    if (v.counted > 0) total.loss += mean ? v.loss * static_cast<double>(v.counted) / static_cast<double>(total.counted) : v.loss;
+    if (!with_gradient || !mean) continue;
+    // each replica's gradient was of its own mean: rescale it to the batch's
+    const float scale = total.counted > 0 ? static_cast<float>(static_cast<double>(v.counted) / total.counted) : 0.0f;
+    on_device(devices[k], [grad = grads_[slots[k]], scale]() mutable {
+      float* g = grad.data<float>();
+      const int64_t size = grad.numel();
+      for (int64_t i = 0; i < size; ++i) g[i] = scale == 0.0f ? 0.0f : g[i] * scale;
+    });
+  }
+  if (total.counted == 0 && mean) total.loss = std::numeric_limits<double>::quiet_NaN();  // as torch: 0/0
+  finish_report();
+  return total;
 }
 
 void MultiDeviceTraining::seed_gradient(int value, const Tensor& grad) {

@@ -107,6 +107,9 @@ class MultiDeviceTraining {
   /// The loss of the last forward, computed on the device of spec.input (the host `target`
   /// is copied there); with `with_gradient`, writes the gradient seed for backward().
   LossValue loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
+  /// The values loss() wrote gradient seeds for: the loss's input, or with a parallel loss
+  /// each replica's share of it. What backward() starts from.
+  const std::vector<int>& loss_seeds() const { return loss_seeds_; }
   /// Writes the host tensor `grad` as the gradient seed of `value` (copied to its device).
   void seed_gradient(int value, const Tensor& grad);
   /// The shape of a tensor under these bindings.
@@ -128,6 +131,7 @@ class MultiDeviceTraining {
   struct Action;
 
   Tensor copy_between(const Tensor& src, int from, int to, const std::string& context);
+  LossValue parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
   /// Submits `work` (which must hold what it touches) to the device's queue.
   template <typename F>
   void on_device(int device, F&& work);
@@ -155,6 +159,7 @@ class MultiDeviceTraining {
   uint64_t seed_ = 0;
   bool training_ = true;
   bool lockstep_ = true;  // until the first backward has measured the peaks
+  std::vector<int> loss_seeds_;
   std::vector<DeviceReport> report_;
 };
 

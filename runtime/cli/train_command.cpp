@@ -84,9 +84,11 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
                    {"loss", loss},
                    {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
                    {"peak_bytes", cpu_allocator().peak_bytes()}};
+  if (model.placed()) j["devices"] = devices_json(model.device_totals());
   if (o.json) fmt::print("{}\n", j.dump(2));
   else fmt::print("training step: median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
                   ms[ms.size() / 2], ms.front(), o.bench_steps, cpu_allocator().peak_bytes() / double(1 << 20));
+  if (o.report && !o.json) print_device_report(model.device_totals(), "every step, warm-up included");
   return 0;
 }
 

@@ -883,7 +883,7 @@ def linear_flops(model, inputs):
 
 LOSS_OPS = ("cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits")
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
-LOSS_KEYS = {"op", "input", "target", "reduction", "ignore_index", "label_smoothing"}
+LOSS_KEYS = {"op", "input", "target", "reduction", "ignore_index", "label_smoothing", "parallel"}
 TRAIN_KEYS = {"epochs", "batch", "shuffle", "drop_last", "seed", "validation_split", "optimizer", "schedule",
               "clip_grad_norm", "data"}
 # optimizer name -> its keys with defaults
@@ -955,6 +955,10 @@ def _parse_loss(builder, loss, top_scope):
                 raise err("%s is not an attribute of %s" % (k, op))
         if tinfo["dtype"] != "float32":
             raise err("%s needs a float32 target; %r is %s" % (op, t, tinfo["dtype"]))
+    # parallel: where the loss is computed (each data-parallel replica), not what: the
+    # single-device reference ignores it
+    if not isinstance(loss.get("parallel", False), bool):
+        raise err("parallel must be true or false")
     return out
 
 
