@@ -4,7 +4,10 @@
 // (sequence-first), nested between layers on other devices.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -207,4 +210,113 @@ TEST_CASE("a parallel loss trains as the gathered loss does and leaves the outpu
   CHECK(p_max / p_min <= (batch % devices == 0 ? 1.1 : 1.5));  // an uneven last chunk is lighter
   CHECK(g[0] > 1.5 * g[1]);  // the pile-up, measured
   CHECK(p[0] < g[0]);
+}
+
+namespace {
+
+std::string run_program(const std::string& command, int* code) {
+  FILE* pipe = popen(("env -u TANDEM_SIM_GPUS " + command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  int status = pclose(pipe);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the seeds' tutorial prints each replica's sizes and the gathered sizes", "[multidevice][data_parallel]") {
+  int code = 0;
+  std::string out = run_program(std::string(TANDEM_DP_TUTORIAL) + " " + TANDEM_SOURCE_DIR +
+                                    "/configs/dp_tutorial.yaml --sim-gpus 2", &code);
+  REQUIRE(code == 0);
+  std::string replica15 = "\tIn Model: input size [15, 5] output size [15, 2]\n";
+  std::string replica5 = "\tIn Model: input size [5, 5] output size [5, 2]\n";
+  std::string expected = "Let's use 2 GPUs! (simulated)\n";
+  for (int i = 0; i < 3; ++i) expected += replica15 + replica15 + "Outside: input size [30, 5] output size [30, 2]\n";
+  expected += replica5 + replica5 + "Outside: input size [10, 5] output size [10, 2]\n";
+  CHECK(out == expected);
+
+  // devices [1, 2] of four; and a device that is not there
+  out = run_program(std::string(TANDEM_DP_TUTORIAL) + " " + TANDEM_SOURCE_DIR + "/configs/dp_choose_devices.yaml --sim-gpus 4",
+                    &code);
+  CHECK(code == 0);
+  CHECK(out.find("Outside: input size [10, 5] output size [10, 2]") != std::string::npos);
+  out = run_program(std::string(TANDEM_DP_TUTORIAL) + " " + TANDEM_SOURCE_DIR + "/configs/dp_choose_devices.yaml --sim-gpus 2",
+                    &code);
+  CHECK(code == 2);
+  CHECK(out.find("data_parallel block 'model' lists cuda:2 in its devices, but this machine has cpu, cuda:0, cuda:1") !=
+        std::string::npos);
+}
+
+TEST_CASE("forward hooks see every layer on one device and each replica's chunk", "[multidevice][data_parallel]") {
+  Model model = Model::load(std::string(TANDEM_SOURCE_DIR) + "/configs/seed_nested_dp.yaml");
+  model.init_parameters(1);
+  std::vector<std::string> seen;
+  model.set_forward_hook([&](const LayerCall& call) {
+    seen.push_back(call.node->path + " " + shape_str(call.input_shapes.at(0)) + " -> " + shape_str(call.output_shape) +
+                   " on " + call.device.str());
+  });
+  Bindings b{{"batch", 7}};
+  model.forward(model.random_inputs(b, 1));
+  CHECK(seen == std::vector<std::string>{"block1 [7, 10] -> [7, 20] on cpu", "block2.fc [7, 20] -> [7, 20] on cpu",
+                                         "block3 [7, 20] -> [7, 20] on cpu"});
+  seen.clear();
+  model.use_devices(sim_gpus(2), policy());
+  model.forward(model.random_inputs(b, 1));
+  std::sort(seen.begin(), seen.end());  // the two replicas run on their own queues
+  CHECK(std::find(seen.begin(), seen.end(), "block2.fc@0 [4, 20] -> [4, 20] on cuda:0") != seen.end());
+  CHECK(std::find(seen.begin(), seen.end(), "block2.fc@1 [3, 20] -> [3, 20] on cuda:1") != seen.end());
+  CHECK(std::find(seen.begin(), seen.end(), "block2@gather(block2.fc) [4, 20] -> [7, 20] on cuda:0") != seen.end());
+  model.set_forward_hook({});
+  seen.clear();
+  model.forward(model.random_inputs(b, 2));
+  CHECK(seen.empty());
+}
+
+TEST_CASE("chunk_sizes sizes the replicas and a parallel loss needs a data_parallel block", "[multidevice][data_parallel]") {
+  const std::string yaml = write_yaml("chunks", R"(name: chunks
+inputs:
+  x: {shape: [batch, 4]}
+layers:
+  - name: body
+    data_parallel: {devices: [cuda:0, cuda:1], output_device: cpu, chunk_sizes: [7, 3]}
+    layers:
+      - {name: fc, op: linear, in_features: 4, out_features: 2}
+outputs: [body.fc]
+)");
+  Model model = Model::load(yaml);
+  Model reference = Model::load(yaml);
+  model.init_parameters(3);
+  reference.init_parameters(3);
+  model.use_devices(sim_gpus(2), policy());
+  std::vector<std::string> replicas;
+  model.set_forward_hook([&](const LayerCall& call) {
+    if (call.node->replica && call.node->replica->kind == ReplicaRole::Kind::replica)
+      replicas.push_back(call.device.str() + " " + shape_str(call.output_shape));
+  });
+  TensorMap in = reference.random_inputs({{"batch", 10}}, 4);
+  CHECK(max_relative_error(model.forward(in), reference.forward(in)) <= 1e-6);
+  std::sort(replicas.begin(), replicas.end());
+  CHECK(replicas == std::vector<std::string>{"cuda:0 [7, 2]", "cuda:1 [3, 2]"});
+  // a batch the sizes do not add up to: a clear error, from the API and the CLI (exit 2)
+  CHECK_THROWS_WITH(model.forward(reference.random_inputs({{"batch", 8}}, 4)),
+                    Catch::Contains("chunk_sizes add up to 10, but the batch being scattered has 8"));
+  int code = 0;
+  std::string out = run_program(std::string(TANDEM_CLI) + " run " + yaml + " --batch 8 --sim-gpus 2", &code);
+  CHECK(code == 2);
+  CHECK(out.find("chunk_sizes add up to 10") != std::string::npos);
+
+  const std::string not_dp = write_yaml("parallel_no_dp", R"(name: parallel_no_dp
+inputs:
+  x: {shape: [batch, 4]}
+targets:
+  y: {shape: [batch], dtype: int64}
+layers:
+  - {name: fc, op: linear, in_features: 4, out_features: 3}
+loss: {op: cross_entropy, input: fc, target: y, parallel: true}
+)");
+  CHECK_THROWS_WITH(Model::load(not_dp), Catch::Contains(":8:") && Catch::Contains("parallel: true computes the loss on each replica of a data_parallel block, but its input 'fc' is not made inside one"));
 }
