@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/cpu/ops/op_util.h"
 #include "core/error.h"
 #include "runtime/device_registry.h"
 #include "runtime/node_kernels.h"
@@ -53,8 +54,10 @@ Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std
 void add_into(const Tensor& into, const Tensor& from) {  // `into` shares its storage: written
   float* a = into.data<float>();
   const float* b = from.data<float>();
-  const int64_t n = into.numel();
-  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+  // over the cores (a queue's task runs on the compute thread, in its OpenMP team)
+  cpu::parallel_for(into.numel(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) a[i] += b[i];
+  });
 }
 
 /// Rows [start, start + length) of `t` along `dim`, copied into a new host tensor.
@@ -126,29 +129,54 @@ DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_vers
 }
 
 void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::string, Device>>& keys) {
-  // On each device's compute queue, before the backward kernels that accumulate into them.
+  // On each device's compute queue, before the backward kernels that accumulate into them;
+  // only those not already zeroed by the copy engine after their last trip to the host.
   for (const auto& key : keys) {
-    Tensor g = entries_.at(key).grad;
-    registry_.sim_gpu(key.second).submit([g]() mutable { std::memset(g.raw_data(), 0, g.nbytes()); });
+    Entry& e = entries_.at(key);
+    if (e.grad_zeroed) continue;
+    registry_.sim_gpu(key.second).submit([g = e.grad]() mutable { std::memset(g.raw_data(), 0, g.nbytes()); });
   }
+  for (const auto& key : keys) entries_.at(key).grad_zeroed = false;  // the backward writes them
 }
 
 DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
     const std::vector<std::pair<std::string, Device>>& keys) {
-  // Each device gradient is copied out after the device's backward kernels (same queue), and
-  // added on the cpu queue, where the cpu layers' kernels accumulate theirs: nothing waits
-  // on the host until the caller synchronises.
+  // Per device, as one bucket: the copy engine waits for the device's backward kernels so
+  // far (one event), copies every gradient of the bucket out, and the cpu queue, where the
+  // cpu layers' kernels accumulate theirs, adds them to the model's gradients after one
+  // event more. Nothing waits on the host until the caller synchronises.
   SimQueue& cpu = registry_.cpu_queue();
   Traffic downloaded;
-  for (const auto& key : keys) {
-    Entry& e = entries_.at(key);
-    Tensor host = Tensor::empty(e.grad.shape(), DType::float32);
-    SimGpu& gpu = registry_.sim_gpu(key.second);
-    gpu.copy_to_host(buffer_of(host), buffer_of(e.grad), e.grad.nbytes());
-    cpu.submit_wait(gpu.record());
-    cpu.submit([into = e.host_grad, host]() mutable { add_into(into, host); });
-    downloaded.bytes += e.grad.nbytes();
-    ++downloaded.copies;
+  std::vector<Device> devices;
+  for (const auto& key : keys)
+    if (std::find(devices.begin(), devices.end(), key.second) == devices.end()) devices.push_back(key.second);
+  for (Device device : devices) {
+    SimGpu& gpu = registry_.sim_gpu(device);
+    gpu.copy_queue().submit_wait(gpu.record());
+    std::vector<std::pair<Tensor, Tensor>> adds;  // (model's gradient, copy on the host)
+    for (const auto& key : keys) {
+      if (key.second != device) continue;
+      Entry& e = entries_.at(key);
+      Tensor host = Tensor::empty(e.grad.shape(), DType::float32);
+      gpu.copy_to_host(buffer_of(host), buffer_of(e.grad), e.grad.nbytes(), SimGpu::Stream::copy);
+      adds.emplace_back(e.host_grad, host);
+      downloaded.bytes += e.grad.nbytes();
+      ++downloaded.copies;
+    }
+    // Zeroed for the next backward right behind the copies, off the kernels' path.
+    std::vector<Tensor> sent;
+    for (const auto& key : keys)
+      if (key.second == device) {
+        sent.push_back(entries_.at(key).grad);
+        entries_.at(key).grad_zeroed = true;
+      }
+    gpu.copy_queue().submit([sent = std::move(sent)]() mutable {
+      for (Tensor& g : sent) std::memset(g.raw_data(), 0, g.nbytes());
+    });
+    cpu.submit_wait(gpu.copy_queue().record());
+    cpu.submit([adds = std::move(adds)]() mutable {
+      for (auto& [into, from] : adds) add_into(into, from);
+    });
   }
   return downloaded;
 }
@@ -238,6 +266,20 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
     step_action_[i] = static_cast<int>(actions_.size());
     actions_.push_back(std::move(a));
   }
+  // A GPU parameter's gradient is complete after the backward of the first step that uses
+  // it (backward runs the steps in reverse): its reduction into the master can start then.
+  gradients_done_after_.resize(plan_.steps.size());
+  for (const auto& key : gpu_param_keys_)
+    for (int i = 0; i < end; ++i) {
+      const Action& a = actions_[step_action_[i]];
+      const Node& node = *a.node;
+      bool uses = devices_[a.device]->device == key.second &&
+                  std::any_of(node.params.begin(), node.params.end(), [&](const ParamSpec& p) { return p.name == key.first; });
+      if (uses) {
+        gradients_done_after_[i].push_back(key);
+        break;
+      }
+    }
   // the gradients go back in the reverse order of the copies
   for (auto& copies : copies_after_backward_) std::reverse(copies.begin(), copies.end());
 
@@ -491,6 +533,14 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
     if (!grad_ready_[s]) grads_[s] = Tensor();
   try {
     cache_.zero_gradients(gpu_param_keys_);
+    std::map<Device, GradientBucket> buckets;
+    auto reduce = [&](GradientBucket& bucket) {
+      if (bucket.keys.empty()) return;
+      DeviceParameterCache::Traffic downloaded = cache_.add_gradients_to_host(bucket.keys);
+      devices_[0]->bytes_in += downloaded.bytes;  // the cpu's side of the GPUs' copies
+      devices_[0]->copies_in += downloaded.copies;
+      bucket = GradientBucket{};
+    };
     for (size_t i = plan_.steps.size(); i-- > 0;) {
       Action& a = actions_[step_action_[i]];
       const Node& node = *a.node;
@@ -547,6 +597,14 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
         grads_[out] = Tensor();
         values_[out] = Tensor();
       }
+      // parameter gradients complete now go to the master, a bucket per device at a time,
+      // overlapped with the rest of backward
+      for (const auto& key : gradients_done_after_[i]) {
+        GradientBucket& bucket = buckets[key.second];
+        bucket.keys.push_back(key);
+        bucket.bytes += cache_.gradient(key.first, key.second, "").nbytes();
+        if (bucket.bytes >= gradient_bucket_bytes) reduce(bucket);
+      }
       // every reader of these copies has run its backward: their gradients go back
       for (int c : copies_after_backward_[i]) {
         const Action& copy = actions_[c];
@@ -562,9 +620,7 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
         values_[dst] = Tensor();
       }
     }
-    DeviceParameterCache::Traffic downloaded = cache_.add_gradients_to_host(gpu_param_keys_);
-    devices_[0]->bytes_in += downloaded.bytes;  // the cpu's side of the GPUs' copies
-    devices_[0]->copies_in += downloaded.copies;
+    for (auto& [device, bucket] : buckets) reduce(bucket);
     synchronize_devices(devices_);  // the optimizer reads the gradients on the host
     if (lockstep_) {  // the first step, run in lockstep, sets how far later ones may run ahead
       for (const auto& d : devices_) d->budget = std::max(d->budget, d->allocator->peak_bytes());

@@ -24,11 +24,14 @@
 // Parameters: the host tensors of the Model stay the master copy (the optimizer updates
 // them). A GPU layer reads the one copy of each of its parameters on that device, shared
 // by every placed executor of the model, inference (MultiDeviceForward) and training
-// alike (DeviceParameterCache), re-copied when
-// params_version changes. Its kernel accumulates its parameter gradients into a gradient
-// buffer in the device's pool, zeroed at the start of each backward; at its end that buffer
-// is copied to the host (counted) and added to the model's gradient, so gradients()
-// accumulate across calls exactly as on the cpu.
+// alike (DeviceParameterCache), re-copied when params_version changes. Its kernel
+// accumulates its parameter gradients into a gradient buffer in the device's pool, zeroed
+// at the start of each backward. As soon as the backward of the first step that uses a
+// parameter has been submitted, its gradient is complete: it joins its device's bucket,
+// and a full bucket (gradient_bucket_bytes) is copied to the host on the copy engine and
+// added to the model's gradient on the cpu queue while the rest of backward runs (counted
+// in the report). So gradients() accumulate across calls exactly as on the cpu, and the
+// replicas of a data_parallel block sum theirs into the one master gradient.
 #pragma once
 
 #include <map>
@@ -80,6 +83,7 @@ class DeviceParameterCache {
   struct Entry {
     Tensor host, copy, host_grad, grad;
     uint64_t version = ~uint64_t{0};
+    bool grad_zeroed = false;  // zeroed since the last backward wrote it
   };
   Entry& entry(const std::string& name, Device device, const std::string& context);
 
@@ -153,6 +157,15 @@ class MultiDeviceTraining {
   std::vector<int> home_slot_;                          // value -> slot where it is produced (-1: none)
   std::vector<std::vector<int>> release_after_forward_; // action -> slots nobody reads afterwards
   std::vector<std::pair<std::string, Device>> gpu_param_keys_;
+  std::vector<std::vector<std::pair<std::string, Device>>> gradients_done_after_;  // op step -> keys
+  /// Parameter gradients bound for the master, on one device, not yet sent.
+  struct GradientBucket {
+    std::vector<std::pair<std::string, Device>> keys;
+    size_t bytes = 0;
+  };
+  /// A bucket is sent once it holds this much (PyTorch's DDP uses 25 MiB; smaller buckets
+  /// start the copies earlier, and a copy here costs no launch).
+  static constexpr size_t gradient_bucket_bytes = size_t{4} << 20;
   std::vector<Tensor> values_;     // per slot
   std::vector<Tensor> grads_;      // per slot
   std::vector<bool> grad_ready_;   // per slot

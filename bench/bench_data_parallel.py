@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Data-parallel benchmark: what replication costs (issue 5).
+
+    /usr/bin/python3 bench/bench_data_parallel.py [--tandem build/tandem] [--rounds 5] [--json OUT]
+
+The same model three ways, each a `tandem train ... --bench-steps K --json` (one training
+step: forward, loss, backward, SGD) and a `tandem run ... --repeat R --json` (inference):
+
+  one     every layer on one simulated GPU (cuda:0): the unwrapped model;
+  dp N    the model in a data_parallel block over N simulated GPUs, output on cuda:0.
+
+Simulated GPUs compute with the host's cores, one kernel at a time on one compute thread
+(backends/sim/sim_engine.h), so N replicas do the one device's arithmetic in N chunks and
+the difference between the two is what data parallelism adds: scattering the batch,
+uploading each replica's weights, gathering the outputs, reducing the gradients into the
+master, and the smaller GEMMs' lower efficiency. The table gives that difference as a
+fraction of the data-parallel step, 1 - one / dp (target <= 5% at N = 2, batch 256).
+
+The model is bench/configs/dp_mlp.yaml: four 1024-wide linear layers (a GEMM-bound step of
+~3 GFLOP at batch 256, so the copies are small beside it) and a cross-entropy loss.
+OMP_NUM_THREADS=2, alternating rounds, medians; a 0.5 s pause before every process.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+import bench_common as bc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+THREADS = 2
+CONFIG = os.path.join(HERE, "configs", "dp_mlp.yaml")
+
+
+def config_for(devices):
+    """The bench model wrapped in data_parallel over `devices` GPUs (0: unwrapped)."""
+    with open(CONFIG) as f:
+        text = f.read()
+    if devices == 0:
+        text = text.replace("    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0}\n", "")
+    else:
+        listed = ", ".join("cuda:%d" % i for i in range(devices))
+        text = text.replace("[cuda:0, cuda:1]", "[%s]" % listed)
+    fd, path = tempfile.mkstemp(suffix=".yaml", prefix="dp_bench_")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def measure(tandem, path, gpus, batch, steps, repeat, place_all, timeout):
+    place = ["--place", "*=cuda:0"] if place_all else []
+    train = bc.run_tandem_json([tandem, "train", path, "--sim-gpus", str(gpus), "--batch", str(batch),
+                                "--bench-steps", str(steps), "--json"] + place, timeout, THREADS)
+    run = bc.run_tandem_json([tandem, "run", path, "--sim-gpus", str(gpus), "--batch", str(batch),
+                              "--repeat", str(repeat), "--json"] + place, timeout, THREADS)
+    return bc.tandem_timing(train)[0], bc.tandem_timing(run)[0]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tandem", default=os.environ.get("TANDEM", "build/tandem"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--devices", default="2,4", help="comma-separated replica counts")
+    ap.add_argument("--steps", type=int, default=20, help="training steps per measurement")
+    ap.add_argument("--repeat", type=int, default=40, help="forward calls per measurement")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--timeout", type=int, default=600)
+    args = ap.parse_args(argv)
+    tandem = bc.find_tandem(args.tandem)
+    counts = [int(x) for x in args.devices.split(",")]
+    one_path = config_for(0)
+    paths = {n: config_for(n) for n in counts}
+    samples = {"one": []}
+    samples.update({n: [] for n in counts})
+    try:
+        for r in range(args.rounds):
+            samples["one"].append(measure(tandem, one_path, 1, args.batch, args.steps, args.repeat, True, args.timeout))
+            for n in counts:
+                samples[n].append(measure(tandem, paths[n], n, args.batch, args.steps, args.repeat, False, args.timeout))
+            print("round %d/%d done" % (r + 1, args.rounds), file=sys.stderr)
+    finally:
+        for p in [one_path] + list(paths.values()):
+            os.unlink(p)
+
+    def med(key, i):
+        return statistics.median(s[i] for s in samples[key])
+
+    rows = []
+    one_train, one_run = med("one", 0), med("one", 1)
+    print("model: bench/configs/dp_mlp.yaml, batch %d, %d threads, %d rounds (medians)" %
+          (args.batch, THREADS, args.rounds))
+    print("| replicas | train step ms (one / dp) | overhead | <= 5% | forward ms (one / dp) | overhead |")
+    print("| ---: | ---: | ---: | --- | ---: | ---: |")
+    for n in counts:
+        t, f = med(n, 0), med(n, 1)
+        row = {"replicas": n, "batch": args.batch, "one_train_ms": one_train, "dp_train_ms": t,
+               "train_overhead": 1 - one_train / t, "one_forward_ms": one_run, "dp_forward_ms": f,
+               "forward_overhead": 1 - one_run / f}
+        rows.append(row)
+        print("| %d | %.2f / %.2f | %.1f%% | %s | %.2f / %.2f | %.1f%% |" % (
+            n, one_train, t, 100 * row["train_overhead"], "yes" if row["train_overhead"] <= 0.05 else "NO",
+            one_run, f, 100 * row["forward_overhead"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "samples": {str(k): v for k, v in samples.items()}}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except bc.BenchError as e:
+        print("bench_data_parallel: %s" % e, file=sys.stderr)
+        sys.exit(2)
