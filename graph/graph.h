@@ -34,7 +34,8 @@ struct DataParallelSpec {
   std::vector<Device> devices;
   Device output_device;
   int64_t dim = 0;
-  std::vector<int64_t> chunk_sizes;  // empty: torch.chunk's sizes
+  std::vector<int64_t> chunk_sizes;  // empty: torch.chunk's sizes (or by memory)
+  bool chunk_by_memory = false;      // chunking: memory: in proportion to each device's memory
 };
 
 /// What a node made by replicating a data_parallel block is (placement/replicate.h).

@@ -272,7 +272,7 @@ class GraphLoader : private YamlReader {
 
   DataParallelSpec parse_data_parallel(const YAML::Node& d, const std::string& path, const std::vector<int>& inputs) {
     if (!d.IsMap()) fail(d, path, "data_parallel must be a mapping {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 0}");
-    check_keys(d, {"devices", "output_device", "dim", "chunk_sizes"}, path, "key of data_parallel");
+    check_keys(d, {"devices", "output_device", "dim", "chunk_sizes", "chunking"}, path, "key of data_parallel");
     const YAML::Node devices = require(d, "devices", path);
     if (!devices.IsSequence() || devices.size() == 0)
       fail(devices, path, "data_parallel devices must be a non-empty list such as [cuda:0, cuda:1]");
@@ -301,6 +301,15 @@ class GraphLoader : private YamlReader {
         if (v < 1) fail(c[i], path, "chunk sizes must be positive; got " + std::to_string(v));
         spec.chunk_sizes.push_back(v);
       }
+    }
+    if (const YAML::Node c = d["chunking"]) {
+      std::string how = scalar_string(c, path, "chunking");
+      if (how != "equal" && how != "memory")
+        fail(c, path, "chunking must be equal (torch.chunk's sizes) or memory (sized by each device's memory); got '" +
+                          how + "'");
+      if (how == "memory" && !spec.chunk_sizes.empty())
+        fail(c, path, "chunking: memory and chunk_sizes both size the chunks; keep one");
+      spec.chunk_by_memory = how == "memory";
     }
     return spec;
   }

@@ -345,7 +345,14 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
   using namespace placement_detail;
   TANDEM_ASSERT(inventory.has(Device::cpu()), "a device inventory always has the cpu");
   if (policy.batch < 1) throw UserError("--batch must be at least 1; got " + std::to_string(policy.batch));
-  std::shared_ptr<const Graph> replicated = replicate_data_parallel(original, planned_bindings(original, policy), policy.training);
+  auto memory_of = [&](Device d) -> size_t {
+    const DeviceInfo* info = inventory.find(d);
+    size_t bytes = info ? info->memory_bytes : 0;
+    if (policy.max_memory && d.kind == DeviceKind::cuda) bytes = bytes ? std::min(bytes, *policy.max_memory) : *policy.max_memory;
+    return bytes;
+  };
+  std::shared_ptr<const Graph> replicated =
+      replicate_data_parallel(original, planned_bindings(original, policy), policy.training, memory_of);
   const Graph& graph = replicated ? *replicated : original;
   PlaceContext ctx = make_context(graph, inventory, policy);
   ctx.plan.graph = replicated;

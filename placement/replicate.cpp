@@ -34,6 +34,28 @@ std::vector<int64_t> data_parallel_chunks(int64_t extent, int devices, const std
   return chunks;
 }
 
+std::vector<int64_t> chunks_by_memory(int64_t extent, const std::vector<size_t>& memory) {
+  const size_t n = std::min(memory.size(), static_cast<size_t>(extent));
+  long double total = 0;
+  for (size_t k = 0; k < n; ++k) total += static_cast<long double>(std::max<size_t>(memory[k], 1));
+  std::vector<int64_t> chunks(n);
+  std::vector<std::pair<long double, size_t>> remainders;  // (fraction left over, device)
+  int64_t given = 0;
+  for (size_t k = 0; k < n; ++k) {
+    long double share = extent * static_cast<long double>(std::max<size_t>(memory[k], 1)) / total;
+    chunks[k] = std::max<int64_t>(1, static_cast<int64_t>(share));  // no device sits idle
+    given += chunks[k];
+    remainders.emplace_back(share - static_cast<long double>(static_cast<int64_t>(share)), k);
+  }
+  std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; given < extent; ++i, ++given) ++chunks[remainders[i % n].second];
+  while (given > extent) {  // the minimum of one row overshot: take from the largest
+    --*std::max_element(chunks.begin(), chunks.end());
+    --given;
+  }
+  return chunks;
+}
+
 namespace {
 
 int data_parallel_block_of(const Graph& g, const Node& n) {
@@ -54,8 +76,8 @@ TensorType concrete(const TensorType& type, const Bindings& bindings, const std:
 
 class Replicator {
  public:
-  Replicator(const Graph& g, const Bindings& bindings, bool parallel_loss)
-      : g_(g), bindings_(bindings), parallel_loss_(parallel_loss && g.loss && g.loss->parallel) {
+  Replicator(const Graph& g, const Bindings& bindings, bool parallel_loss, const std::function<size_t(Device)>& memory_of)
+      : g_(g), bindings_(bindings), parallel_loss_(parallel_loss && g.loss && g.loss->parallel), memory_of_(memory_of) {
     out_ = std::make_shared<Graph>(g);
     out_->nodes.clear();
   }
@@ -112,8 +134,14 @@ class Replicator {
     const int64_t dim = dp.dim < 0 ? dp.dim + rank : dp.dim;
     TANDEM_ASSERT(dim >= 0 && dim < rank, "data_parallel dim outside its first input (the loader checks)");
     const int64_t extent = input_types[0].shape[dim].constant();
-    const std::vector<int64_t> chunks =
-        data_parallel_chunks(extent, static_cast<int>(dp.devices.size()), dp.chunk_sizes, block.path);
+    std::vector<int64_t> chunks;
+    if (dp.chunk_by_memory && memory_of_) {
+      std::vector<size_t> memory;
+      for (Device d : dp.devices) memory.push_back(memory_of_(d));
+      chunks = chunks_by_memory(extent, memory);
+    } else {
+      chunks = data_parallel_chunks(extent, static_cast<int>(dp.devices.size()), dp.chunk_sizes, block.path);
+    }
     const std::optional<std::string> chunk_symbol = g_.values[inputs[0]].type.shape[dim].as_symbol();
     std::vector<bool> scattered;
     for (const TensorType& t : input_types)
@@ -202,15 +230,17 @@ class Replicator {
   const Graph& g_;
   const Bindings& bindings_;
   const bool parallel_loss_;
+  const std::function<size_t(Device)>& memory_of_;
   std::shared_ptr<Graph> out_;
 };
 
 }  // namespace
 
-std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings, bool training) {
+std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings, bool training,
+                                                     const std::function<size_t(Device)>& memory_of) {
   bool any = std::any_of(graph.blocks.begin(), graph.blocks.end(), [](const Block& b) { return b.data_parallel.has_value(); });
   if (!any) return nullptr;
-  return Replicator(graph, bindings, training).run();
+  return Replicator(graph, bindings, training, memory_of).run();
 }
 
 }  // namespace tandem

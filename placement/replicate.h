@@ -21,6 +21,9 @@
 // computes the loss on every replica's device, sending only scalars: the output device
 // holds no more than the others.
 //
+// chunking: memory sizes the chunks in proportion to each device's memory (its capacity in
+// the inventory: a 40 GiB device takes twice the rows of a 20 GiB one).
+//
 // Which inputs are scattered: every block input whose size along `dim` is that of the
 // first block input (the batch); the others (a table, a mask of fixed size) are broadcast.
 // A batch smaller than the device count makes fewer chunks, as torch.chunk does, and so
@@ -29,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,10 +49,16 @@ namespace tandem {
 std::vector<int64_t> data_parallel_chunks(int64_t extent, int devices, const std::vector<int64_t>& requested,
                                           const std::string& block);
 
+/// Chunks of `extent` in proportion to `memory` (one entry per device, bytes): each at
+/// least 1 while there are rows enough, the remainders going to the largest fractions.
+std::vector<int64_t> chunks_by_memory(int64_t extent, const std::vector<size_t>& memory);
+
 /// `graph` with every data_parallel block replicated under `bindings` (every symbol of the
 /// graph bound); null when it has no data_parallel block. Value ids of the original graph
 /// keep their meaning (inputs, outputs, targets, the loss); node indices do not. With
-/// `training`, a parallel loss is split over the replicas.
-std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings, bool training);
+/// `training`, a parallel loss is split over the replicas. `memory_of` gives a device's
+/// memory for chunking: memory.
+std::shared_ptr<const Graph> replicate_data_parallel(const Graph& graph, const Bindings& bindings, bool training,
+                                                     const std::function<size_t(Device)>& memory_of = {});
 
 }  // namespace tandem

@@ -484,8 +484,10 @@ class _Builder:
             return in_dp
         if in_dp:
             raise self.err(path, "data_parallel inside data_parallel")
-        if not isinstance(dp, dict) or set(dp) - {"devices", "output_device", "dim", "chunk_sizes"}:
-            raise self.err(path, "data_parallel must be {devices, output_device, dim, chunk_sizes}")
+        if not isinstance(dp, dict) or set(dp) - {"devices", "output_device", "dim", "chunk_sizes", "chunking"}:
+            raise self.err(path, "data_parallel must be {devices, output_device, dim, chunk_sizes, chunking}")
+        if dp.get("chunking", "equal") not in ("equal", "memory"):
+            raise self.err(path, "data_parallel.chunking must be equal or memory")
         devs = dp.get("devices")
         if not isinstance(devs, list) or not devs:
             raise self.err(path, "data_parallel.devices must be a non-empty list")

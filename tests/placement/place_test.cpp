@@ -384,6 +384,39 @@ layers:
   CHECK_THROWS_WITH(place(g, inventory(1), {}), Contains("data_parallel block 'block2' lists cuda:1 in its devices, but this machine has cpu, cuda:0; run with --sim-gpus 2"));
 }
 
+TEST_CASE("chunking memory sizes the chunks by each device's memory") {
+  using V = std::vector<int64_t>;
+  CHECK(chunks_by_memory(10, {2, 1, 1}) == V{5, 3, 2});
+  CHECK(chunks_by_memory(9, {16, 8}) == V{6, 3});
+  CHECK(chunks_by_memory(2, {100, 1, 1}) == V{1, 1});  // fewer rows than devices
+  CHECK(chunks_by_memory(4, {1000, 1, 1}) == V{2, 1, 1});
+  Graph g = load(R"(
+name: by_memory
+inputs:
+  x: {shape: [batch, 4]}
+layers:
+  - name: body
+    data_parallel: {devices: [cuda:0, cuda:1], chunking: memory}
+    layers:
+      - {name: fc, op: linear, in_features: 4, out_features: 4}
+)");
+  DeviceInventory inv = inventory(2);
+  inv.devices[1].memory_bytes = 16 * GiB;
+  inv.devices[2].memory_bytes = 8 * GiB;
+  PlacementPolicy policy;
+  policy.batch = 9;
+  Plan p = place(g, inv, policy);
+  CHECK(copies_of(*p.graph, p, "body@scatter0(x)", true).at(0).bytes == 6 * 4 * 4);
+  CHECK(copies_of(*p.graph, p, "body@scatter1(x)", true).at(0).bytes == 3 * 4 * 4);
+
+  const std::string head = "name: m\ninputs:\n  x: {shape: [batch, 4]}\nlayers:\n  - name: body\n    data_parallel: ";
+  const std::string body = "\n    layers:\n      - {name: fc, op: linear, in_features: 4, out_features: 4}\n";
+  CHECK_THROWS_WITH(load(head + "{devices: [cuda:0, cuda:1], chunking: fast}" + body),
+                    Contains("test.yaml:6:") && Contains("chunking must be equal (torch.chunk's sizes) or memory"));
+  CHECK_THROWS_WITH(load(head + "{devices: [cuda:0, cuda:1], chunk_sizes: [1, 2], chunking: memory}" + body),
+                    Contains("chunking: memory and chunk_sizes both size the chunks; keep one"));
+}
+
 TEST_CASE("data_parallel chunks are torch.chunk's unless chunk_sizes says otherwise") {
   using V = std::vector<int64_t>;
   CHECK(data_parallel_chunks(30, 2, {}, "b") == V{15, 15});
