@@ -248,14 +248,7 @@ void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
   for (int s : a.in_slots) wait_for(s);
   uint64_t seed = static_cast<uint64_t>(a.step);
   queue.submit([&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
-    KernelArgs args{inputs, a.params, {&out, 1}, false, seed, params_version};
-    try {
-      a.kernel->forward(args);
-    } catch (const OutOfMemory& e) {
-      throw e.in(a.context);
-    } catch (const UserError& e) {
-      throw UserError(a.context + ": " + e.what());
-    }
+    forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, false, seed, params_version}, a.context);
   });
   call_hook(a, queue);
   // an event only where a reader runs on another queue

@@ -404,14 +404,8 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
         values_[a.out_slot] = out;
         uint64_t step_seed = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
         on_device(a.device, [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
-          KernelArgs args{inputs, a.params, {&out, 1}, training, step_seed, params_version};
-          try {
-            a.kernel->forward(args);
-          } catch (const OutOfMemory& e) {
-            throw e.in(a.context);
-          } catch (const UserError& e) {
-            throw UserError(a.context + ": " + e.what());
-          }
+          forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, training, step_seed, params_version},
+                               a.context);
         });
       }
       for (int s : release_after_forward_[i]) values_[s] = Tensor();
@@ -582,13 +576,7 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
                              step_seed]() mutable {
           BackwardArgs args{in_values,  a.params,    {&out_value, 1}, {&out_grad, 1},
                             grad_inputs, a.param_grads, training,        step_seed};
-          try {
-            a.kernel->backward(args);
-          } catch (const OutOfMemory& e) {
-            throw e.in(a.context + " backward");
-          } catch (const UserError& e) {
-            throw UserError(a.context + " backward: " + e.what());
-          }
+          backward_naming_layer(*a.kernel, args, a.context);
           for (size_t k = 0; k < accumulate_into.size(); ++k)
             if (accumulate_into[k].defined()) add_into(accumulate_into[k], grad_inputs[k]);
         });

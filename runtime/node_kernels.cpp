@@ -37,4 +37,24 @@ std::unique_ptr<Kernel> make_cpu_kernel(CpuContext& cpu, const Graph& graph, con
   }
 }
 
+void forward_naming_layer(Kernel& kernel, const KernelArgs& args, const std::string& layer) {
+  try {
+    kernel.forward(args);
+  } catch (const OutOfMemory& e) {
+    throw e.in(layer);
+  } catch (const UserError& e) {
+    throw UserError(layer + ": " + e.what());
+  }
+}
+
+void backward_naming_layer(Kernel& kernel, const BackwardArgs& args, const std::string& layer) {
+  try {
+    kernel.backward(args);
+  } catch (const OutOfMemory& e) {
+    throw e.in(layer + " backward");
+  } catch (const UserError& e) {
+    throw UserError(layer + " backward: " + e.what());
+  }
+}
+
 }  // namespace tandem

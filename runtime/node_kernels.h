@@ -21,4 +21,10 @@ std::vector<Shape> concrete_shapes(const Graph& graph, const Bindings& bindings)
 std::unique_ptr<Kernel> make_cpu_kernel(CpuContext& cpu, const Graph& graph, const Node& node,
                                         const std::vector<Shape>& shapes, const std::vector<Tensor>& params);
 
+/// kernel.forward(args), its errors named after `layer` ("layer 'fc' (linear)"): a
+/// UserError's message and an OutOfMemory's context say which layer failed.
+void forward_naming_layer(Kernel& kernel, const KernelArgs& args, const std::string& layer);
+/// kernel.backward(args), the same, as "layer 'fc' (linear) backward".
+void backward_naming_layer(Kernel& kernel, const BackwardArgs& args, const std::string& layer);
+
 }  // namespace tandem

@@ -19,26 +19,15 @@
 #include "core/error.h"
 #include "runtime/device_registry.h"
 #include "runtime/model.h"
+#include "multidevice_support.h"
 #include "runtime/trainer.h"
 
 using namespace tandem;
+using namespace tandem::testing;
 
 namespace {
 
-constexpr size_t MiB = size_t{1} << 20;
-
 std::string config(const std::string& name) { return std::string(TANDEM_SOURCE_DIR) + "/configs/" + name; }
-
-std::shared_ptr<DeviceRegistry> sim_gpus(int n, size_t memory = 256 * MiB) {
-  return std::make_shared<DeviceRegistry>(DeviceOptions{.sim_gpus = n, .sim_gpu_memory = memory},
-                                          std::vector<CudaDeviceInfo>{});
-}
-
-PlacementPolicy policy(std::string name = "annotations") {
-  PlacementPolicy p;
-  p.name = std::move(name);
-  return p;
-}
 
 // The seeds' mixed model with a loss and a train: section.
 std::string mixed_training_yaml() {  // one file per process: ctest may run test cases in parallel
@@ -60,25 +49,6 @@ train:
   return path;
 }
 
-// max |a - b| / max(|b|, 1e-6), over every tensor of both maps (same names, shapes).
-double max_relative_error(const TensorMap& a, const TensorMap& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (const auto& [name, t] : a) {
-    INFO("tensor " << name);
-    const Tensor& u = b.at(name);
-    REQUIRE(t.shape() == u.shape());
-    REQUIRE(t.device() == Device::cpu());
-    REQUIRE(u.device() == Device::cpu());
-    auto x = t.span<float>();
-    auto y = u.span<float>();
-    double scale = 1e-6;
-    for (float v : y) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]) / scale);
-  }
-  return worst;
-}
-
 TensorMap copy_of(const TensorMap& m) {
   TensorMap out;
   for (const auto& [name, t] : m) {
@@ -87,13 +57,6 @@ TensorMap copy_of(const TensorMap& m) {
     out.emplace(name, std::move(c));
   }
   return out;
-}
-
-bool any_nonzero(const TensorMap& m) {
-  for (const auto& [name, t] : m)
-    for (float v : t.span<float>())
-      if (v != 0) return true;
-  return false;
 }
 
 const DeviceReport& entry(const std::vector<DeviceReport>& report, Device d) {
