@@ -1,12 +1,15 @@
-// Pass 5: bytes per device (docs/placement.md: memory estimate).
+// Pass 5: bytes per device (docs/placement.md: memory estimate), where the runtime keeps
+// them: the master copy of every parameter, its gradient and the optimizer's state on the
+// host (the cpu); on a GPU, a copy of each parameter its layers use and, in training, a
+// gradient buffer for it, once per device however many layers share it.
 //
-// Parameters are float32. Training adds one gradient per parameter and the optimizer's
-// state (Adam/AdamW: 2x the parameters; SGD with momentum 1x, without 0; a model with no
-// train: section is counted as Adam) and keeps every activation for backward: the
-// activations of a device are all the buffers it holds (its layers' outputs, the copies it
-// receives, and on the cpu the graph inputs). Inference frees a buffer after its last
-// reader: the activations of a device are its largest live set over the steps.
-// Workspace, allocator rounding and gradient buffers of activations are not counted.
+// Training keeps every activation for backward: the activations of a device are all the
+// buffers it holds (its layers' outputs, the copies it receives, and on the cpu the graph
+// inputs), plus, during backward, the gradients of the two largest (an output's and an
+// input's, alive together). The cpu also holds a GPU's parameter gradients once more on
+// their way to the master. Inference frees a buffer after its last reader: the
+// activations of a device are its largest live set over the steps. Workspace and
+// allocator rounding are not counted.
 #include <algorithm>
 #include <map>
 
@@ -59,20 +62,53 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
 }  // namespace
 
 void pass5_estimate(PlaceContext& ctx) {
+  const Graph& g = ctx.graph;
   Plan& plan = ctx.plan;
   const int n = static_cast<int>(plan.steps.size()) + 1;
   std::vector<Buffer> all = buffers(ctx);
+  auto param_bytes = [](const ParamSpec& p) { return static_cast<size_t>(shape_numel(p.shape)) * dtype_size(p.dtype); };
+
+  // Parameters by name (replicas and shared layers name the same ones): all of them on the
+  // host, each GPU's own once.
+  std::map<std::string, const ParamSpec*> every;
+  std::map<Device, std::map<std::string, const ParamSpec*>> on_device;
+  for (const OpStep& s : plan.steps)
+    for (const ParamSpec& p : g.nodes[s.node].params) {
+      every.emplace(p.name, &p);
+      if (s.device != Device::cpu()) on_device[s.device].emplace(p.name, &p);
+    }
+  auto sum = [&](const std::map<std::string, const ParamSpec*>& params, bool trainable_only) {
+    size_t bytes = 0;
+    for (const auto& [name, p] : params)
+      if (!trainable_only || p->trainable) bytes += param_bytes(*p);
+    return bytes;
+  };
+  // Each step the GPUs' gradients come to the host and are added to the master one device's
+  // bucket after another: about one device's worth is there at a time.
+  size_t gpu_gradients = 0;
+  for (const auto& [device, params] : on_device) gpu_gradients = std::max(gpu_gradients, sum(params, true));
+
   for (const DeviceInfo& info : ctx.inventory.devices) {
     DeviceEstimate e;
     e.device = info.device;
     e.capacity_bytes = info.memory_bytes;
-    for (const OpStep& s : plan.steps)
-      if (s.device == info.device) e.parameter_bytes += s.parameter_bytes;
+    const bool host = info.device == Device::cpu();
+    e.parameter_bytes = host ? sum(every, false) : on_device.count(info.device) ? sum(on_device[info.device], false) : 0;
     if (ctx.policy.training) {
-      e.gradient_bytes = e.parameter_bytes;
-      e.optimizer_bytes = static_cast<size_t>(e.parameter_bytes * ctx.optimizer_factor);
+      size_t largest = 0, second = 0;
       for (const Buffer& b : all)
-        if (b.device == info.device) e.activation_bytes += b.bytes;
+        if (b.device == info.device) {
+          e.activation_bytes += b.bytes;
+          if (b.bytes > largest) second = largest, largest = b.bytes;
+          else if (b.bytes > second) second = b.bytes;
+        }
+      if (host) {
+        const size_t trainable = sum(every, true);
+        e.gradient_bytes = trainable + gpu_gradients + largest + second;
+        e.optimizer_bytes = static_cast<size_t>(trainable * ctx.optimizer_factor);
+      } else {
+        e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
+      }
     } else {
       std::vector<int64_t> delta(n + 1, 0);
       for (const Buffer& b : all)
