@@ -13,6 +13,7 @@ namespace {
 // `mean` divides both parts by the number of targets not ignored.
 LossValue classification_loss(const LossSpec& spec, const Tensor& input, const Tensor& target, Tensor* grad) {
   const int64_t n = input.size(0), c = input.size(1);
+  TANDEM_ASSERT(target.numel() == n, "a class target holds one index per input row");  // any shape, read flattened
   const float* x = input.data<float>();
   const int64_t* t = target.data<int64_t>();
   const bool logits = spec.op == "cross_entropy";
