@@ -313,6 +313,7 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
   }
   seed_ = seed;
   training_ = training;
+  params_version_ = params_version;
   try {
     for (Tensor& t : values_) t = Tensor();
     for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[home_slot_[graph_.inputs[i].value]] = inputs[i];
@@ -425,7 +426,8 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
           }
         }
         BackwardArgs args{in_values, a.params, {&values_[out], 1}, {&grads_[out], 1}, grad_inputs, a.param_grads,
-                          training_, seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step)};
+                          training_, seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step),
+                          params_version_};
         on_device(a.device, [&] {
           try {
             a.kernel->backward(args);

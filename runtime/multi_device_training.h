@@ -140,6 +140,7 @@ class MultiDeviceTraining {
   std::vector<bool> grad_ready_;   // per slot
   uint64_t seed_ = 0;
   bool training_ = true;
+  uint64_t params_version_ = kUnknownParamsVersion;  // the last forward's, for backward
   std::vector<DeviceReport> report_;
 };
 
