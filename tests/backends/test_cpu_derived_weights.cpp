@@ -10,8 +10,11 @@ namespace {
 
 OpCase gru_case(std::mt19937& gen, bool lstm) {
   const int64_t t = 5, n = 3, c = 6, h = 8, g = lstm ? 4 : 3;
+  // every attribute the kernel reads (op_attrs fills the defaults of a few ops only)
   OpCase oc{lstm ? "lstm" : "gru",
-            op_attrs(lstm ? "lstm" : "gru", {{"input_size", c}, {"hidden_size", h}, {"num_layers", int64_t{2}}})};
+            op_attrs(lstm ? "lstm" : "gru", {{"input_size", c}, {"hidden_size", h}, {"num_layers", int64_t{2}},
+                                             {"bias", true}, {"batch_first", false}, {"dropout", 0.0},
+                                             {"bidirectional", false}, {"select", std::string("output")}})};
   oc.inputs = {random_tensor({t, n, c}, gen)};
   for (int64_t l = 0; l < 2; ++l) {
     oc.params.push_back(random_tensor({g * h, l == 0 ? c : h}, gen, -0.4f, 0.4f));
@@ -26,7 +29,9 @@ OpCase gru_case(std::mt19937& gen, bool lstm) {
 
 OpCase conv_case(std::mt19937& gen) {
   OpCase oc{"conv2d", op_attrs("conv2d", {{"in_channels", int64_t{8}}, {"out_channels", int64_t{16}},
-                                          {"kernel_size", int64_t{3}}, {"padding", int64_t{1}}})};
+                                          {"kernel_size", int64_t{3}}, {"padding", int64_t{1}},
+                                          {"stride", int64_t{1}}, {"dilation", int64_t{1}}, {"groups", int64_t{1}},
+                                          {"bias", true}})};
   oc.inputs = {random_tensor({4, 8, 12, 12}, gen)};  // large enough for oneDNN's blocked layouts
   oc.params = {random_tensor({16, 8, 3, 3}, gen, -0.3f, 0.3f), random_tensor({16}, gen)};
   oc.out_shape = {4, 16, 12, 12};
