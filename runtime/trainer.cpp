@@ -14,6 +14,27 @@ uint64_t step_seed(uint64_t seed, int64_t step) {
   return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 1;
 }
 
+/// The inputs and targets whose batch is not their first dimension (those with exactly
+/// one symbol, elsewhere: data_columns' rule), for to_model_layout. Unlike data_columns it
+/// refuses nothing: a Dataset the caller built for a model with other symbols is fed as is.
+std::vector<ColumnSpec> moved_columns(const Graph& graph) {
+  std::vector<ColumnSpec> out;
+  auto add = [&](const GraphInput& decl) {
+    const SymShape& shape = graph.values[decl.value].type.shape;
+    int symbolic = -1, count = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!shape[d].is_constant()) symbolic = static_cast<int>(d), ++count;
+    if (count != 1 || symbolic == 0) return;
+    ColumnSpec c;
+    c.name = decl.name;
+    c.batch_dim = symbolic;
+    out.push_back(std::move(c));
+  };
+  for (const GraphInput& in : graph.inputs) add(in);
+  for (const GraphInput& t : graph.targets) add(t);
+  return out;
+}
+
 }  // namespace
 
 Trainer::Trainer(Model& model, TrainingSpec spec)
@@ -47,7 +68,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   if (data.size() == 0) return result;
   const LossSpec& loss = *model_.graph().loss;
   bool classification = loss.op == "cross_entropy" || loss.op == "nll_loss";
-  const std::vector<ColumnSpec> columns = data_columns(model_.graph());
+  const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
   double total = 0;
   int64_t counted = 0, correct = 0;
   std::vector<int64_t> indices;
@@ -68,7 +89,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
 
 void Trainer::fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
                   const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress) {
-  const std::vector<ColumnSpec> columns = data_columns(model_.graph());
+  const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
   auto data = std::make_shared<const Dataset>(train);
   BatchLoader loader(data, spec_.batch, spec_.shuffle, spec_.drop_last, spec_.seed);
   if (loader.batches_per_epoch() == 0)
