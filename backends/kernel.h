@@ -33,6 +33,10 @@ struct KernelSpec {
   std::vector<TensorDesc> outputs;
 };
 
+/// A params_version that matches no other: the caller does not track parameter changes,
+/// so a kernel must derive nothing across calls from it.
+inline constexpr uint64_t kUnknownParamsVersion = ~uint64_t{0};
+
 /// The tensors of one call. Shapes equal the spec's. params holds the layer's buffers
 /// too (ParamSpec::trainable false, such as batch_norm2d's running statistics): a forward
 /// with `training` may update those in place; nothing else writes a parameter.
@@ -64,6 +68,9 @@ struct BackwardArgs {
   std::span<Tensor> grad_params;         // dLoss/dParam: accumulated
   bool training = true;
   uint64_t seed = 0;  // the forward call's seed: dropout rebuilds the same mask from it
+  /// The forward call's params_version: a kernel may reuse what that forward derived from
+  /// the parameters (packed, reordered weights). Unknown by default: derive afresh.
+  uint64_t params_version = kUnknownParamsVersion;
 };
 
 /// One layer's compiled computation on one device. Not thread-safe: one caller at a time.

@@ -537,8 +537,13 @@ class GraphLoader : private YamlReader {
                          sym_shape_str(target.shape) + " " + std::string(dtype_name(target.dtype)) + ")";
     if (in.dtype != DType::float32) fail(n, "", loss.op + " needs a float32 input" + shapes);
     if (classification) {
-      if (in.shape.size() != 2 || target.shape.size() != 1 || target.dtype != DType::int64 || !(in.shape[0] == target.shape[0]))
-        fail(n, "", loss.op + " needs an input [N, classes] and an int64 target [N] of class indices" + shapes);
+      // A target of several dimensions is read flattened, as torch's
+      // cross_entropy(logits.view(-1, C), y.view(-1)): a sequence model's logits, flattened to
+      // [T·batch, C] by a layer, are scored against a target [T, batch] that no layer can reshape.
+      if (in.shape.size() != 2 || target.shape.empty() || target.dtype != DType::int64 ||
+          !(in.shape[0] == sym_numel(target.shape)))
+        fail(n, "", loss.op + " needs an input [N, classes] and an int64 target [N] of class indices (or of N " +
+                        "elements in any shape, read flattened)" + shapes);
       if (!in.shape[1].is_constant()) fail(n, "", loss.op + ": the number of classes must be a fixed size" + shapes);
     } else if (target.dtype != DType::float32 || !(in.shape == target.shape)) {
       fail(n, "", loss.op + " needs a float32 target of the input's shape" + shapes);

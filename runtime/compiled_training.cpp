@@ -70,6 +70,7 @@ void CompiledTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed,
                                bool training) {
   seed_ = seed;
   training_ = training;
+  params_version_ = params_version;
   for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[graph_.inputs[i].value] = inputs[i];
   std::vector<Tensor> args_in;
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -143,7 +144,7 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
       }
     }
     BackwardArgs args{in_values, step.params, {&values_[out], 1}, {&grads_[out], 1}, grad_inputs, step.param_grads,
-                      training_, seed_ * 0x9e3779b97f4a7c15ULL + i};
+                      training_, seed_ * 0x9e3779b97f4a7c15ULL + i, params_version_};
     try {
       step.kernel->backward(args);
     } catch (const UserError& e) {

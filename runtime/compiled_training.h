@@ -63,6 +63,7 @@ class CompiledTraining {
   std::vector<bool> grad_ready_;   // written during the current backward
   uint64_t seed_ = 0;
   bool training_ = true;
+  uint64_t params_version_ = kUnknownParamsVersion;  // the last forward's, for backward
 };
 
 }  // namespace tandem

@@ -13,12 +13,13 @@ namespace {
 // `mean` divides both parts by the number of targets not ignored.
 LossValue classification_loss(const LossSpec& spec, const Tensor& input, const Tensor& target, Tensor* grad) {
   const int64_t n = input.size(0), c = input.size(1);
+  TANDEM_ASSERT(target.numel() == n, "a class target holds one index per input row");  // any shape, read flattened
   const float* x = input.data<float>();
   const int64_t* t = target.data<int64_t>();
   const bool logits = spec.op == "cross_entropy";
   const double eps = spec.label_smoothing;
   LossValue out;
-  std::vector<double> logp(c);
+  std::vector<double> logp(c), shifted_exp(c);
   for (int64_t i = 0; i < n; ++i) {
     const float* row = x + i * c;
     if (t[i] != spec.ignore_index && (t[i] < 0 || t[i] >= c))
@@ -37,11 +38,12 @@ LossValue classification_loss(const LossSpec& spec, const Tensor& input, const T
       if (g) std::fill(g, g + c, 0.0f);
       continue;
     }
-    double log_sum = 0;
-    if (logits) {
+    double log_sum = 0, inv_sum = 0;
+    if (logits) {  // one exp per element: the softmax of the gradient reuses them
       double m = *std::max_element(row, row + c), sum = 0;
-      for (int64_t k = 0; k < c; ++k) sum += std::exp(row[k] - m);
+      for (int64_t k = 0; k < c; ++k) sum += (shifted_exp[k] = std::exp(row[k] - m));
       log_sum = m + std::log(sum);
+      inv_sum = 1 / sum;
     }
     double smooth = 0;
     for (int64_t k = 0; k < c; ++k) {
@@ -54,7 +56,7 @@ LossValue classification_loss(const LossSpec& spec, const Tensor& input, const T
       // d/dx of (1-e)(-logp_t) + e/C sum(-logp): softmax - target distribution (logits);
       // for log-probability input, the derivative with respect to logp directly
       double target_mass = (k == t[i] ? 1 - eps : 0) + eps / c;
-      double d = logits ? std::exp(logp[k]) - target_mass : -target_mass;
+      double d = logits ? shifted_exp[k] * inv_sum - target_mass : -target_mass;
       g[k] = static_cast<float>(d * scale);
     }
   }

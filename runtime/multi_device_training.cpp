@@ -387,6 +387,7 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
   devices_[0]->copies_out += uploaded.copies;
   seed_ = seed;
   training_ = training;
+  params_version_ = params_version;
   try {
     for (Tensor& t : values_) t = Tensor();
     for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[home_slot_[graph_.inputs[i].value]] = inputs[i];
@@ -573,9 +574,9 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
         uint64_t step_seed = seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
         on_device(a.device, [&a, in_values = std::move(in_values), out_value = values_[out], out_grad = grads_[out],
                              grad_inputs, accumulate_into = std::move(accumulate_into), training = training_,
-                             step_seed]() mutable {
-          BackwardArgs args{in_values,  a.params,    {&out_value, 1}, {&out_grad, 1},
-                            grad_inputs, a.param_grads, training,        step_seed};
+                             step_seed, version = params_version_]() mutable {
+          BackwardArgs args{in_values,   a.params, {&out_value, 1}, {&out_grad, 1}, grad_inputs,
+                            a.param_grads, training, step_seed,     version};
           backward_naming_layer(*a.kernel, args, a.context);
           for (size_t k = 0; k < accumulate_into.size(); ++k)
             if (accumulate_into[k].defined()) add_into(accumulate_into[k], grad_inputs[k]);

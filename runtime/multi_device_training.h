@@ -173,6 +173,7 @@ class MultiDeviceTraining {
   bool training_ = true;
   bool lockstep_ = true;  // until the first backward has measured the peaks
   std::vector<int> loss_seeds_;
+  uint64_t params_version_ = kUnknownParamsVersion;  // the last forward's, for backward
   std::vector<DeviceReport> report_;
 };
 

@@ -14,6 +14,27 @@ uint64_t step_seed(uint64_t seed, int64_t step) {
   return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 1;
 }
 
+/// The inputs and targets whose batch is not their first dimension (those with exactly
+/// one symbol, elsewhere: data_columns' rule), for to_model_layout. Unlike data_columns it
+/// refuses nothing: a Dataset the caller built for a model with other symbols is fed as is.
+std::vector<ColumnSpec> moved_columns(const Graph& graph) {
+  std::vector<ColumnSpec> out;
+  auto add = [&](const GraphInput& decl) {
+    const SymShape& shape = graph.values[decl.value].type.shape;
+    int symbolic = -1, count = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!shape[d].is_constant()) symbolic = static_cast<int>(d), ++count;
+    if (count != 1 || symbolic == 0) return;
+    ColumnSpec c;
+    c.name = decl.name;
+    c.batch_dim = symbolic;
+    out.push_back(std::move(c));
+  };
+  for (const GraphInput& in : graph.inputs) add(in);
+  for (const GraphInput& t : graph.targets) add(t);
+  return out;
+}
+
 }  // namespace
 
 Trainer::Trainer(Model& model, TrainingSpec spec)
@@ -47,13 +68,14 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   if (data.size() == 0) return result;
   const LossSpec& loss = *model_.graph().loss;
   bool classification = loss.op == "cross_entropy" || loss.op == "nll_loss";
+  const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
   double total = 0;
   int64_t counted = 0, correct = 0;
   std::vector<int64_t> indices;
   for (int64_t start = 0; start < data.size(); start += spec_.batch) {
     indices.clear();
     for (int64_t i = start; i < std::min(data.size(), start + spec_.batch); ++i) indices.push_back(i);
-    LossValue v = model_.evaluate_loss(data.gather(indices));
+    LossValue v = model_.evaluate_loss(to_model_layout(data.gather(indices), columns));
     // back to a sum, so that the mean is over samples, not batches
     total += loss.reduction == "mean" ? v.loss * v.counted : v.loss;
     counted += v.counted;
@@ -67,6 +89,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
 
 void Trainer::fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
                   const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress) {
+  const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
   auto data = std::make_shared<const Dataset>(train);
   BatchLoader loader(data, spec_.batch, spec_.shuffle, spec_.drop_last, spec_.seed);
   if (loader.batches_per_epoch() == 0)
@@ -80,8 +103,8 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     int64_t batches = 0, samples = 0;
     EpochReport report;
     while (auto batch = loader.next()) {
-      samples += batch->begin()->second.size(0);
-      report.step_losses.push_back(step(*batch));
+      samples += batch->begin()->second.size(0);  // before the layout moves the sample dimension
+      report.step_losses.push_back(step(to_model_layout(std::move(*batch), columns)));
       loss_sum += report.step_losses.back();
       ++batches;
       if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / batches);
@@ -151,15 +174,24 @@ std::vector<ColumnSpec> data_columns(const Graph& graph) {
     c.name = decl.name;
     c.dtype = type.dtype;
     c.high = decl.high;
-    if (type.shape.empty() || type.shape[0].is_constant())
-      throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
-                      ": to be fed from data its first dimension must be the batch symbol");
-    for (size_t d = 1; d < type.shape.size(); ++d) {
-      if (!type.shape[d].is_constant())
+    // the one symbolic dimension is the batch: first ([batch, 64]) or not ([seq, batch] of a
+    // sequence-first model); the data holds samples first either way (to_model_layout)
+    int batch_dim = -1;
+    for (size_t d = 0; d < type.shape.size(); ++d) {
+      if (type.shape[d].is_constant()) {
+        c.sample_shape.push_back(type.shape[d].constant());
+      } else if (batch_dim >= 0 || !type.shape[d].as_symbol()) {
         throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
-                        ": only the first dimension may be symbolic when fed from data");
-      c.sample_shape.push_back(type.shape[d].constant());
+                        ": to be fed from data exactly one dimension may be symbolic (the batch); give the others "
+                        "fixed sizes");
+      } else {
+        batch_dim = static_cast<int>(d);
+      }
     }
+    if (batch_dim < 0)
+      throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
+                      ": to be fed from data one dimension must be the batch symbol, e.g. [batch, 64]");
+    c.batch_dim = batch_dim;
     if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64 && !c.high)
       c.high = graph.values[graph.loss->input].type.shape[1].constant();
     columns.push_back(std::move(c));

@@ -76,7 +76,8 @@ class Trainer {
 };
 
 /// The columns a dataset must provide for `graph`: each input and target without its
-/// leading (batch) dimension. UserError if a shape has another symbol.
+/// batch dimension (the one symbolic dimension, recorded as batch_dim). UserError if a
+/// shape has no symbol or more than one.
 std::vector<ColumnSpec> data_columns(const Graph& graph);
 
 }  // namespace tandem

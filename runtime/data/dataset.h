@@ -21,6 +21,9 @@ struct ColumnSpec {
   Shape sample_shape;            // without the batch dimension: {64} for x [batch, 64]; {} for label [batch]
   DType dtype = DType::float32;
   std::optional<int64_t> high;   // int64 values must lie in [0, high) (class count); nullopt: any
+  /// Where the model takes the batch: 0 for [batch, 64]; 1 for a sequence-first [seq, batch].
+  /// Data files always hold samples along dimension 0; to_model_layout moves them here.
+  int batch_dim = 0;
 };
 
 // DataSpec (path, format, header, columns) is read from a model file's `train: data:`:
@@ -46,6 +49,11 @@ class Dataset {
 /// a missing file, an empty file, a wrong column count, a cell that is not a number,
 /// an int64 value that is not an integer or lies outside [0, high).
 Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns);
+
+/// A batch gathered from a Dataset (samples along dimension 0) laid out as the model takes
+/// it: each column's dimension 0 moved to its batch_dim ([B, T] -> [T, B] for batch_dim 1).
+/// Columns with batch_dim 0 are passed through without a copy.
+TensorMap to_model_layout(TensorMap batch, const std::vector<ColumnSpec>& columns);
 
 /// A seeded choice of round(fraction * N) samples to validate (the last of a seeded
 /// permutation); both parts keep the file's order. Returns {train, validation}.

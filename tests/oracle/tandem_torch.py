@@ -938,7 +938,9 @@ def _parse_loss(builder, loss, top_scope):
         raise err("reduction must be mean or sum, got %r" % (red,))
     out["reduction"] = red
     if op in CLASS_LOSSES:
-        if tinfo["dtype"] != "int64" or len(tinfo["shape"]) != 1:
+        # a target of several dimensions is read flattened (docs/training.md), as torch's
+        # cross_entropy(logits.view(-1, C), y.view(-1)) of a sequence model
+        if tinfo["dtype"] != "int64" or len(tinfo["shape"]) < 1:
             raise err("%s needs an int64 target of shape [N]; %r is %s %s" % (op, t, tinfo["dtype"], tinfo["shape"]))
         ii = loss.get("ignore_index", -100)
         if not _is_int(ii):
@@ -1109,9 +1111,10 @@ def loss_fn(spec, values, targets):
     t = targets[L["target"]]
     op, red = L["op"], L["reduction"]
     if op in CLASS_LOSSES:
-        if x.dim() != 2 or t.dim() != 1 or t.shape[0] != x.shape[0]:
-            raise SpecError("%s: input [N, C] and target [N] expected, got %s and %s"
+        if x.dim() != 2 or t.dim() < 1 or t.numel() != x.shape[0]:
+            raise SpecError("%s: input [N, C] and target [N] (or N elements, read flattened) expected, got %s and %s"
                             % (op, list(x.shape), list(t.shape)))
+        t = t.reshape(-1)
         C = x.shape[1]
         bad = (t != L["ignore_index"]) & ((t < 0) | (t >= C))
         if bool(bad.any()):

@@ -27,13 +27,30 @@ import torch  # noqa: E402
 import tandem_torch as tt  # noqa: E402
 
 
+def _batch_dim(shape):
+    """Where the batch stands: the one symbolic dimension (docs/training.md)."""
+    symbols = [i for i, d in enumerate(shape) if isinstance(d, str)]
+    if len(symbols) != 1:
+        raise tt.SpecError("data: exactly one dimension may be a symbol (the batch), got %s" % shape)
+    return symbols[0]
+
+
+def _sample_shape(shape):
+    return [int(d) for i, d in enumerate(shape) if i != _batch_dim(shape)]
+
+
 def _numel(shape):
     n = 1
-    for d in shape[1:]:
-        if isinstance(d, str):
-            raise tt.SpecError("CSV data: only the first dimension may be a symbol, got %s" % shape)
+    for d in _sample_shape(shape):
         n *= d
     return n
+
+
+def model_layout(spec, batch):
+    """A batch gathered from the data (samples first) as the model takes it: each
+    tensor's sample dimension moved to where its declared shape has the batch."""
+    infos = dict(spec.inputs, **spec.targets)
+    return {k: t.movedim(0, _batch_dim(infos[k]["shape"])) for k, t in batch.items()}
 
 
 def load_data(spec, data, base_dir):
@@ -66,7 +83,7 @@ def load_data(spec, data, base_dir):
         else:
             sel = rows[:, col:col + k]
             col += k
-        shape = [rows.shape[0]] + [int(d) for d in info["shape"][1:]]
+        shape = [rows.shape[0]] + _sample_shape(info["shape"])
         t = sel.reshape(shape)
         out[n] = t.long() if info["dtype"] == "int64" else t.float()
     return out
@@ -112,20 +129,20 @@ def main(argv=None):
         losses = []
         for s in range(spe):
             idx = order[s * train["batch"]:(s + 1) * train["batch"]]
-            ins = {k: data[k][idx] for k in spec.inputs}
-            tgs = {k: data[k][idx] for k in spec.targets}
+            ins = model_layout(spec, {k: data[k][idx] for k in spec.inputs})
+            tgs = model_layout(spec, {k: data[k][idx] for k in spec.targets})
             loss, _ = tt.train_step(model, opt, sched, ins, tgs, clip=train["clip_grad_norm"])
             losses.append(float(loss))
         rec = {"epoch": epoch + 1, "train_loss": sum(losses) / len(losses)}
         if n_val:
             model.eval()
             with torch.no_grad():
-                vals = model.values({k: data[k][va_idx] for k in spec.inputs})
-                tg = {k: data[k][va_idx] for k in spec.targets}
+                vals = model.values(model_layout(spec, {k: data[k][va_idx] for k in spec.inputs}))
+                tg = model_layout(spec, {k: data[k][va_idx] for k in spec.targets})
                 rec["val_loss"] = float(tt.loss_fn(spec, vals, tg))
                 if L["op"] in tt.CLASS_LOSSES:
                     pred = vals[L["input_key"]].argmax(-1)
-                    y = tg[L["target"]]
+                    y = tg[L["target"]].reshape(-1)  # a class target is read flattened
                     live = y != L["ignore_index"]
                     rec["val_accuracy"] = float((pred[live] == y[live]).float().mean())
         history.append(rec)

@@ -8,14 +8,16 @@
 // reordered weight until params_version or the weight's storage changes (as linear
 // does). Small problems build single-threaded primitives (see kSingleThreadMaxFlops).
 //
-// Backward, with the weight as given in args (the runtime may have changed it since the
-// forward, so forward's packed copy is never used):
+// Backward, with the weight as given in args; the weight reordered for backward-data's
+// layout is kept, like the forward's, while the forward's params_version (which backward
+// is told) and the weight's storage hold, so a training step reorders it once:
 //   dx  = conv_backward_data(dy, W)        (assigned)
 //   dW += conv_backward_weights(x, dy)     (accumulated: reorder with a sum post-op)
 //   db += sum over N, OH, OW of dy         (accumulated)
 // It reads x, not y.
 #include <optional>
 
+#include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/dnnl_relayout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
@@ -147,7 +149,11 @@ class Conv2dKernel final : public Kernel {
     float* db = has_bias_ && args.grad_params[1].defined() ? args.grad_params[1].data<float>() : nullptr;
     if (dx) {
       bwd_data_.set(data_dy_, data_dy_in_.read(dy));
-      bwd_data_.set(data_w_, data_w_in_.read(args.params[0].data<float>()));
+      if (!data_w_packed_for_.current(args.params_version, args.params)) {
+        data_packed_w_ = data_w_in_.read(args.params[0].data<float>());
+        data_w_packed_for_.mark(args.params_version, args.params);
+      }
+      bwd_data_.set(data_w_, data_packed_w_);
       bwd_data_.set(data_dx_, data_dx_out_.target(dx));
       bwd_data_.run(ctx_.stream());
       data_dx_out_.finish(dx);
@@ -181,6 +187,8 @@ class Conv2dKernel final : public Kernel {
   bool weight_ready_ = false;
   uint64_t weight_version_ = 0;
   const float* weight_source_ = nullptr;
+  cpu::DerivedParams data_w_packed_for_;  // what data_packed_w_ holds
+  const void* data_packed_w_ = nullptr;
 };
 
 }  // namespace

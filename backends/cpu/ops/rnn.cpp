@@ -13,6 +13,9 @@
 // and direction: gate, output, input) in the same order, so a weight is one copy per gate
 // into a kernel-owned [1, D, in, G, H] ldgoi buffer (the two directions are separate
 // torch tensors), then a reorder to the layout the primitive chose (format_tag::any).
+// Both are kept while params_version and the weights' storage hold (DerivedParams): in
+// training they are redone once per optimizer step, for the forward and for the backward
+// layouts, not on every call; at inference, once.
 // Gate order: torch's LSTM (i, f, g, o) is oneDNN's; torch's GRU (r, z, n) is oneDNN's
 // (u = z, r, o = n) with the first two swapped. Biases: LSTM adds b_ih + b_hh; lbr_gru has
 // four bias gates (u, r, the input's n, the hidden's n): [b_iz + b_hz, b_ir + b_hr, b_in, b_hn].
@@ -26,6 +29,7 @@
 // dropout between layers is refused in training (inference ignores it, as torch).
 #include <cstring>
 
+#include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/dnnl_relayout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
@@ -48,6 +52,10 @@ struct RnnLayer {
   Relayout wl_fwd, wi_fwd, wl_bwd, wi_bwd, dwl_out, dwi_out;
   memory::desc dwl_md, dwi_md;  // the layouts the backward writes its weight gradients in
   std::vector<float> wl, wi, bias;  // plain: [D, G, H, in], [D, G, H, H], [D, Gb, H]
+  const void* wl_fwd_mem = nullptr;  // the weights in the forward primitive's layouts
+  const void* wi_fwd_mem = nullptr;
+  const void* wl_bwd_mem = nullptr;  // ... and in the backward's
+  const void* wi_bwd_mem = nullptr;
   std::vector<float> dwl, dwi, dbias;
   std::vector<float> out;     // [T, N, D * H]: this layer's output
   std::vector<float> d_in;    // [T, N, in]: gradient of this layer's input (layers above 0)
@@ -185,15 +193,22 @@ class RnnKernel final : public Kernel {
     if (args.training && dropout_ > 0 && layers_ > 1)
       throw UserError(op_ + ": dropout between layers in training is not supported yet (dropout = " +
                       std::to_string(dropout_) + "); use dropout: 0 or a separate dropout layer");
-    pack_weights(args.params);
+    if (!fwd_weights_.current(args.params_version, args.params)) {
+      pack_weights(args.params_version, args.params);
+      for (RnnLayer& L : layer_) {
+        L.wl_fwd_mem = L.wl_fwd.read(L.wl.data());
+        L.wi_fwd_mem = L.wi_fwd.read(L.wi.data());
+      }
+      fwd_weights_.mark(args.params_version, args.params);
+    }
     const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, c_);
     const int64_t state = dirs_ * n_ * h_;
     for (int64_t l = 0; l < layers_; ++l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
       L.fwd.set(L.f_src, l == 0 ? x : layer_[static_cast<size_t>(l - 1)].out.data());
       L.fwd.set(L.f_src_iter, initial(args.inputs, 1, l));
-      L.fwd.set(L.f_wl, L.wl_fwd.read(L.wl.data()));
-      L.fwd.set(L.f_wi, L.wi_fwd.read(L.wi.data()));
+      L.fwd.set(L.f_wl, L.wl_fwd_mem);
+      L.fwd.set(L.f_wi, L.wi_fwd_mem);
       L.fwd.set(L.f_bias, L.bias.data());
       L.fwd.set(L.f_dst, L.out.data());
       L.fwd.set(L.f_dst_iter, hn_.data() + l * state);
@@ -212,7 +227,14 @@ class RnnKernel final : public Kernel {
   bool backward_reads_output() const override { return false; }  // the kernel keeps every layer's output
 
   void backward(const BackwardArgs& args) override {
-    pack_weights(args.params);
+    if (!bwd_weights_.current(args.params_version, args.params)) {
+      pack_weights(args.params_version, args.params);
+      for (RnnLayer& L : layer_) {
+        L.wl_bwd_mem = L.wl_bwd.read(L.wl.data());
+        L.wi_bwd_mem = L.wi_bwd.read(L.wi.data());
+      }
+      bwd_weights_.mark(args.params_version, args.params);
+    }
     const int64_t state = dirs_ * n_ * h_;
     const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, c_);
     const float* dy = args.grad_outputs[0].data<float>();
@@ -227,8 +249,8 @@ class RnnKernel final : public Kernel {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
       L.bwd.set(L.b_src, l == 0 ? x : layer_[static_cast<size_t>(l - 1)].out.data());
       L.bwd.set(L.b_src_iter, initial(args.inputs, 1, l));
-      L.bwd.set(L.b_wl, L.wl_bwd.read(L.wl.data()));
-      L.bwd.set(L.b_wi, L.wi_bwd.read(L.wi.data()));
+      L.bwd.set(L.b_wl, L.wl_bwd_mem);
+      L.bwd.set(L.b_wi, L.wi_bwd_mem);
       L.bwd.set(L.b_bias, L.bias.data());
       L.bwd.set(L.b_dst, L.out.data());
       L.bwd.set(L.b_dst_iter, hn_.data() + l * state);
@@ -277,8 +299,11 @@ class RnnKernel final : public Kernel {
   /// torch's gate for oneDNN's gate `g` (GRU: oneDNN u, r, o are torch's z, r, n).
   int64_t torch_gate(int64_t g) const { return lstm_ || g == 2 ? g : 1 - g; }
 
-  /// torch's weights and biases into each layer's plain ldgoi / ldgo buffers.
-  void pack_weights(std::span<const Tensor> params) {
+  /// torch's weights and biases into each layer's plain ldgoi / ldgo buffers, unless they
+  /// already hold these (the forward packed them and the backward follows).
+  void pack_weights(uint64_t version, std::span<const Tensor> params) {
+    if (plain_weights_.current(version, params)) return;
+    plain_weights_.mark(version, params);
     const int64_t h = h_;
     for (int64_t l = 0; l < layers_; ++l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
@@ -369,6 +394,7 @@ class RnnKernel final : public Kernel {
   std::string select_;
   int64_t t_ = 0, n_ = 0, c_ = 0, h_ = 0, layers_ = 1, dirs_ = 1, gates_ = 3, bias_gates_ = 4;
   std::vector<RnnLayer> layer_;
+  cpu::DerivedParams plain_weights_, fwd_weights_, bwd_weights_;  // what wl/wi/bias and the *_mem hold
   std::vector<float> hn_, cn_;  // [L * D, N, H]: the last forward's final states
   std::vector<float> zeros_;    // absent initial states and unselected gradients
   std::vector<float> x_tnc_, dy_tnc_, dx_tnc_, d_state_;

@@ -1,0 +1,114 @@
+// Kernels that keep a derived form of their weights across calls (gru/lstm's packed and
+// reordered gates, conv2d's reordered weight for forward and backward-data) give what a
+// fresh kernel gives: after an optimizer-like change of the values with a new
+// params_version, after a new weight buffer at the same version, and in the backward that
+// follows a forward at the same version.
+#include "backward_test_util.h"
+
+namespace tandem::test {
+namespace {
+
+OpCase gru_case(std::mt19937& gen, bool lstm) {
+  const int64_t t = 5, n = 3, c = 6, h = 8, g = lstm ? 4 : 3;
+  // every attribute the kernel reads (op_attrs fills the defaults of a few ops only)
+  OpCase oc{lstm ? "lstm" : "gru",
+            op_attrs(lstm ? "lstm" : "gru", {{"input_size", c}, {"hidden_size", h}, {"num_layers", int64_t{2}},
+                                             {"bias", true}, {"batch_first", false}, {"dropout", 0.0},
+                                             {"bidirectional", false}, {"select", std::string("output")}})};
+  oc.inputs = {random_tensor({t, n, c}, gen)};
+  for (int64_t l = 0; l < 2; ++l) {
+    oc.params.push_back(random_tensor({g * h, l == 0 ? c : h}, gen, -0.4f, 0.4f));
+    oc.params.push_back(random_tensor({g * h, h}, gen, -0.4f, 0.4f));
+    oc.params.push_back(random_tensor({g * h}, gen, -0.4f, 0.4f));
+    oc.params.push_back(random_tensor({g * h}, gen, -0.4f, 0.4f));
+  }
+  oc.out_shape = {t, n, h};
+  oc.training = true;
+  return oc;
+}
+
+OpCase conv_case(std::mt19937& gen) {
+  OpCase oc{"conv2d", op_attrs("conv2d", {{"in_channels", int64_t{8}}, {"out_channels", int64_t{16}},
+                                          {"kernel_size", int64_t{3}}, {"padding", int64_t{1}},
+                                          {"stride", int64_t{1}}, {"dilation", int64_t{1}}, {"groups", int64_t{1}},
+                                          {"bias", true}})};
+  oc.inputs = {random_tensor({4, 8, 12, 12}, gen)};  // large enough for oneDNN's blocked layouts
+  oc.params = {random_tensor({16, 8, 3, 3}, gen, -0.3f, 0.3f), random_tensor({16}, gen)};
+  oc.out_shape = {4, 16, 12, 12};
+  oc.training = true;
+  return oc;
+}
+
+struct Pass {
+  Tensor out;
+  Grads grads;
+};
+
+/// forward at `version`, then backward told the same version (kUnknownParamsVersion: as a
+/// caller that does not track versions).
+Pass forward_backward(const OpCase& c, Kernel& kernel, uint64_t version, const Tensor& grad_out) {
+  Pass p;
+  p.out = run_kernel(c, kernel, version);
+  p.grads = make_grads(c, NAN);
+  std::vector<Tensor> outs{p.out}, grad_outs{grad_out};
+  BackwardArgs args{c.inputs, c.params, outs, grad_outs, p.grads.inputs, p.grads.params, c.training, c.seed, version};
+  kernel.backward(args);
+  return p;
+}
+
+void require_same(const Pass& got, const Pass& want) {
+  require_close(got.out, want.out);
+  for (size_t i = 0; i < want.grads.inputs.size(); ++i)
+    if (want.grads.inputs[i].defined()) require_close(got.grads.inputs[i], want.grads.inputs[i]);
+  for (size_t i = 0; i < want.grads.params.size(); ++i) require_close(got.grads.params[i], want.grads.params[i]);
+}
+
+/// What a kernel never run before computes on `c`.
+Pass fresh(const OpCase& c, const Tensor& grad_out) {
+  auto kernel = make_kernel(c);
+  return forward_backward(c, *kernel, kUnknownParamsVersion, grad_out);
+}
+
+void check_rederives(OpCase c, std::mt19937& gen) {
+  Tensor grad_out = random_tensor(c.out_shape, gen);
+  auto kernel = make_kernel(c);
+  require_same(forward_backward(c, *kernel, 1, grad_out), fresh(c, grad_out));
+  require_same(forward_backward(c, *kernel, 1, grad_out), fresh(c, grad_out));  // reused as is
+  // an optimizer step: new values in the same buffers, a new version
+  for (Tensor& p : c.params) {
+    Tensor next = random_tensor(p.shape(), gen, -0.4f, 0.4f);
+    std::copy(next.span<float>().begin(), next.span<float>().end(), p.span<float>().begin());
+  }
+  require_same(forward_backward(c, *kernel, 2, grad_out), fresh(c, grad_out));
+  // other buffers (a replica's, loaded weights) at the same version
+  for (Tensor& p : c.params) p = random_tensor(p.shape(), gen, -0.4f, 0.4f);
+  require_same(forward_backward(c, *kernel, 2, grad_out), fresh(c, grad_out));
+  // a caller that does not track versions
+  for (Tensor& p : c.params) {
+    Tensor next = random_tensor(p.shape(), gen, -0.4f, 0.4f);
+    std::copy(next.span<float>().begin(), next.span<float>().end(), p.span<float>().begin());
+  }
+  require_same(forward_backward(c, *kernel, kUnknownParamsVersion, grad_out), fresh(c, grad_out));
+}
+
+TEST_CASE("gru and lstm re-derive their packed weights when params_version or the weights change",
+          "[cpu][rnn][weights]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (bool lstm : {false, true}) {
+    INFO((lstm ? "lstm" : "gru"));
+    check_rederives(gru_case(gen, lstm), gen);
+  }
+}
+
+TEST_CASE("conv2d re-derives its reordered weights when params_version or the weights change",
+          "[cpu][conv2d][weights]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  check_rederives(conv_case(gen), gen);
+}
+
+}  // namespace
+}  // namespace tandem::test
