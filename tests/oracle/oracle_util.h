@@ -33,4 +33,26 @@ inline double relative_error(const tandem::Tensor& actual, const tandem::Tensor&
   return scale > 1e-6 ? diff / scale : diff;
 }
 
+/// max |actual - expected| / max(max |expected|, floor): relative_error, but a tensor much
+/// smaller than its siblings (`floor`: a fraction of the largest of them) is judged against
+/// them, as torch.allclose's atol does. A gradient that is the sum of many terms nearly
+/// cancelling (a batch norm's weight over thousands of pixels) carries float32 rounding of
+/// the terms' size, not of its own.
+inline double relative_error_floored(const tandem::Tensor& actual, const tandem::Tensor& expected, double floor) {
+  double e = relative_error(actual, expected);
+  if (actual.dtype() != tandem::DType::float32) return e;
+  double scale = 0;
+  for (float v : expected.span<float>()) scale = std::max(scale, std::abs(double(v)));
+  return scale >= floor || scale <= 1e-6 ? e : e * scale / floor;
+}
+
+/// The largest |value| over every tensor of `tensors`.
+inline double largest_magnitude(const tandem::TensorMap& tensors) {
+  double m = 0;
+  for (const auto& [name, t] : tensors)
+    if (t.dtype() == tandem::DType::float32)
+      for (float v : t.span<float>()) m = std::max(m, std::abs(double(v)));
+  return m;
+}
+
 }  // namespace oracle
