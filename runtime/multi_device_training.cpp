@@ -128,6 +128,13 @@ DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_vers
   return uploaded;
 }
 
+Tensor DeviceParameterCache::master(const std::string& name) const { return params_.at(name); }
+
+void DeviceParameterCache::invalidate(const std::string& name) {
+  for (auto& [key, e] : entries_)
+    if (key.first == name) e.version = ~uint64_t{0};
+}
+
 void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::string, Device>>& keys) {
   // On each device's compute queue, before the backward kernels that accumulate into them;
   // only those not already zeroed by the copy engine after their last trip to the host.
@@ -246,11 +253,11 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
     for (int v : node.inputs) needs = needs || requires_grad_[v];
     requires_grad_[node.output] = needs && graph.values[node.output].type.dtype == DType::float32;
     for (const ParamSpec& p : node.params) {
-      // A training forward updates buffers in place; on a GPU that would be its copy, which
-      // nothing brings back to the host yet: refuse rather than lose the update silently.
-      if (!p.trainable && s.device != Device::cpu())
-        throw UserError(a.context + ": its buffer '" + p.name + "' (running statistics) cannot be trained on " +
-                        s.device.str() + " yet; place this layer on the cpu (device: cpu)");
+      // A training forward updates buffers (running statistics) in place: on a GPU, in its
+      // copy. That copy goes back to the master after the forward; of a data_parallel
+      // block's replicas, replica 0's (as torch's DataParallel keeps).
+      if (!p.trainable && s.device != Device::cpu() && (!node.replica || node.replica->replica == 0))
+        buffers_to_master_.emplace_back(p.name, s.device);
       a.params.push_back(cache_.weight(p.name, s.device, a.context));
       a.param_grads.push_back(p.trainable ? cache_.gradient(p.name, s.device, a.context) : Tensor());
       if (s.device != Device::cpu() && p.trainable) {
@@ -411,7 +418,22 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
       }
       for (int s : release_after_forward_[i]) values_[s] = Tensor();
     }
+    std::vector<std::pair<Tensor, Tensor>> updated_buffers;  // (master, its copy on the host)
+    if (training)
+      for (const auto& [name, device] : buffers_to_master_) {
+        Tensor on_device = cache_.weight(name, device, "");
+        Tensor host = Tensor::empty(on_device.shape(), on_device.dtype());
+        devices_[plan_device_index(devices_, device)]->gpu->copy_to_host(buffer_of(host), buffer_of(on_device),
+                                                                          on_device.nbytes());
+        updated_buffers.emplace_back(cache_.master(name), host);
+        devices_[0]->bytes_in += on_device.nbytes();
+        ++devices_[0]->copies_in;
+      }
     synchronize_devices(devices_);  // the caller may read the outputs
+    // Only now, with every device's upload of the old values done, the master changes; the
+    // other devices' copies are stale and go up again before their next use.
+    for (auto& [master, host] : updated_buffers) std::memcpy(master.raw_data(), host.raw_data(), host.nbytes());
+    for (const auto& [name, device] : buffers_to_master_) cache_.invalidate(name);
   } catch (...) {
     clear();
     throw;

@@ -73,6 +73,10 @@ class DeviceParameterCache {
   /// Queues a copy of every weight whose device copy predates `params_version`, on its
   /// GPU's compute queue (ahead of the kernels that read it); what it queued.
   Traffic refresh(uint64_t params_version);
+  /// The model's (host) tensor `name`: the master copy.
+  Tensor master(const std::string& name) const;
+  /// Marks every device copy of `name` stale: the next refresh() uploads it again.
+  void invalidate(const std::string& name);
   /// Zeroes the device gradient buffers of `keys`.
   void zero_gradients(const std::vector<std::pair<std::string, Device>>& keys);
   /// Queues, for each device gradient of `keys`, its copy to the host and its addition to
@@ -157,6 +161,7 @@ class MultiDeviceTraining {
   std::vector<int> home_slot_;                          // value -> slot where it is produced (-1: none)
   std::vector<std::vector<int>> release_after_forward_; // action -> slots nobody reads afterwards
   std::vector<std::pair<std::string, Device>> gpu_param_keys_;
+  std::vector<std::pair<std::string, Device>> buffers_to_master_;  // GPU copies a training forward updates
   std::vector<std::vector<std::pair<std::string, Device>>> gradients_done_after_;  // op step -> keys
   /// Parameter gradients bound for the master, on one device, not yet sent.
   struct GradientBucket {

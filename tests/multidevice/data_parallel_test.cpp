@@ -320,3 +320,74 @@ loss: {op: cross_entropy, input: fc, target: y, parallel: true}
 )");
   CHECK_THROWS_WITH(Model::load(not_dp), Catch::Contains(":8:") && Catch::Contains("parallel: true computes the loss on each replica of a data_parallel block, but its input 'fc' is not made inside one"));
 }
+
+TEST_CASE("batch norm's running statistics come from replica 0 and from a placed GPU layer",
+          "[multidevice][data_parallel]") {
+  auto yaml_for = [](const std::string& tag, const std::string& wrap) {
+    return write_yaml("bn_" + tag, R"(name: bn
+inputs:
+  x: {shape: [batch, 2, 4, 4]}
+targets:
+  label: {shape: [batch], dtype: int64}
+layers:
+  - name: body
+)" + wrap + R"(
+    layers:
+      - {name: conv, op: conv2d, in_channels: 2, out_channels: 3, kernel_size: 3, padding: 1, bias: false}
+      - {name: bn, op: batch_norm2d, num_features: 3}
+      - {name: act, op: relu}
+      - {name: flat, op: flatten}
+      - {name: fc, op: linear, in_features: 48, out_features: 4}
+loss: {op: cross_entropy, input: body.fc, target: label}
+train:
+  optimizer: {name: sgd, lr: 0.1}
+)");
+  };
+  Bindings b{{"batch", 8}};
+  // on one GPU (a placed layer): the running statistics and the weights are the cpu run's
+  {
+    const std::string yaml = yaml_for("gpu", "    device: cuda:0");
+    Model reference = Model::load(yaml), model = Model::load(yaml);
+    reference.init_parameters(2);
+    model.init_parameters(2);
+    model.use_devices(sim_gpus(1), policy());
+    const TrainingSpec spec = *reference.graph().training;
+    Trainer t_ref(reference, spec), t_gpu(model, spec);
+    for (int step = 0; step < 5; ++step) {
+      TensorMap d = reference.random_inputs(b, 60 + step);
+      d.merge(reference.random_targets(b, 60 + step));
+      double e = t_ref.step(d);
+      CHECK(std::fabs(t_gpu.step(d) - e) <= 1e-5 * std::max(1.0, std::fabs(e)));
+    }
+    CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);  // buffers included
+    REQUIRE(reference.parameters().at("body.bn.num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>{5});
+    CHECK(model.parameters().at("body.bn.num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>{5});
+  }
+  // over two replicas: the master's running statistics are replica 0's, i.e. those of one
+  // training forward over the first chunk's rows on one device
+  {
+    const std::string yaml = yaml_for("dp", "    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0}");
+    Model chunk0 = Model::load(yaml), model = Model::load(yaml);
+    chunk0.init_parameters(3);
+    model.init_parameters(3);
+    model.use_devices(sim_gpus(2), policy());
+    TensorMap d = chunk0.random_inputs(b, 70);
+    d.merge(chunk0.random_targets(b, 70));
+    model.loss_and_backward(d, 0);
+    TensorMap first_rows;
+    for (const auto& [name, t] : d) {
+      Shape shape = t.shape();
+      shape[0] = 4;
+      Tensor rows = Tensor::empty(shape, t.dtype());
+      std::memcpy(rows.raw_data(), t.raw_data(), rows.nbytes());
+      first_rows.emplace(name, rows);
+    }
+    chunk0.loss_and_backward(first_rows, 0);
+    for (const char* buffer : {"body.bn.running_mean", "body.bn.running_var"}) {
+      INFO(buffer);
+      TensorMap got{{buffer, model.parameters().at(buffer)}}, want{{buffer, chunk0.parameters().at(buffer)}};
+      CHECK(max_relative_error(got, want) <= 1e-5);
+    }
+    CHECK(model.parameters().at("body.bn.num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>{1});
+  }
+}
