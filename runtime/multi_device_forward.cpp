@@ -137,13 +137,18 @@ MultiDeviceForward::MultiDeviceForward(const Graph& given, const Plan& plan, con
     for (int v : node.inputs) a.in_slots.push_back(find_slot(v, a.device, a.context));
     a.out_slot = new_slot(node.output, a.device);
     a.out_dtype = graph.values[node.output].type.dtype;
-    if (!node.schema->is_view) a.kernel = make_cpu_kernel(*dev.context, graph, node, value_shapes_, a.params);
+    // kernels are made below, on the compute thread
     actions_.push_back(std::move(a));
   }
   TANDEM_ASSERT(next_copy == plan_.copies.size() || !plan_.copies[next_copy].forward,
                 "a forward copy of the plan is out of order");
   for (const GraphOutput& out : graph.outputs) output_slots_.push_back(find_slot(out.value, 0, "the output gather"));
 
+  make_kernels_on_compute_thread(registry_, [&] {
+    for (Action& a : actions_)
+      if (a.kind == Action::Kind::op && !a.node->schema->is_view)
+        a.kernel = make_cpu_kernel(*devices_[a.device]->context, graph, *a.node, value_shapes_, a.params);
+  });
   last_reader_.assign(slot_keys_.size(), -1);
   for (size_t i = 0; i < actions_.size(); ++i) {
     const Action& a = actions_[i];

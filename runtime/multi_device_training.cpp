@@ -269,10 +269,15 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
     for (int v : node.inputs) a.in_slots.push_back(find_slot(v, a.device, a.context));
     a.out_slot = new_slot(node.output, a.device);
     home_slot_[node.output] = a.out_slot;
-    if (!node.schema->is_view) a.kernel = make_cpu_kernel(*devices_[a.device]->context, graph, node, shapes_, a.params);
+    // kernels are made below, on the compute thread
     step_action_[i] = static_cast<int>(actions_.size());
     actions_.push_back(std::move(a));
   }
+  make_kernels_on_compute_thread(registry, [&] {
+    for (Action& a : actions_)
+      if (a.kind == Action::Kind::op && !a.node->schema->is_view)
+        a.kernel = make_cpu_kernel(*devices_[a.device]->context, graph, *a.node, shapes_, a.params);
+  });
   // A GPU parameter's gradient is complete after the backward of the first step that uses
   // it (backward runs the steps in reverse): its reduction into the master can start then.
   gradients_done_after_.resize(plan_.steps.size());

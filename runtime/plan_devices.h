@@ -47,7 +47,12 @@ std::vector<std::unique_ptr<State>> open_plan_devices(const Plan& plan, DeviceRe
     state->device = d;
     state->allocator = &registry.allocator(d);
     if (d == Device::cpu()) {
-      state->context = &cpu;
+      // Its own context, not the model's: the model's primitives were made on the calling
+      // thread, and placed kernels run on the engine's compute thread (see
+      // make_kernels_on_compute_thread).
+      (void)cpu;
+      state->own_context = std::make_unique<CpuContext>();
+      state->context = state->own_context.get();
       state->queue = &registry.cpu_queue();
     } else {
       state->gpu = &registry.sim_gpu(d);
@@ -58,6 +63,15 @@ std::vector<std::unique_ptr<State>> open_plan_devices(const Plan& plan, DeviceRe
     devices.push_back(std::move(state));
   }
   return devices;
+}
+
+/// Runs `make` (which builds the executor's kernels) on the engine's compute thread and
+/// waits; rethrows what it threw. Why: with oneDNN's default (library) scratchpad, a
+/// primitive must run on the thread that created it, and placed kernels run there.
+template <class Make>
+void make_kernels_on_compute_thread(DeviceRegistry& registry, Make&& make) {
+  registry.cpu_queue().submit([&] { make(); });
+  registry.cpu_queue().synchronize();
 }
 
 /// Starts a report window: peaks reset, counters taken as they are now.

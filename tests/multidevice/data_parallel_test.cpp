@@ -391,3 +391,39 @@ train:
     CHECK(model.parameters().at("body.bn.num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>{1});
   }
 }
+
+TEST_CASE("recurrent layers run placed and data-parallel along dim 1 as on the cpu", "[multidevice][data_parallel]") {
+  // oneDNN's RNN primitives need their scratchpad on the thread that made them: the placed
+  // executors make every kernel on the compute thread that runs it
+  const std::string yaml = write_yaml("gru", R"(name: gru_dp
+inputs:
+  x: {shape: [6, batch, 5]}
+targets:
+  y: {shape: [6, batch, 4]}
+layers:
+  - name: rnn
+    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 1}
+    layers:
+      - {name: gru, op: gru, input_size: 5, hidden_size: 8, num_layers: 2}
+      - {name: lstm, op: lstm, input_size: 8, hidden_size: 4}
+loss: {op: mse_loss, input: rnn.lstm, target: y}
+train:
+  optimizer: {name: sgd, lr: 0.1}
+)");
+  Model reference = Model::load(yaml), model = Model::load(yaml);
+  reference.init_parameters(8);
+  model.init_parameters(8);
+  model.use_devices(sim_gpus(2), policy());
+  Bindings b{{"batch", 5}};
+  TensorMap in = reference.random_inputs(b, 1);
+  CHECK(max_relative_error(model.forward(in), reference.forward(in)) <= 1e-5);
+  const TrainingSpec spec = *reference.graph().training;
+  Trainer t_ref(reference, spec), t_dp(model, spec);
+  for (int step = 0; step < 5; ++step) {
+    TensorMap d = reference.random_inputs(b, 80 + step);
+    d.merge(reference.random_targets(b, 80 + step));
+    double e = t_ref.step(d);
+    CHECK(std::fabs(t_dp.step(d) - e) <= 1e-5 * std::max(1.0, std::fabs(e)));
+  }
+  CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);
+}
