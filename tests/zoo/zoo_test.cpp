@@ -109,3 +109,40 @@ TEST_CASE("make_char_data refuses bad text and settings with exit code 2", "[zoo
   }
   CHECK_FALSE(std::filesystem::exists(out));
 }
+
+namespace {
+
+/// Validation losses per epoch of a `tandem train --json` run of the BERT-mini encoder.
+std::vector<double> bert_mini_losses(const std::string& data, const std::string& flags) {
+  Result r = run(std::string(TANDEM_CLI) + " train " + source("configs/bert_mini.yaml") + " --data " + data +
+                 " --epochs 2 " + flags + " --json");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  auto json = nlohmann::json::parse(r.output);
+  std::vector<double> loss;
+  for (const auto& e : json["epochs"]) loss.push_back(e["validation_loss"].get<double>());
+  return loss;
+}
+
+}  // namespace
+
+TEST_CASE("the BERT-mini encoder learns masked tokens, the same on the cpu and two simulated GPUs",
+          "[zoo][bert_mini]") {
+  ScratchDir dir("bert_mini");
+  std::string data = dir.file("mlm.safetensors");
+  // a small set, so that two epochs of the full-size model take seconds on one thread
+  Result made = run("/usr/bin/python3 " + source("scripts/make_mlm_data.py") + " " + data +
+                    " --samples 1024 --seed " + std::to_string(fresh_seed()) + " 2>&1");
+  INFO(made.output);
+  REQUIRE(made.code == 0);
+  std::vector<double> cpu = bert_mini_losses(data, "");
+  REQUIRE(cpu.size() == 2);
+  // 62 equally likely tokens would be ln(62) = 4.13 nats
+  CHECK(cpu[0] < std::log(62.0));
+  CHECK(cpu[1] < cpu[0]);
+  CHECK(cpu[1] < 3.0);  // 2-epoch runs on 922 samples end near 2.4
+  // the parallel loss splits the batch over two replicas: the same losses, to float rounding
+  std::vector<double> sim = bert_mini_losses(data, "--sim-gpus 2");
+  REQUIRE(sim.size() == 2);
+  for (size_t e = 0; e < 2; ++e) CHECK(sim[e] == Approx(cpu[e]).epsilon(1e-3));
+}
