@@ -1,6 +1,7 @@
 // The model zoo trains to its documented figures: the digits CNN's validation accuracy on
 // the digits MLP's seeded split, and the character GRU's validation loss falling epoch by
-// epoch on text Debian ships. Each runs `tandem train --json` as a user would.
+// epoch on text Debian ships, and the BERT-mini encoder learning masked tokens on a
+// synthetic task, data-parallel or not. Each runs `tandem train --json` as a user would.
 #include <catch2/catch.hpp>
 
 #include <array>
