@@ -147,3 +147,24 @@ TEST_CASE("the BERT-mini encoder learns masked tokens, the same on the cpu and t
   REQUIRE(sim.size() == 2);
   for (size_t e = 0; e < 2; ++e) CHECK(sim[e] == Approx(cpu[e]).epsilon(1e-3));
 }
+
+TEST_CASE("make_mlm_data refuses bad settings with exit code 2", "[zoo][bert_mini][errors]") {
+  ScratchDir dir("mlm_data_errors");
+  std::string out = dir.file("out.safetensors");
+  std::string script = "/usr/bin/python3 " + source("scripts/make_mlm_data.py") + " " + out + " ";
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"--vocab 2", "--vocab must be at least 3"},
+      {"--seq 8 --max-period 9", "--max-period <= --seq"},
+      {"--mask-rate 1.5", "--mask-rate must be in (0, 1)"},
+      {"--samples 0", "--samples must be positive"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(script + c.args + " 2>&1");
+    INFO(c.args << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.message));
+  }
+  CHECK_FALSE(std::filesystem::exists(out));
+}
