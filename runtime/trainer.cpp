@@ -192,8 +192,11 @@ std::vector<ColumnSpec> data_columns(const Graph& graph) {
       throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
                       ": to be fed from data one dimension must be the batch symbol, e.g. [batch, 64]");
     c.batch_dim = batch_dim;
-    if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64 && !c.high)
-      c.high = graph.values[graph.loss->input].type.shape[1].constant();
+    if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64) {
+      if (!c.high) c.high = graph.values[graph.loss->input].type.shape[1].constant();
+      // class indices may also be the ignored one (masked-token targets are -100 elsewhere)
+      if (graph.loss->op == "cross_entropy" || graph.loss->op == "nll_loss") c.ignored = graph.loss->ignore_index;
+    }
     columns.push_back(std::move(c));
   };
   for (const GraphInput& in : graph.inputs) add(in);

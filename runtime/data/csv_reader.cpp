@@ -117,7 +117,7 @@ int64_t parse_int(std::string_view cell, const ColumnSpec& spec, const std::stri
                       "' is not an integer");
     value = static_cast<int64_t>(d);
   }
-  if (spec.high && (value < 0 || value >= *spec.high))
+  if (spec.high && (value < 0 || value >= *spec.high) && value != spec.ignored)
     throw UserError(where(file, line, column) + spec.name + " " + std::to_string(value) + " is outside [0, " +
                     std::to_string(*spec.high) + ")");
   return value;

@@ -24,6 +24,8 @@ struct ColumnSpec {
   /// Where the model takes the batch: 0 for [batch, 64]; 1 for a sequence-first [seq, batch].
   /// Data files always hold samples along dimension 0; to_model_layout moves them here.
   int batch_dim = 0;
+  /// With high: one more value allowed, the loss's ignore_index (masked-token targets hold -100).
+  std::optional<int64_t> ignored;
 };
 
 // DataSpec (path, format, header, columns) is read from a model file's `train: data:`:
@@ -47,7 +49,7 @@ class Dataset {
 
 /// Loads `spec` into tensors named by `columns`. UserError naming the file and line for
 /// a missing file, an empty file, a wrong column count, a cell that is not a number,
-/// an int64 value that is not an integer or lies outside [0, high).
+/// an int64 value that is not an integer or lies outside [0, high) (other than `ignored`).
 Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns);
 
 /// A batch gathered from a Dataset (samples along dimension 0) laid out as the model takes

@@ -86,7 +86,7 @@ TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<Colum
       auto values = t.span<int64_t>();
       int64_t row = t.size(0) == 0 ? 1 : t.numel() / t.size(0);
       for (size_t i = 0; i < values.size(); ++i)
-        if (values[i] < 0 || values[i] >= *c.high)
+        if ((values[i] < 0 || values[i] >= *c.high) && values[i] != c.ignored)
           throw UserError(what + ": sample " + std::to_string(static_cast<int64_t>(i) / row) + ": " + c.name +
                           " " + std::to_string(values[i]) + " is outside [0, " + std::to_string(*c.high) + ")");
     }

@@ -70,6 +70,18 @@ TEST_CASE("bad safetensors datasets name the file and tensor", "[safetensors]") 
     t["label"] = Tensor::from_vector<int64_t>({5}, {0, 1, 2, 4, 0});
     CHECK_THROWS_WITH(load_with(t), path + ": tensor 'label': sample 3: label 4 is outside [0, 4)");
   }
+  SECTION("label out of range but the loss's ignore_index") {
+    t["label"] = Tensor::from_vector<int64_t>({5}, {0, -100, 2, -1, 0});
+    std::vector<ColumnSpec> columns = kColumns;
+    columns[1].ignored = -100;
+    write_safetensors(path, t);
+    CHECK_THROWS_WITH(load_dataset(spec_of(path), columns),
+                      path + ": tensor 'label': sample 3: label -1 is outside [0, 4)");
+    t["label"] = Tensor::from_vector<int64_t>({5}, {0, -100, 2, 3, -100});
+    write_safetensors(path, t);
+    CHECK(load_dataset(spec_of(path), columns).tensors().at("label").to_vector<int64_t>() ==
+          std::vector<int64_t>{0, -100, 2, 3, -100});
+  }
   SECTION("no samples") {
     CHECK_THROWS_WITH(load_with(good_tensors(0)), path + ": no samples");
   }

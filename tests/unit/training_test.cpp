@@ -229,6 +229,7 @@ TEST_CASE("a sequence-first model is fed from data with its batch where it decla
     CHECK(c.sample_shape == Shape{t});
   }
   CHECK(columns[1].high == v);  // the class count, from the loss input
+  CHECK(columns[1].ignored == -100);  // cross_entropy's default ignore_index is allowed too
 
   // a target that does not hold one index per row of the logits is refused at load
   CHECK_THROWS_WITH(load_graph_from_string(yaml("[" + std::to_string(t + 1) + ", batch]", seq_batch), "bad.yaml"),

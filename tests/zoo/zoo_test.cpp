@@ -1,6 +1,7 @@
 // The model zoo trains to its documented figures: the digits CNN's validation accuracy on
 // the digits MLP's seeded split, and the character GRU's validation loss falling epoch by
-// epoch on text Debian ships. Each runs `tandem train --json` as a user would.
+// epoch on text Debian ships, and the BERT-mini encoder learning masked tokens on a
+// synthetic task, data-parallel or not. Each runs `tandem train --json` as a user would.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -100,6 +101,64 @@ TEST_CASE("make_char_data refuses bad text and settings with exit code 2", "[zoo
       {dir.file("utf8.txt") + " " + out, "is not below --vocab 128"},
       {dir.file("utf8.txt") + " " + out + " --vocab 256 --seq 1000", "a window needs seq + 1"},
       {source("configs/char_gru.yaml") + " " + out + " --seq 0", "must be positive"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(script + c.args + " 2>&1");
+    INFO(c.args << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.message));
+  }
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
+namespace {
+
+/// Validation losses per epoch of a `tandem train --json` run of the BERT-mini encoder.
+std::vector<double> bert_mini_losses(const std::string& data, const std::string& flags) {
+  Result r = run(std::string(TANDEM_CLI) + " train " + source("configs/bert_mini.yaml") + " --data " + data +
+                 " --epochs 2 " + flags + " --json");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  auto json = nlohmann::json::parse(r.output);
+  std::vector<double> loss;
+  for (const auto& e : json["epochs"]) loss.push_back(e["validation_loss"].get<double>());
+  return loss;
+}
+
+}  // namespace
+
+TEST_CASE("the BERT-mini encoder learns masked tokens, the same on the cpu and two simulated GPUs",
+          "[zoo][bert_mini]") {
+  ScratchDir dir("bert_mini");
+  std::string data = dir.file("mlm.safetensors");
+  // a small set, so that two epochs of the full-size model take seconds on one thread
+  Result made = run("/usr/bin/python3 " + source("scripts/make_mlm_data.py") + " " + data +
+                    " --samples 1024 --seed " + std::to_string(fresh_seed()) + " 2>&1");
+  INFO(made.output);
+  REQUIRE(made.code == 0);
+  std::vector<double> cpu = bert_mini_losses(data, "");
+  REQUIRE(cpu.size() == 2);
+  // 62 equally likely tokens would be ln(62) = 4.13 nats
+  CHECK(cpu[0] < std::log(62.0));
+  CHECK(cpu[1] < cpu[0]);
+  CHECK(cpu[1] < 3.0);  // 2-epoch runs on 922 samples end near 2.4
+  // the parallel loss splits the batch over two replicas: the same losses, to float rounding
+  std::vector<double> sim = bert_mini_losses(data, "--sim-gpus 2");
+  REQUIRE(sim.size() == 2);
+  for (size_t e = 0; e < 2; ++e) CHECK(sim[e] == Approx(cpu[e]).epsilon(1e-3));
+}
+
+TEST_CASE("make_mlm_data refuses bad settings with exit code 2", "[zoo][bert_mini][errors]") {
+  ScratchDir dir("mlm_data_errors");
+  std::string out = dir.file("out.safetensors");
+  std::string script = "/usr/bin/python3 " + source("scripts/make_mlm_data.py") + " " + out + " ";
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"--vocab 2", "--vocab must be at least 3"},
+      {"--seq 8 --max-period 9", "--max-period <= --seq"},
+      {"--mask-rate 1.5", "--mask-rate must be in (0, 1)"},
+      {"--samples 0", "--samples must be positive"},
   };
   for (const Case& c : cases) {
     Result r = run(script + c.args + " 2>&1");
