@@ -202,6 +202,8 @@ def make_train_case(yaml_path, doc, stem, seed, out_dir):
                                % (s.path, s.attrs["p"]))
     perturb_norms(model)
     train = spec.train
+    if doc.get("oracle_train", "full") not in ("full", "losses"):
+        raise tt.SpecError("oracle_train must be full or losses")
     steps = doc.get("oracle_steps", 50)
     if not tt._is_int(steps) or steps < 1:
         raise tt.SpecError("oracle_steps must be a positive int")
@@ -255,6 +257,10 @@ def make_train_case(yaml_path, doc, stem, seed, out_dir):
         "params": list(weights),
         "first_loss": losses[0],
         "last_loss": losses[-1],
+        # `oracle_train: losses`: deep ReLU nets whose per-element gradients flip at ReLU
+        # kinks under float32 rounding (a few elements of a bias off by O(1)); the losses at
+        # every step are compared, the gradients and final weights are not
+        "losses_only": doc.get("oracle_train") == "losses",
     }
 
 
