@@ -13,11 +13,10 @@ byte must be below `vocab` (the model's num_embeddings; 128 = ASCII). Needs only
 Python standard library. Exit code 2 with a message on bad input.
 """
 import argparse
-import array
-import json
 import os
-import struct
 import sys
+
+from int64_safetensors import write_safetensors  # scripts/, beside this file
 
 DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"
 
@@ -35,28 +34,6 @@ def windows(data, seq, stride):
         tokens.extend(data[start:start + seq])
         nxt.extend(data[start + 1:start + seq + 1])
     return tokens, nxt
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: name -> (shape, flat list of ints), written as little-endian int64."""
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, (shape, values) in tensors.items():
-        blob = array.array("q", values)
-        if sys.byteorder != "little":
-            blob.byteswap()
-        raw = blob.tobytes()
-        header[name] = {"dtype": "I64", "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(head)))
-        f.write(head)
-        for raw in blobs:
-            f.write(raw)
-    os.replace(tmp, path)
 
 
 def main(argv=None):

@@ -18,12 +18,10 @@ ln(period). Knowing nothing, ln(vocab - 2). Needs only the Python standard libra
 Exit code 2 with a message on bad settings.
 """
 import argparse
-import array
-import json
-import os
 import random
-import struct
 import sys
+
+from int64_safetensors import write_safetensors  # scripts/, beside this file
 
 MASK = 1
 IGNORE = -100
@@ -46,28 +44,6 @@ def sequences(samples, seq, vocab, min_period, max_period, mask_rate, rng):
         positions.extend(range(seq))
         targets.extend(t if i in masked else IGNORE for i, t in enumerate(row))
     return tokens, positions, targets
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: name -> (shape, flat list of ints), written as little-endian int64."""
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, (shape, values) in tensors.items():
-        blob = array.array("q", values)
-        if sys.byteorder != "little":
-            blob.byteswap()
-        raw = blob.tobytes()
-        header[name] = {"dtype": "I64", "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(head)))
-        f.write(head)
-        for raw in blobs:
-            f.write(raw)
-    os.replace(tmp, path)
 
 
 def main(argv=None):
