@@ -35,27 +35,6 @@ struct MultiDeviceForward::Action {
   int dst_slot = -1;
 };
 
-namespace {
-
-std::string layer_context(const Node& node) { return "layer '" + node.path + "' (" + node.op + ")"; }
-
-size_t offset_of(const Tensor& t) {
-  return static_cast<size_t>(static_cast<const char*>(t.raw_data()) - static_cast<const char*>(t.storage()->data()));
-}
-
-BufferRef buffer_of(const Tensor& t) { return BufferRef{t.storage(), offset_of(t)}; }
-
-/// Allocates on `allocator`, naming `context` when the device is out of memory.
-Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std::string& context) {
-  try {
-    return Tensor::empty(shape, dtype, allocator);
-  } catch (const OutOfMemory& e) {
-    throw e.in(context);
-  }
-}
-
-}  // namespace
-
 MultiDeviceForward::MultiDeviceForward(const Graph& given, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
                                        const TensorMap& params, DeviceRegistry& registry, uint64_t params_version,
                                        DeviceParameterCache* shared)

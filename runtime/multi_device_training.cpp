@@ -35,22 +35,6 @@ struct MultiDeviceTraining::Action {
 
 namespace {
 
-std::string layer_context(const Node& node) { return "layer '" + node.path + "' (" + node.op + ")"; }
-
-size_t offset_of(const Tensor& t) {
-  return static_cast<size_t>(static_cast<const char*>(t.raw_data()) - static_cast<const char*>(t.storage()->data()));
-}
-
-BufferRef buffer_of(const Tensor& t) { return BufferRef{t.storage(), offset_of(t)}; }
-
-Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std::string& context) {
-  try {
-    return Tensor::empty(shape, dtype, allocator);
-  } catch (const OutOfMemory& e) {
-    throw e.in(context);
-  }
-}
-
 void add_into(const Tensor& into, const Tensor& from) {  // `into` shares its storage: written
   float* a = into.data<float>();
   const float* b = from.data<float>();

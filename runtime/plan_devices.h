@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_context.h"
 #include "backends/sim/sim_gpu.h"
+#include "core/error.h"
 #include "placement/plan.h"
 #include "runtime/device_report.h"
 #include "runtime/device_registry.h"
@@ -63,6 +65,24 @@ std::vector<std::unique_ptr<State>> open_plan_devices(const Plan& plan, DeviceRe
     devices.push_back(std::move(state));
   }
   return devices;
+}
+
+/// "layer 'fc' (linear)": how errors name a layer.
+inline std::string layer_context(const Node& node) { return "layer '" + node.path + "' (" + node.op + ")"; }
+
+/// Where `t`'s elements start in its storage, for a queue's copy.
+inline BufferRef buffer_of(const Tensor& t) {
+  return BufferRef{t.storage(), static_cast<size_t>(static_cast<const char*>(t.raw_data()) -
+                                                    static_cast<const char*>(t.storage()->data()))};
+}
+
+/// Allocates on `allocator`, naming `context` when the device is out of memory.
+inline Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std::string& context) {
+  try {
+    return Tensor::empty(shape, dtype, allocator);
+  } catch (const OutOfMemory& e) {
+    throw e.in(context);
+  }
 }
 
 /// Runs `make` (which builds the executor's kernels) on the engine's compute thread and
