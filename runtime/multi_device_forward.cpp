@@ -48,19 +48,9 @@ MultiDeviceForward::MultiDeviceForward(const Graph& given, const Plan& plan, con
   devices_ = open_plan_devices<DeviceState>(plan_, registry_, cpu);
   auto device_index = [&](Device d) { return plan_device_index(devices_, d); };
 
-  std::map<std::pair<int, int>, int> slot_of;  // (value, device) -> slot
-  auto new_slot = [&](int value, int device) {
-    bool fresh = slot_of.emplace(std::make_pair(value, device), static_cast<int>(slot_keys_.size())).second;
-    TANDEM_ASSERT(fresh, "value '" + graph.values[value].name + "' arrives twice on " + devices_[device]->device.str());
-    slot_keys_.emplace_back(value, device);
-    return static_cast<int>(slot_keys_.size()) - 1;
-  };
-  auto find_slot = [&](int value, int device, const std::string& reader) {
-    auto it = slot_of.find({value, device});
-    TANDEM_ASSERT(it != slot_of.end(), reader + " reads '" + graph.values[value].name + "' on " +
-                                           devices_[device]->device.str() + ", where the plan never puts it");
-    return it->second;
-  };
+  SlotTable<DeviceState> slots(graph, devices_, slot_keys_);
+  auto new_slot = [&](int value, int device) { return slots.add(value, device); };
+  auto find_slot = [&](int value, int device, const std::string& reader) { return slots.find(value, device, reader); };
   for (const GraphInput& in : graph.inputs) new_slot(in.value, 0);
 
   // Parameters of GPU layers: one copy per (parameter, device), allocated now.

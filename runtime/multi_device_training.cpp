@@ -191,19 +191,9 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
     for (const GraphInput& in : graph.inputs) requires_grad_[in.value] = graph.values[in.value].type.dtype == DType::float32;
   home_slot_.assign(n_values, -1);
 
-  std::map<std::pair<int, int>, int> slot_of;  // (value, device) -> slot
-  auto new_slot = [&](int value, int device) {
-    bool fresh = slot_of.emplace(std::make_pair(value, device), static_cast<int>(slot_keys_.size())).second;
-    TANDEM_ASSERT(fresh, "value '" + graph.values[value].name + "' arrives twice on " + devices_[device]->device.str());
-    slot_keys_.emplace_back(value, device);
-    return static_cast<int>(slot_keys_.size()) - 1;
-  };
-  auto find_slot = [&](int value, int device, const std::string& reader) {
-    auto it = slot_of.find({value, device});
-    TANDEM_ASSERT(it != slot_of.end(), reader + " reads '" + graph.values[value].name + "' on " +
-                                           devices_[device]->device.str() + ", where the plan never puts it");
-    return it->second;
-  };
+  SlotTable<DeviceState> slots(graph, devices_, slot_keys_);
+  auto new_slot = [&](int value, int device) { return slots.add(value, device); };
+  auto find_slot = [&](int value, int device, const std::string& reader) { return slots.find(value, device, reader); };
   for (const GraphInput& in : graph.inputs) home_slot_[in.value] = new_slot(in.value, 0);
 
   const int end = static_cast<int>(plan_.steps.size());

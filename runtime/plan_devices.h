@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,36 @@ inline Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, co
     throw e.in(context);
   }
 }
+
+/// The slots of a placed executor: one per (value, device) where the plan puts a tensor,
+/// numbered in the order they appear; `keys[slot]` is its (value, device).
+template <class State>
+class SlotTable {
+ public:
+  SlotTable(const Graph& graph, const std::vector<std::unique_ptr<State>>& devices,
+            std::vector<std::pair<int, int>>& keys)
+      : graph_(graph), devices_(devices), keys_(keys) {}
+  /// A new slot for `value` on `device` (a bug in Tandem if it has one already).
+  int add(int value, int device) {
+    bool fresh = slot_of_.emplace(std::make_pair(value, device), static_cast<int>(keys_.size())).second;
+    TANDEM_ASSERT(fresh, "value '" + graph_.values[value].name + "' arrives twice on " + devices_[device]->device.str());
+    keys_.emplace_back(value, device);
+    return static_cast<int>(keys_.size()) - 1;
+  }
+  /// The slot of `value` on `device`, which `reader` reads (a bug if the plan never put it there).
+  int find(int value, int device, const std::string& reader) const {
+    auto it = slot_of_.find({value, device});
+    TANDEM_ASSERT(it != slot_of_.end(), reader + " reads '" + graph_.values[value].name + "' on " +
+                                            devices_[device]->device.str() + ", where the plan never puts it");
+    return it->second;
+  }
+
+ private:
+  const Graph& graph_;
+  const std::vector<std::unique_ptr<State>>& devices_;
+  std::vector<std::pair<int, int>>& keys_;
+  std::map<std::pair<int, int>, int> slot_of_;
+};
 
 /// Runs `make` (which builds the executor's kernels) on the engine's compute thread and
 /// waits; rethrows what it threw. Why: with oneDNN's default (library) scratchpad, a
