@@ -47,10 +47,10 @@ class GraphLoader : private YamlReader {
 
   Graph load(const YAML::Node& root) {
     if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
-    // oracle_steps, oracle_mode and oracle_train are read by the test oracle (tests/oracle)
-    // and ignored here
+    // oracle_steps, oracle_mode, oracle_train and oracle_grad_tolerance are read by the test
+    // oracle (tests/oracle) and ignored here
     check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle_steps",
-                      "oracle_mode", "oracle_train", "placement"}, "",
+                      "oracle_mode", "oracle_train", "oracle_grad_tolerance", "placement"}, "",
                "top-level key");
     const YAML::Node name = require(root, "name", "");
     graph_.name = scalar_string(name, "", "name");

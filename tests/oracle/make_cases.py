@@ -18,6 +18,9 @@ computed in eval mode (dropout is the identity), or with the YAML's top-level
   buffer.<name>         every buffer after that one training forward (running statistics)
 is recorded too ("grads_training": true in the manifest). weights.safetensors holds every
 state_dict entry as float32, except int64 counters (num_batches_tracked) kept int64.
+Gradients must match to 1e-4 (relative to each tensor's largest value); a deep model's
+YAML may loosen that with the top-level `oracle_grad_tolerance` ("grad_tolerance" in the
+manifest), saying in a comment why.
 
 A model with `loss:` and `train:` also gets a training case `<stem>-train`:
   weights.safetensors   the initial state_dict
@@ -143,7 +146,16 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
         "shapes": {k: list(v.shape) for k, v in outputs.items()},
         "grads": grads is not None,
         "grads_training": training,
+        "grad_tolerance": grad_tolerance(doc),
     }
+
+
+def grad_tolerance(doc):
+    """`oracle_grad_tolerance`: how close gradients must be (1e-4 unless the YAML says)."""
+    tol = doc.get("oracle_grad_tolerance", 1e-4) if isinstance(doc, dict) else 1e-4
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not 0 < tol <= 1e-2:
+        raise tt.SpecError("oracle_grad_tolerance must be a number in (0, 1e-2], got %r" % (tol,))
+    return float(tol)
 
 
 def make_grads(model, spec, inputs, bindings, seed, training=False):

@@ -39,7 +39,8 @@ _DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:[0-9]+)$")
 
 TOP_KEYS = {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train"}
 # Keys that other tools own (placement) or that steer the oracle itself.
-IGNORED_TOP_KEYS = {"placement", "oracle", "oracle_steps", "oracle_mode", "oracle_train"}
+IGNORED_TOP_KEYS = {"placement", "oracle", "oracle_steps", "oracle_mode", "oracle_train",
+                    "oracle_grad_tolerance"}
 LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel"}
 
 _REQ = object()  # marks a required attribute
