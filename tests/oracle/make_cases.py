@@ -209,9 +209,10 @@ def make_train_case(yaml_path, doc, stem, seed, out_dir):
     torch.manual_seed(rng.randrange(2 ** 31))
     model, spec = tt.build_model(yaml_path, doc=doc)
     for s in spec.plan:
-        if s.op == "dropout" and s.attrs["p"] != 0:
-            raise tt.SpecError("training case: layer '%s' is dropout with p = %s; training cases need p = 0"
-                               % (s.path, s.attrs["p"]))
+        p = s.attrs.get("p") if s.op == "dropout" else s.attrs.get("dropout")
+        if p:  # torch's random stream is not Tandem's
+            raise tt.SpecError("training case: layer '%s' (%s) drops with p = %s; training cases need p = 0"
+                               % (s.path, s.op, p))
     perturb_norms(model)
     train = spec.train
     if doc.get("oracle_train", "full") not in ("full", "losses"):

@@ -19,12 +19,17 @@
 //   dW{q,k,v} += d{Q,K,V}^T {q,k,v}, db += sum, d{q,k,v} = d{Q,K,V} W{q,k,v}  (self-attention: summed)
 //   a float attn_mask gets dS (summed over N and H for [L, S]).
 // Forward keeps Q, K, V, P and C in the kernel (the last forward's, as max_pool2d keeps its
-// workspace); backward reads the inputs, not the output. dropout on the attention weights
-// is refused in training (inference ignores it, as torch).
+// workspace); backward reads the inputs, not the output.
+//
+// `dropout` (training only, as torch; inference ignores it) drops the attention weights:
+// C_h = P' V_h with P' = P * keep / (1 - p), the mask apply_dropout(seed) over P's
+// [N, H, L, S] elements. Backward: dV_h = P'^T dC_h, and dP = mask * (dC_h V_h^T) / (1 - p)
+// before the softmax's backward (which reads P).
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "backends/cpu/ops/apply_dropout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 #include "backends/cpu/ops/strided_matmul.h"
@@ -111,9 +116,8 @@ class AttentionKernel final : public Kernel {
   }
 
   void forward(const KernelArgs& args) override {
-    if (args.training && dropout_ > 0)
-      throw UserError("multi_head_attention: dropout on the attention weights in training is not supported yet "
-                      "(dropout = " + std::to_string(dropout_) + "); use dropout: 0");
+    dropping_ = args.training && dropout_ > 0;
+    seed_ = args.seed;
     const float* w_in = args.params[0].data<float>();
     const float* b_in = has_bias_ ? args.params[1].data<float>() : nullptr;
     const float* w_out = args.params[has_bias_ ? 2 : 1].data<float>();
@@ -128,7 +132,12 @@ class AttentionKernel final : public Kernel {
     softmax_.set(sm_src_, scores_.data());
     softmax_.set(sm_dst_, probs_.data());
     softmax_.run(ctx_.stream());
-    pv_.run(probs_.data(), vp_.data(), ctx_buf_.data());
+    if (dropping_) {
+      dropped_.resize(probs_.size());
+      cpu::apply_dropout(probs_.data(), dropped_.data(), static_cast<int64_t>(probs_.size()), seed_,
+                         static_cast<float>(dropout_));
+    }
+    pv_.run(weights(), vp_.data(), ctx_buf_.data());
     proj_q_.run(ctx_buf_.data(), w_out, args.outputs[0].data<float>(), b_out);  // same shapes as Q's projection
   }
 
@@ -152,7 +161,10 @@ class AttentionKernel final : public Kernel {
     d_probs_.resize(probs_.size());
     dp_.run(d_ctx_.data(), vp_.data(), d_probs_.data());
     d_vp_.resize(vp_.size());
-    dv_.run(probs_.data(), d_ctx_.data(), d_vp_.data());
+    dv_.run(weights(), d_ctx_.data(), d_vp_.data());
+    if (dropping_)  // dP' -> dP through the same mask
+      cpu::apply_dropout(d_probs_.data(), d_probs_.data(), static_cast<int64_t>(d_probs_.size()), seed_,
+                         static_cast<float>(dropout_));
     softmax_bwd_.set(smb_dst_, probs_.data());
     softmax_bwd_.set(smb_ddst_, d_probs_.data());
     softmax_bwd_.set(smb_dsrc_, d_scores_.data());
@@ -186,6 +198,9 @@ class AttentionKernel final : public Kernel {
   MatView heads_t(int64_t x) const {
     return batch_first_ ? MatView{{n_, h_, d_, x}, {x * e_, d_, 1, e_}} : MatView{{n_, h_, d_, x}, {e_, d_, 1, n_ * e_}};
   }
+
+  /// The attention weights the values were averaged with: P, or P' after dropout.
+  const float* weights() const { return dropping_ ? dropped_.data() : probs_.data(); }
 
   /// query, key or value (p = 0, 1, 2); all the first input in self-attention.
   const float* input(std::span<const Tensor> inputs, int p) const {
@@ -244,10 +259,12 @@ class AttentionKernel final : public Kernel {
   bool mask_float_ = false, mask_per_head_ = false;
   bool has_bias_ = true, batch_first_ = false, causal_ = false;
   double dropout_ = 0;
+  bool dropping_ = false;  // the last forward dropped attention weights (backward follows it)
+  uint64_t seed_ = 0;      // ... with this seed
   StridedMatmul proj_q_, proj_k_, qk_, pv_, dw_q_, dw_k_, dx_q_, dx_k_, dp_, dv_, dq_, dk_;
   cpu::DnnlCall softmax_, softmax_bwd_;
   size_t sm_src_ = 0, sm_dst_ = 0, smb_dst_ = 0, smb_ddst_ = 0, smb_dsrc_ = 0;
-  std::vector<float> qp_, kp_, vp_, scores_, probs_, ctx_buf_;          // the last forward's
+  std::vector<float> qp_, kp_, vp_, scores_, probs_, dropped_, ctx_buf_;  // the last forward's
   std::vector<float> d_ctx_, d_probs_, d_scores_, d_qp_, d_kp_, d_vp_;  // backward scratch
 };
 

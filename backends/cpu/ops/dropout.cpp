@@ -8,7 +8,7 @@
 // stores nothing; inference: dx = dy.
 #include <cstring>
 
-#include "backends/cpu/ops/dropout_mask.h"
+#include "backends/cpu/ops/apply_dropout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 
@@ -49,16 +49,7 @@ class DropoutKernel final : public Kernel {
       }
       return;
     }
-    if (p_ == 1.f) {
-      std::memset(out, 0, sizeof(float) * n_);
-      return;
-    }
-    const float p = p_, scale = 1.f / (1.f - p_);
-    cpu::parallel_for(n_, 8, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i)
-        out[i] = cpu::dropout_keep(seed, static_cast<uint64_t>(i), p) ? in[i] * scale : 0.f;
-    });
+    cpu::apply_dropout(in, out, n_, seed, p_);
   }
 
   float p_ = 0.5f;

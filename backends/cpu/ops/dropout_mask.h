@@ -23,4 +23,11 @@ inline float dropout_uniform(uint64_t seed, uint64_t index) {
 /// Whether element `index` is kept when dropping with probability p (kept with prob 1-p).
 inline bool dropout_keep(uint64_t seed, uint64_t index, float p) { return dropout_uniform(seed, index) >= p; }
 
+/// What a kept element is multiplied by: 1 / (1 - p), or 0 when every element drops.
+inline float dropout_scale(float p) { return p < 1.f ? 1.f / (1.f - p) : 0.f; }
+
+/// The seed of the `k`-th dropout inside one layer's call (between a recurrent layer's
+/// stacked layers), from the call's seed: independent of the others and of `seed` itself.
+inline uint64_t inner_dropout_seed(uint64_t seed, uint64_t k) { return counter_hash(seed ^ 0x5DEECE66Dull, k); }
+
 }  // namespace tandem::cpu

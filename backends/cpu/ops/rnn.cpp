@@ -26,11 +26,15 @@
 // Backward runs the layers from the last down: a layer's diff_src_layer is the
 // diff_dst_layer of the one below. oneDNN accumulates its weight gradients, so their
 // buffers are zeroed first, then added (gate-permuted) into torch's gradients.
-// dropout between layers is refused in training (inference ignores it, as torch).
+// Dropout between layers (torch's `dropout`, training only): layer l's output, for every
+// l below the last, is dropped before layer l + 1 reads it, with the mask of
+// apply_dropout(inner_dropout_seed(seed, l)) over the time-major [T, N, D * H] tensor;
+// backward drops the gradient of that input with the same mask. Inference ignores it.
 #include <cstring>
 
 #include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/dnnl_relayout.h"
+#include "backends/cpu/ops/apply_dropout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 
@@ -58,6 +62,7 @@ struct RnnLayer {
   const void* wi_bwd_mem = nullptr;
   std::vector<float> dwl, dwi, dbias;
   std::vector<float> out;     // [T, N, D * H]: this layer's output
+  std::vector<float> dropped; // [T, N, D * H]: out after dropout (training, below the last layer)
   std::vector<float> d_in;    // [T, N, in]: gradient of this layer's input (layers above 0)
   memory workspace;
 };
@@ -190,9 +195,8 @@ class RnnKernel final : public Kernel {
   }
 
   void forward(const KernelArgs& args) override {
-    if (args.training && dropout_ > 0 && layers_ > 1)
-      throw UserError(op_ + ": dropout between layers in training is not supported yet (dropout = " +
-                      std::to_string(dropout_) + "); use dropout: 0 or a separate dropout layer");
+    dropping_ = args.training && dropout_ > 0 && layers_ > 1;
+    seed_ = args.seed;
     if (!fwd_weights_.current(args.params_version, args.params)) {
       pack_weights(args.params_version, args.params);
       for (RnnLayer& L : layer_) {
@@ -205,7 +209,7 @@ class RnnKernel final : public Kernel {
     const int64_t state = dirs_ * n_ * h_;
     for (int64_t l = 0; l < layers_; ++l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
-      L.fwd.set(L.f_src, l == 0 ? x : layer_[static_cast<size_t>(l - 1)].out.data());
+      L.fwd.set(L.f_src, l == 0 ? x : layer_input(l));
       L.fwd.set(L.f_src_iter, initial(args.inputs, 1, l));
       L.fwd.set(L.f_wl, L.wl_fwd_mem);
       L.fwd.set(L.f_wi, L.wi_fwd_mem);
@@ -217,6 +221,11 @@ class RnnKernel final : public Kernel {
         L.fwd.set(L.f_dst_iter_c, cn_.data() + l * state);
       }
       L.fwd.run(ctx_.stream());
+      if (dropping_ && l + 1 < layers_) {
+        L.dropped.resize(L.out.size());
+        cpu::apply_dropout(L.out.data(), L.dropped.data(), static_cast<int64_t>(L.out.size()),
+                           cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(dropout_));
+      }
     }
     float* y = args.outputs[0].data<float>();
     if (select_ == "h_n") std::memcpy(y, hn_.data(), hn_.size() * sizeof(float));
@@ -247,14 +256,23 @@ class RnnKernel final : public Kernel {
     d_state_.resize(static_cast<size_t>(state));
     for (int64_t l = layers_ - 1; l >= 0; --l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
-      L.bwd.set(L.b_src, l == 0 ? x : layer_[static_cast<size_t>(l - 1)].out.data());
+      L.bwd.set(L.b_src, l == 0 ? x : layer_input(l));
       L.bwd.set(L.b_src_iter, initial(args.inputs, 1, l));
       L.bwd.set(L.b_wl, L.wl_bwd_mem);
       L.bwd.set(L.b_wi, L.wi_bwd_mem);
       L.bwd.set(L.b_bias, L.bias.data());
       L.bwd.set(L.b_dst, L.out.data());
       L.bwd.set(L.b_dst_iter, hn_.data() + l * state);
-      L.bwd.set(L.b_ddst, l == layers_ - 1 ? d_out : layer_[static_cast<size_t>(l + 1)].d_in.data());
+      const float* d_dst = d_out;  // the gradient of this layer's output
+      if (l < layers_ - 1) {
+        RnnLayer& above = layer_[static_cast<size_t>(l + 1)];
+        d_dst = above.d_in.data();
+        if (dropping_) {  // through the dropout between the two: the same mask
+          cpu::apply_dropout(above.d_in.data(), above.d_in.data(), static_cast<int64_t>(above.d_in.size()),
+                             cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(dropout_));
+        }
+      }
+      L.bwd.set(L.b_ddst, d_dst);
       L.bwd.set(L.b_ddst_iter, select_ == "h_n" ? dy + l * state : zeros_.data());
       float* d_in = nullptr;
       if (l > 0) {
@@ -296,6 +314,12 @@ class RnnKernel final : public Kernel {
   size_t param_index(int64_t l, int64_t d, int k) const {
     return static_cast<size_t>((l * dirs_ + d) * (has_bias_ ? 4 : 2) + k);
   }
+  /// What layer l > 0 reads: the output of the layer below, dropped in a training forward.
+  const float* layer_input(int64_t l) const {
+    const RnnLayer& below = layer_[static_cast<size_t>(l - 1)];
+    return dropping_ ? below.dropped.data() : below.out.data();
+  }
+
   /// torch's gate for oneDNN's gate `g` (GRU: oneDNN u, r, o are torch's z, r, n).
   int64_t torch_gate(int64_t g) const { return lstm_ || g == 2 ? g : 1 - g; }
 
@@ -391,6 +415,8 @@ class RnnKernel final : public Kernel {
   std::string op_;
   bool batch_first_ = false, has_bias_ = true, has_state_ = false;
   double dropout_ = 0;
+  bool dropping_ = false;  // the last forward dropped between layers (backward follows it)
+  uint64_t seed_ = 0;      // ... with this seed
   std::string select_;
   int64_t t_ = 0, n_ = 0, c_ = 0, h_ = 0, layers_ = 1, dirs_ = 1, gates_ = 3, bias_gates_ = 4;
   std::vector<RnnLayer> layer_;
