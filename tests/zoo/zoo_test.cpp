@@ -159,6 +159,8 @@ TEST_CASE("make_mlm_data refuses bad settings with exit code 2", "[zoo][bert_min
       {"--seq 8 --max-period 9", "--max-period <= --seq"},
       {"--mask-rate 1.5", "--mask-rate must be in (0, 1)"},
       {"--samples 0", "--samples must be positive"},
+      {"--bert-mix 0.8,0.1", "--bert-mix must be three non-negative fractions summing to 1"},
+      {"--bert-mix 0.5,0.5,0.5", "--bert-mix must be three non-negative fractions summing to 1"},
   };
   for (const Case& c : cases) {
     Result r = run(script + c.args + " 2>&1");
