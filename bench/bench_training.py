@@ -321,8 +321,9 @@ def peak_bytes_of(doc):
     return None
 
 
-def tandem_time(tandem, config, batch, bindings, repeat, timeout):
-    cmd = [tandem, "train", config, "--bench-steps", str(repeat), "--batch", str(batch)]
+def tandem_time(tandem, config, batch, bindings, repeat, timeout, extra=()):
+    """(median ms, min ms, the JSON) of `tandem train --bench-steps`; `extra`: more CLI args."""
+    cmd = [tandem, "train", config, "--bench-steps", str(repeat), "--batch", str(batch)] + list(extra)
     for k, v in bindings.items():
         if k != "batch":
             cmd += ["--bind", "%s=%d" % (k, v)]

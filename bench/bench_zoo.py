@@ -4,9 +4,9 @@ the same machine and threads.
 
     /usr/bin/python3 bench/bench_zoo.py [--tandem build/tandem] [--rounds 5] [--json OUT]
 
-Models: configs/digits_cnn.yaml and configs/char_gru.yaml at their own training batch and
-a larger one; configs/transformer_encoder.yaml is skipped while it has no `loss:` (it is a
-module to build models from, not a model to train). Each side trains a copy of the config
+Models: configs/digits_cnn.yaml, configs/char_gru.yaml and configs/bert_mini.yaml at their
+own training batch and a larger one; configs/transformer_encoder.yaml is skipped while it
+has no `loss:` (it is a module to build models from, not a model to train). Each side trains a copy of the config
 (in a temporary directory) whose `train:` is the recipe's optimizer and clip_grad_norm at
 the measured batch, without schedule or data: a step is zero_grad + forward (train mode:
 batch_norm2d on the batch's statistics) + loss + backward + clipping + optimizer update, on
@@ -19,6 +19,12 @@ MEASURED peak of CPU tensor bytes during one step (bench_training.measure_step_p
 profiler's allocation trace plus the storages alive before the step). Both count requested
 bytes only, not malloc overhead or oneDNN/BLAS scratch. Ratios are tandem / torch (lower is
 better for Tandem); there are no targets yet: the table is the baseline.
+
+Simulated GPUs: a config that places layers on GPUs (char_gru's GRU and bert_mini's encoder
+are data_parallel over cuda:0 and cuda:1) runs on the cpu above; it is also timed with
+`--sim-gpus 2`, its own placement on two simulated GPUs (sim_ms, sim x = sim / torch, and
+the largest per-device peak). Simulated GPUs compute on the same two cores, so this is
+the cost of the placement's copies and replication on this machine, not a GPU's speed.
 """
 import os
 
@@ -52,8 +58,21 @@ from bench_training import (TorchStep, check_tandem_train, memory_selftest, mib,
 MODELS = {
     "configs/digits_cnn.yaml": [32, 256],
     "configs/char_gru.yaml": [16, 64],
+    "configs/bert_mini.yaml": [32, 128],
     "configs/transformer_encoder.yaml": [32],
 }
+SIM_GPUS = 2
+
+
+def places_on_gpus(cfg_path):
+    """Whether the config names a GPU (a device: or a data_parallel block's devices)."""
+    with open(cfg_path) as f:
+        return "cuda:" in "".join(line.split("#", 1)[0] for line in f)
+
+
+def largest_device_peak(doc):
+    peaks = [d.get("peak_bytes") for d in doc.get("devices", []) if isinstance(d.get("peak_bytes"), (int, float))]
+    return max(peaks) if peaks else None
 
 
 def has_loss(cfg_path):
@@ -162,20 +181,29 @@ def main(argv=None):
                           % (cfg, batch, peak), file=sys.stderr)
                 per_call = torch_warmup(ts)
                 repeat = args.repeat or max(5, min(2000, int(round(args.target_s / max(per_call, 1e-7)))))
-                t_rounds, n_rounds, tandem_doc = [], [], None
+                sim = places_on_gpus(cfg_path)
+                t_rounds, n_rounds, s_rounds, tandem_doc, sim_doc = [], [], [], None, None
                 for rnd in range(args.rounds):
-                    order = ("tandem", "torch") if rnd % 2 == 0 else ("torch", "tandem")
+                    order = ["tandem", "torch"] + (["sim"] if sim else [])
+                    order = order[rnd % len(order):] + order[:rnd % len(order)]
                     for who in order:
                         if who == "torch":
                             t_rounds.append(torch_time(ts, repeat)[0])
                             continue
+                        extra = ["--sim-gpus", str(SIM_GPUS)] if who == "sim" else []
                         try:
-                            med, _, tandem_doc = tandem_time(tandem, copy_path, batch, bindings, repeat, args.timeout)
+                            med, _, doc = tandem_time(tandem, copy_path, batch, bindings, repeat, args.timeout, extra)
                         except BenchError as e:
                             print("bench_zoo: tandem failed on %s batch %d: %s" % (cfg, batch, e), file=sys.stderr)
                             return 2
-                        n_rounds.append(med)
+                        if who == "sim":
+                            s_rounds.append(med)
+                            sim_doc = doc
+                        else:
+                            n_rounds.append(med)
+                            tandem_doc = doc
                 torch_ms, tandem_ms = statistics.median(t_rounds), statistics.median(n_rounds)
+                sim_ms = statistics.median(s_rounds) if s_rounds else None
                 tandem_peak = peak_bytes_of(tandem_doc)
                 results.append({
                     "config": cfg, "model": spec.name, "batch": batch, "repeat": repeat,
@@ -184,25 +212,33 @@ def main(argv=None):
                     "tandem_ms_rounds": n_rounds, "time_ratio": tandem_ms / torch_ms,
                     "torch_peak_bytes": peak["peak"], "torch_peak_detail": peak, "tandem_peak_bytes": tandem_peak,
                     "memory_ratio": tandem_peak / peak["peak"] if tandem_peak and peak["peak"] else None,
+                    "sim_gpus": SIM_GPUS if sim else None, "sim_ms": sim_ms, "sim_ms_rounds": s_rounds,
+                    "sim_time_ratio": sim_ms / torch_ms if sim_ms else None,
+                    "sim_largest_device_peak_bytes": largest_device_peak(sim_doc) if sim_doc else None,
+                    "sim_devices": sim_doc.get("devices") if sim_doc else None,
                 })
-                print("  %-34s b=%-4d R=%-5d torch %9.4f ms  tandem %9.4f ms" % (cfg, batch, repeat, torch_ms,
-                                                                                 tandem_ms), flush=True)
+                print("  %-34s b=%-4d R=%-5d torch %9.4f ms  tandem %9.4f ms%s"
+                      % (cfg, batch, repeat, torch_ms, tandem_ms,
+                         "  sim %9.4f ms" % sim_ms if sim_ms else ""), flush=True)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
     print()
-    head = "%-32s %6s %11s %11s %8s %11s %11s %8s" % (
-        "config", "batch", "torch ms", "tandem ms", "time x", "torch MiB", "tandem MiB", "mem x")
+    head = "%-32s %6s %11s %11s %8s %11s %11s %8s %11s %8s %14s" % (
+        "config", "batch", "torch ms", "tandem ms", "time x", "torch MiB", "tandem MiB", "mem x", "sim ms", "sim x",
+        "sim dev MiB")
     print(head)
     print("-" * len(head))
     for r in results:
-        print("%-32s %6d %11.4f %11.4f %8.3f %11s %11s %8s" % (
+        print("%-32s %6d %11.4f %11.4f %8.3f %11s %11s %8s %11s %8s %14s" % (
             r["config"], r["batch"], r["torch_ms"], r["tandem_ms"], r["time_ratio"], mib(r["torch_peak_bytes"]),
-            mib(r["tandem_peak_bytes"]), fmt(r["memory_ratio"])))
+            mib(r["tandem_peak_bytes"]), fmt(r["memory_ratio"]), "%.4f" % r["sim_ms"] if r["sim_ms"] else "-",
+            fmt(r["sim_time_ratio"]), mib(r["sim_largest_device_peak_bytes"])))
     for s in skipped:
         print("%-32s skipped: %s" % (s["config"], s["reason"]))
     print("\ntime x and mem x are tandem / torch (lower is better for Tandem). torch MiB is the measured peak of\n"
-          "CPU tensor bytes in one step; tandem MiB is the peak_bytes Tandem reports for the process.")
+          "CPU tensor bytes in one step; tandem MiB is the peak_bytes Tandem reports for the process. sim: the\n"
+          "config's own placement on %d simulated GPUs (same cores); sim dev MiB: the largest device's peak." % SIM_GPUS)
     if args.json_out:
         doc = {"threads": THREADS, "load_average_at_start": load1, "torch_version": torch.__version__,
                "rounds": args.rounds, "tandem": tandem, "machine": platform.platform(), "cpu_count": os.cpu_count(),
