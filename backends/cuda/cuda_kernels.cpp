@@ -11,9 +11,8 @@ namespace {
 using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
-// The CPU ops not here yet: conv2d, batch_norm2d, max_pool2d, avg_pool2d (cuDNN),
-// gru, lstm and multi_head_attention (docs/cuda-backend.md).
-constexpr std::array<std::pair<std::string_view, Factory>, 18> kTable{{
+// The CPU ops not here yet: gru, lstm and multi_head_attention (docs/cuda-backend.md).
+constexpr std::array<std::pair<std::string_view, Factory>, 22> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
@@ -25,6 +24,10 @@ constexpr std::array<std::pair<std::string_view, Factory>, 18> kTable{{
     {"softmax", make_softmax_kernel},
     {"log_softmax", make_log_softmax_kernel},
     {"layer_norm", make_layer_norm_kernel},
+    {"batch_norm2d", make_batch_norm2d_kernel},
+    {"conv2d", make_conv2d_kernel},
+    {"max_pool2d", make_max_pool2d_kernel},
+    {"avg_pool2d", make_avg_pool2d_kernel},
     {"dropout", make_dropout_kernel},
     {"add", make_add_kernel},
     {"mul", make_mul_kernel},
@@ -41,7 +44,7 @@ Factory find(std::string_view op) {
 }
 
 /// Ops whose kernels move bytes and so take any dtype; the rest compute on float32
-/// (with int64 indices where the CPU's take them).
+/// (with int64 indices where the CPU's take them, and batch_norm2d's int64 counter).
 bool any_dtype(std::string_view op) { return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape"; }
 
 /// The dtype the spec's tensors must have, or why not.
@@ -54,8 +57,11 @@ std::string check_dtypes(const KernelSpec& spec) {
       return spec.op + ": input " + std::to_string(i) + " is " + std::string(dtype_name(spec.inputs[i].dtype)) +
              ", the CUDA kernel takes " + std::string(dtype_name(want));
   }
-  for (const TensorDesc& p : spec.params)
-    if (p.dtype != DType::float32) return spec.op + ": a parameter is not float32";
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const bool counter = spec.op == "batch_norm2d" && i + 1 == spec.params.size() && spec.params[i].shape.empty();
+    if (spec.params[i].dtype != (counter ? DType::int64 : DType::float32))
+      return spec.op + ": parameter " + std::to_string(i) + " is " + std::string(dtype_name(spec.params[i].dtype));
+  }
   return {};
 }
 

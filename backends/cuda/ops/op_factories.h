@@ -31,6 +31,10 @@ std::unique_ptr<Kernel> make_sigmoid_kernel(CudaContext& ctx, const KernelSpec& 
 std::unique_ptr<Kernel> make_softmax_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_log_softmax_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_batch_norm2d_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_conv2d_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_max_pool2d_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_avg_pool2d_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_dropout_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_add_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mul_kernel(CudaContext& ctx, const KernelSpec& spec);
