@@ -22,6 +22,11 @@
 
 namespace tandem::cuda {
 
+/// The precision of the GEMMs of linear kernels: f32 (fp32 throughout, as the CPU), or
+/// bf16 / f16 copies of the fp32 inputs and weights on tensor cores, accumulating and
+/// writing outputs and gradients in fp32 (mixed precision over fp32 master weights).
+enum class MatmulPrecision { f32, bf16, f16 };
+
 class CudaContext {
  public:
   /// Logical `device` on CUDA device `cuda_device`; `capacity` 0: the device's memory.
@@ -41,6 +46,9 @@ class CudaContext {
   CudnnHandle& cudnn();
   /// Blocks the host until the three streams have run everything queued.
   void synchronize();
+  /// For linear kernels made after the call; f32 by default.
+  void set_matmul_precision(MatmulPrecision precision) { matmul_precision_ = precision; }
+  MatmulPrecision matmul_precision() const { return matmul_precision_; }
 
  private:
   const Device device_;
@@ -50,6 +58,7 @@ class CudaContext {
   std::once_flag cublas_once_, cudnn_once_;
   std::unique_ptr<CublasHandle> cublas_;
   std::unique_ptr<CudnnHandle> cudnn_;
+  MatmulPrecision matmul_precision_ = MatmulPrecision::f32;
 };
 
 }  // namespace tandem::cuda
