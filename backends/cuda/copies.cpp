@@ -40,7 +40,8 @@ void copy_to_device(void* dst, const void* src, size_t bytes, cudaStream_t strea
     const size_t n = std::min(kStagingChunkBytes, bytes - done);
     PinnedBuffer buffer = staging.acquire(n);
     std::memcpy(buffer.data(), static_cast<const char*>(src) + done, n);
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + done, buffer.data(), n, cudaMemcpyHostToDevice, stream));
+    TANDEM_CUDA_CHECK(
+        cudaMemcpyAsync(static_cast<char*>(dst) + done, buffer.data(), n, cudaMemcpyHostToDevice, stream));
     buffer.release_after(stream);
     done += n;
   }

@@ -157,7 +157,10 @@ CudaAllocator::CudaAllocator(Device device, int cuda_device, cudaStream_t defaul
 CudaAllocator::~CudaAllocator() {
   std::lock_guard lock(state_->mutex);
   state_->owner = nullptr;
-  state_->release_cached();
+  try {
+    state_->release_cached();
+  } catch (const std::exception&) {  // the device is gone (a failed driver): nothing left to give back
+  }
   for (cudaEvent_t e : state_->spare_events) cudaEventDestroy(e);
   state_->spare_events.clear();
 }

@@ -11,8 +11,8 @@ int as_int(int64_t v) { return static_cast<int>(v); }
 
 TensorDescriptor::TensorDescriptor(int64_t n, int64_t c, int64_t h, int64_t w) {
   TANDEM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
-  TANDEM_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(n), as_int(c), as_int(h), as_int(w)));
+  TANDEM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(n), as_int(c),
+                                                as_int(h), as_int(w)));
 }
 TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
 

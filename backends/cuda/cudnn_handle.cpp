@@ -9,7 +9,8 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
   // Memory, a missing or mismatched library or driver: the user's setup to fix.
   const bool user_caused = status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
                            status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
-                           status == CUDNN_STATUS_NOT_INITIALIZED || status == CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH ||
+                           status == CUDNN_STATUS_NOT_INITIALIZED ||
+                           status == CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH ||
                            status == CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED ||
                            status == CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH ||
                            status == CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER ||

@@ -42,7 +42,8 @@ TEST_CASE("cross_entropy and nll_loss on a GPU match the CPU", "[gpu][loss]") {
   LossSpec all_ignored;
   all_ignored.op = "cross_entropy";
   all_ignored.ignore_index = 0;
-  check_loss(all_ignored, random_tensor({3, 4}, gen), Tensor::from_vector<int64_t>({3}, {0, 0, 0}));  // mean of none: NaN
+  // the mean over no targets: NaN, as torch
+  check_loss(all_ignored, random_tensor({3, 4}, gen), Tensor::from_vector<int64_t>({3}, {0, 0, 0}));
 }
 
 TEST_CASE("a class target out of range is the user's error on a GPU too", "[gpu][loss][errors]") {

@@ -15,7 +15,8 @@ __device__ inline float apply(float x) {
   if constexpr (A == Activation::tanh) return tanhf(x);
   if constexpr (A == Activation::sigmoid) return 1.f / (1.f + expf(-x));
   if constexpr (A == Activation::gelu_erf) return 0.5f * x * (1.f + erff(x * kSqrtHalf));
-  if constexpr (A == Activation::gelu_tanh) return 0.5f * x * (1.f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+  if constexpr (A == Activation::gelu_tanh)
+    return 0.5f * x * (1.f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
   return x;
 }
 
@@ -76,7 +77,7 @@ void activation_forward(Activation act, const float* x, float* y, int64_t n, cud
     case Activation::gelu_erf: launch_forward<Activation::gelu_erf>(x, y, n, stream); break;
     case Activation::gelu_tanh: launch_forward<Activation::gelu_tanh>(x, y, n, stream); break;
   }
-  TANDEM_CHECK_KERNEL("activation_forward");
+  TANDEM_CUDA_CHECK_LAUNCH("activation_forward");
 }
 
 void activation_backward(Activation act, const float* x, const float* y, const float* dy, float* dx, int64_t n,
@@ -89,7 +90,7 @@ void activation_backward(Activation act, const float* x, const float* y, const f
     case Activation::gelu_erf: launch_backward<Activation::gelu_erf>(x, y, dy, dx, n, stream); break;
     case Activation::gelu_tanh: launch_backward<Activation::gelu_tanh>(x, y, dy, dx, n, stream); break;
   }
-  TANDEM_CHECK_KERNEL("activation_backward");
+  TANDEM_CUDA_CHECK_LAUNCH("activation_backward");
 }
 
 }  // namespace tandem::cuda

@@ -41,7 +41,7 @@ __global__ void param_grad_kernel(BatchNormShape s, const float* __restrict__ x,
 
 void count_batch(int64_t* tracked, cudaStream_t stream) {
   count_kernel<<<1, 1, 0, stream>>>(tracked);
-  TANDEM_CHECK_KERNEL("count_batch");
+  TANDEM_CUDA_CHECK_LAUNCH("count_batch");
 }
 
 void batch_norm_fixed_backward(const BatchNormShape& s, const float* x, const float* dy, const float* weight,
@@ -52,7 +52,7 @@ void batch_norm_fixed_backward(const BatchNormShape& s, const float* x, const fl
   if (dx) input_grad_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(s, dy, weight, var, dx);
   if (dweight || dbias)
     param_grad_kernel<<<static_cast<unsigned>(s.c), kBlockSize, 0, stream>>>(s, x, dy, mean, var, dweight, dbias);
-  TANDEM_CHECK_KERNEL("batch_norm_fixed_backward");
+  TANDEM_CUDA_CHECK_LAUNCH("batch_norm_fixed_backward");
 }
 
 }  // namespace tandem::cuda

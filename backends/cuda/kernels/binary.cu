@@ -56,14 +56,14 @@ void binary_forward(BinaryOp op, float alpha, const BroadcastIndexing& index, co
     forward_kernel<BinaryOp::add><<<grid_for(numel), kBlockSize, 0, stream>>>(index, alpha, a, b, y, numel);
   else
     forward_kernel<BinaryOp::mul><<<grid_for(numel), kBlockSize, 0, stream>>>(index, alpha, a, b, y, numel);
-  TANDEM_CHECK_KERNEL("binary_forward");
+  TANDEM_CUDA_CHECK_LAUNCH("binary_forward");
 }
 
 void binary_backward(const ReduceIndexing& index, const float* dy, const float* other, float scale, float* dx,
                      cudaStream_t stream) {
   if (index.x_numel == 0) return;
   backward_kernel<<<grid_for(index.x_numel), kBlockSize, 0, stream>>>(index, dy, other, scale, dx);
-  TANDEM_CHECK_KERNEL("binary_backward");
+  TANDEM_CUDA_CHECK_LAUNCH("binary_backward");
 }
 
 }  // namespace tandem::cuda

@@ -125,7 +125,7 @@ void embedding_forward(const EmbeddingShape& s, const int64_t* idx, const float*
   } else if (s.count > 0) {  // dim 0: nothing to gather, the indices still get checked
     check_indices_kernel<<<grid_for(s.count), kBlockSize, 0, stream>>>(idx, s.count, s.num, bad);
   }
-  TANDEM_CHECK_KERNEL("embedding_forward");
+  TANDEM_CUDA_CHECK_LAUNCH("embedding_forward");
 }
 
 void embedding_backward(const EmbeddingShape& s, const int64_t* idx, const float* dy, float* dweight,
@@ -133,7 +133,7 @@ void embedding_backward(const EmbeddingShape& s, const int64_t* idx, const float
   const int64_t n = s.count * s.dim;
   if (n == 0) return;
   scatter_add_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(s, idx, dy, dweight);
-  TANDEM_CHECK_KERNEL("embedding_backward");
+  TANDEM_CUDA_CHECK_LAUNCH("embedding_backward");
 }
 
 void embedding_bag_forward(const BagShape& s, const int64_t* idx, const int64_t* offsets, const float* weight,
@@ -143,7 +143,7 @@ void embedding_bag_forward(const BagShape& s, const int64_t* idx, const int64_t*
     check_offsets_kernel<<<grid_for(s.num_offsets), kBlockSize, 0, stream>>>(offsets, s.num_offsets, s.count, bad + 1);
   const int64_t n = s.bags * s.dim;
   if (n > 0) bag_forward_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(s, idx, offsets, weight, out);
-  TANDEM_CHECK_KERNEL("embedding_bag_forward");
+  TANDEM_CUDA_CHECK_LAUNCH("embedding_bag_forward");
 }
 
 void embedding_bag_backward(const BagShape& s, const int64_t* idx, const int64_t* offsets, const float* weight,
@@ -151,7 +151,7 @@ void embedding_bag_backward(const BagShape& s, const int64_t* idx, const int64_t
   const int64_t n = s.bags * s.dim;
   if (n == 0) return;
   bag_backward_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(s, idx, offsets, weight, dy, dweight);
-  TANDEM_CHECK_KERNEL("embedding_bag_backward");
+  TANDEM_CUDA_CHECK_LAUNCH("embedding_bag_backward");
 }
 
 }  // namespace tandem::cuda

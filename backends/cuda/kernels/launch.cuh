@@ -61,6 +61,3 @@ __device__ inline T block_max(T v, T* scratch, T lowest) {
 }
 
 }  // namespace tandem::cuda
-
-/// Checks the launch just made (launches return no status).
-#define TANDEM_CHECK_KERNEL(name) TANDEM_CUDA_CHECK_LAUNCH(name)

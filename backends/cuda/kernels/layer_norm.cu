@@ -110,7 +110,7 @@ void layer_norm_forward(const LayerNormShape& s, const float* x, const float* we
                         cudaStream_t stream) {
   if (s.rows == 0 || s.cols == 0) return;
   forward_kernel<<<row_grid(s.rows), kRowBlock, 0, stream>>>(s, x, weight, bias, y);
-  TANDEM_CHECK_KERNEL("layer_norm_forward");
+  TANDEM_CUDA_CHECK_LAUNCH("layer_norm_forward");
 }
 
 size_t layer_norm_backward_scratch(const LayerNormShape& s) {
@@ -122,15 +122,15 @@ void layer_norm_backward(const LayerNormShape& s, const float* x, const float* w
   if (s.rows == 0 || s.cols == 0) return;
   float* stats = scratch;
   input_grad_kernel<<<row_grid(s.rows), kRowBlock, 0, stream>>>(s, x, weight, dy, dx, stats);
-  TANDEM_CHECK_KERNEL("layer_norm_backward (input)");
+  TANDEM_CUDA_CHECK_LAUNCH("layer_norm_backward (input)");
   if (!dweight && !dbias) return;
   const int64_t per_chunk = rows_per_chunk(s.rows), chunks = chunk_count(s.rows);
   float* partial = scratch + 2 * s.rows;
   const dim3 grid(static_cast<unsigned>((s.cols + kBlockSize - 1) / kBlockSize), static_cast<unsigned>(chunks));
   param_partial_kernel<<<grid, kBlockSize, 0, stream>>>(s, x, dy, stats, partial, per_chunk);
-  TANDEM_CHECK_KERNEL("layer_norm_backward (partial sums)");
+  TANDEM_CUDA_CHECK_LAUNCH("layer_norm_backward (partial sums)");
   param_sum_kernel<<<grid_for(s.cols), kBlockSize, 0, stream>>>(s.cols, chunks, partial, dweight, dbias);
-  TANDEM_CHECK_KERNEL("layer_norm_backward (parameters)");
+  TANDEM_CUDA_CHECK_LAUNCH("layer_norm_backward (parameters)");
 }
 
 }  // namespace tandem::cuda

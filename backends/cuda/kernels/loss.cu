@@ -144,14 +144,14 @@ size_t class_loss_scratch(const ClassLossShape& s) { return static_cast<size_t>(
 void class_loss(const ClassLossShape& s, const float* x, const int64_t* t, float* grad, double* scratch,
                 LossResult* result, cudaStream_t stream) {
   count_kernel<<<1, 1024, 0, stream>>>(s, t, scratch, result);
-  TANDEM_CHECK_KERNEL("class_loss (count)");
+  TANDEM_CUDA_CHECK_LAUNCH("class_loss (count)");
   if (s.n > 0 && s.c > 0) {
     const unsigned rows = static_cast<unsigned>(s.n < 65536 ? s.n : 65536);
     row_kernel<<<rows, kRowBlock, 0, stream>>>(s, x, t, grad, scratch);
-    TANDEM_CHECK_KERNEL("class_loss (rows)");
+    TANDEM_CUDA_CHECK_LAUNCH("class_loss (rows)");
   }
   class_total_kernel<<<1, 1024, 0, stream>>>(s, scratch, result);
-  TANDEM_CHECK_KERNEL("class_loss (total)");
+  TANDEM_CUDA_CHECK_LAUNCH("class_loss (total)");
 }
 
 size_t point_loss_scratch(int64_t) { return kPartialBlocks; }
@@ -160,9 +160,9 @@ void point_loss(PointLoss kind, bool mean, int64_t n, const float* x, const floa
                 LossResult* result, cudaStream_t stream) {
   const double scale = mean ? 1.0 / (n > 1 ? static_cast<double>(n) : 1.0) : 1.0;
   point_kernel<<<kPartialBlocks, kBlockSize, 0, stream>>>(kind, scale, n, x, t, grad, scratch);
-  TANDEM_CHECK_KERNEL("point_loss");
+  TANDEM_CUDA_CHECK_LAUNCH("point_loss");
   point_total_kernel<<<1, kBlockSize, 0, stream>>>(kPartialBlocks, scale, n, scratch, result);
-  TANDEM_CHECK_KERNEL("point_loss (total)");
+  TANDEM_CUDA_CHECK_LAUNCH("point_loss (total)");
 }
 
 }  // namespace tandem::cuda

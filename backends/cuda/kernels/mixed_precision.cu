@@ -33,13 +33,13 @@ void cast_to_half(HalfType type, const float* src, void* dst, int64_t n, cudaStr
     to_bf16_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(src, static_cast<__nv_bfloat16*>(dst), n);
   else
     to_f16_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(src, static_cast<__half*>(dst), n);
-  TANDEM_CHECK_KERNEL("cast_to_half");
+  TANDEM_CUDA_CHECK_LAUNCH("cast_to_half");
 }
 
 void unscale_and_check(float* g, int64_t n, float inv_scale, int* found_inf, cudaStream_t stream) {
   if (n == 0) return;
   unscale_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(g, n, inv_scale, found_inf);
-  TANDEM_CHECK_KERNEL("unscale_and_check");
+  TANDEM_CUDA_CHECK_LAUNCH("unscale_and_check");
 }
 
 }  // namespace tandem::cuda

@@ -65,7 +65,7 @@ void sgd_update(const SgdScalars& s, float* p, const float* g, float* buf, int64
                 cudaStream_t stream) {
   if (n == 0) return;
   dispatch_sgd<>(s, p, g, buf, n, first, stream);
-  TANDEM_CHECK_KERNEL("sgd_update");
+  TANDEM_CUDA_CHECK_LAUNCH("sgd_update");
 }
 
 void adam_update(const AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n, cudaStream_t stream) {
@@ -76,7 +76,7 @@ void adam_update(const AdamScalars& s, float* p, const float* g, float* m, float
     adam_kernel<false, true><<<grid_for(n), kBlockSize, 0, stream>>>(s, p, g, m, v, n);
   else
     adam_kernel<false, false><<<grid_for(n), kBlockSize, 0, stream>>>(s, p, g, m, v, n);
-  TANDEM_CHECK_KERNEL("adam_update");
+  TANDEM_CUDA_CHECK_LAUNCH("adam_update");
 }
 
 }  // namespace tandem::cuda

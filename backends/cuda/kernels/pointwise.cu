@@ -23,20 +23,20 @@ __global__ void dropout_kernel(const float* in, float* out, int64_t n, float p, 
 void fill(float* y, float value, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   fill_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(y, value, n);
-  TANDEM_CHECK_KERNEL("fill");
+  TANDEM_CUDA_CHECK_LAUNCH("fill");
 }
 
 void accumulate(float* y, const float* x, float alpha, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   accumulate_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(y, x, alpha, n);
-  TANDEM_CHECK_KERNEL("accumulate");
+  TANDEM_CUDA_CHECK_LAUNCH("accumulate");
 }
 
 void dropout_mask_apply(const float* in, float* out, int64_t n, float p, uint64_t seed, cudaStream_t stream) {
   if (n == 0) return;
   // The scale as the CPU computes it, so that kept values match bit for bit.
   dropout_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(in, out, n, p, 1.f / (1.f - p), seed);
-  TANDEM_CHECK_KERNEL("dropout");
+  TANDEM_CUDA_CHECK_LAUNCH("dropout");
 }
 
 }  // namespace tandem::cuda

@@ -99,7 +99,7 @@ void softmax_forward(bool log, const SoftmaxShape& s, const float* x, float* y, 
     if (log) forward_lanes<true><<<grid_for(rows), kBlockSize, 0, stream>>>(x, y, rows, s.axis, s.inner);
     else forward_lanes<false><<<grid_for(rows), kBlockSize, 0, stream>>>(x, y, rows, s.axis, s.inner);
   }
-  TANDEM_CHECK_KERNEL("softmax_forward");
+  TANDEM_CUDA_CHECK_LAUNCH("softmax_forward");
 }
 
 void softmax_backward(bool log, const SoftmaxShape& s, const float* y, const float* dy, float* dx,
@@ -114,7 +114,7 @@ void softmax_backward(bool log, const SoftmaxShape& s, const float* y, const flo
     if (log) backward_lanes<true><<<grid_for(rows), kBlockSize, 0, stream>>>(y, dy, dx, rows, s.axis, s.inner);
     else backward_lanes<false><<<grid_for(rows), kBlockSize, 0, stream>>>(y, dy, dx, rows, s.axis, s.inner);
   }
-  TANDEM_CHECK_KERNEL("softmax_backward");
+  TANDEM_CUDA_CHECK_LAUNCH("softmax_backward");
 }
 
 }  // namespace tandem::cuda

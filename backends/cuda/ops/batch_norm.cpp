@@ -135,7 +135,8 @@ std::unique_ptr<Kernel> make_batch_norm2d_kernel(CudaContext& ctx, const KernelS
   const Shape& x = spec.inputs.at(0).shape;
   TANDEM_ASSERT(x.size() == 4, "batch_norm2d: input must be [N, C, H, W]");
   for (int64_t d : x)
-    if (d == 0) throw Unsupported("batch_norm2d: an empty input " + shape_str(x) + " (cuDNN takes no zero-sized tensor)");
+    if (d == 0)
+      throw Unsupported("batch_norm2d: an empty input " + shape_str(x) + " (cuDNN takes no zero-sized tensor)");
   if (spec.attrs->get_float("eps") < CUDNN_BN_MIN_EPSILON)
     throw Unsupported("batch_norm2d: eps below cuDNN's minimum of " + std::to_string(CUDNN_BN_MIN_EPSILON));
   return std::make_unique<BatchNormKernel>(ctx, spec, x);
