@@ -1,5 +1,5 @@
-// matmul on a GPU: torch.matmul for inputs of rank >= 1, with the CPU's promotion of 1-D
-// inputs and broadcasting of batch dims (backends/cpu/ops/matmul.cpp); cuBLAS in fp32.
+// matmul on a GPU: torch.matmul for inputs of rank >= 1, on the CPU's promoted shapes
+// (backends/matmul_plan.h); cuBLAS in fp32.
 //
 // Forward, a [Ba..., M, K] @ b [Bb..., K, N] -> y [B..., M, N]:
 //   - b without batch dims, a with all of them: one GEMM with the batch folded into M;
@@ -10,10 +10,12 @@
 //   da = dy @ b^T,  db = a^T @ dy
 // on the same three paths; the last accumulates a broadcast input's blocks with beta 1
 // after the first GEMM that writes each of them.
-#include "backends/cpu/ops/op_util.h"
+#include <algorithm>
+
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/ops/op_factories.h"
+#include "backends/matmul_plan.h"
 
 namespace tandem::cuda {
 namespace {
@@ -24,42 +26,19 @@ enum class BatchKind { none, full, partial };  // no batch extent > 1; all of th
 class MatmulKernel final : public Kernel {
  public:
   MatmulKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
-    Shape a = spec.inputs.at(0).shape, b = spec.inputs.at(1).shape;
-    if (a.empty() || b.empty()) throw UserError("matmul: both inputs must have rank >= 1");
-    if (a.size() == 1) a.insert(a.begin(), 1);
-    if (b.size() == 1) b.push_back(1);
-    m_ = a[a.size() - 2];
-    k_ = a.back();
-    n_ = b.back();
-    if (b[b.size() - 2] != k_)
-      throw UserError("matmul: inner dims differ: " + shape_str(spec.inputs[0].shape) + " @ " +
-                      shape_str(spec.inputs[1].shape));
-    const size_t rank = std::max(a.size(), b.size());
-    a.insert(a.begin(), rank - a.size(), 1);
-    b.insert(b.begin(), rank - b.size(), 1);
-    std::vector<int64_t> dims, stride_a, stride_b;  // per batch dim: extent, element strides (0 = broadcast)
-    int64_t sa = m_ * k_, sb = k_ * n_;
-    bool a_all = true, a_any = false, b_all = true, b_any = false;
-    for (size_t i = rank - 2; i-- > 0;) {
-      if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
-        throw UserError("matmul: batch dims of " + shape_str(spec.inputs[0].shape) + " and " +
-                        shape_str(spec.inputs[1].shape) + " do not broadcast");
-      const int64_t out = std::max(a[i], b[i]);
-      dims.insert(dims.begin(), out);
-      stride_a.insert(stride_a.begin(), a[i] == 1 ? 0 : sa);
-      stride_b.insert(stride_b.begin(), b[i] == 1 ? 0 : sb);
-      sa *= a[i];
-      sb *= b[i];
-      if (out != 1) {
-        a_all = a_all && a[i] == out, a_any = a_any || a[i] != 1;
-        b_all = b_all && b[i] == out, b_any = b_any || b[i] != 1;
-      }
-    }
-    batches_ = cpu::dims_product(dims, 0, dims.size());
-    a_numel_ = sa;
-    b_numel_ = sb;
-    kind_a_ = !a_any ? BatchKind::none : (a_all ? BatchKind::full : BatchKind::partial);
-    kind_b_ = !b_any ? BatchKind::none : (b_all ? BatchKind::full : BatchKind::partial);
+    const MatmulPlan p = plan_matmul(spec.inputs.at(0).shape, spec.inputs.at(1).shape);
+    TANDEM_ASSERT(shape_numel(p.out) == shape_numel(spec.outputs.at(0).shape), "matmul: output size mismatch");
+    m_ = p.m;
+    n_ = p.n;
+    k_ = p.k;
+    batches_ = p.batches;
+    a_numel_ = shape_numel(p.a);
+    b_numel_ = shape_numel(p.b);
+    kind_a_ = batch_kind(p.a, p.a_broadcast);
+    kind_b_ = batch_kind(p.b, p.b_broadcast);
+    const std::vector<int64_t>& dims = p.batch_dims;
+    const std::vector<int64_t>& stride_a = p.batch_stride_a;
+    const std::vector<int64_t>& stride_b = p.batch_stride_b;
     if (kind_a_ == BatchKind::partial || kind_b_ == BatchKind::partial) {
       // The per-entry path: each batch entry's offsets, and whether it is the first to write its block.
       std::vector<bool> seen_a(static_cast<size_t>(a_numel_ / std::max<int64_t>(m_ * k_, 1)) + 1),
@@ -141,6 +120,12 @@ class MatmulKernel final : public Kernel {
   };
 
   static int64_t stride(BatchKind kind, int64_t matrix) { return kind == BatchKind::full ? matrix : 0; }
+
+  /// An input of promoted shape `s` (two matrix dims last), `broadcast` along some batch dim.
+  static BatchKind batch_kind(const Shape& s, bool broadcast) {
+    const bool any = std::any_of(s.begin(), s.end() - 2, [](int64_t d) { return d != 1; });
+    return !any ? BatchKind::none : (broadcast ? BatchKind::partial : BatchKind::full);
+  }
 
   /// da with each input's batch dims all or none.
   void backward_a(CublasHandle& h, const float* b, const float* dy, float* da) {
