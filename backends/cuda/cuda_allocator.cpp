@@ -176,7 +176,10 @@ std::shared_ptr<Storage> CudaAllocator::allocate(size_t bytes, cudaStream_t stre
     if (total == 0) {
       size_t free_bytes = 0;
       DeviceGuard guard(cuda_device_);
-      if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) cudaGetLastError(), total = 0;
+      if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+        cudaGetLastError();
+        total = 0;  // not known: the message leaves the capacity out
+      }
     }
     return OutOfMemory(device_, bytes, current_bytes(), total);
   };

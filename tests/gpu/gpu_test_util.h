@@ -11,10 +11,11 @@
 
 namespace tandem::test {
 
-/// The context of CUDA device 0, made once.
+/// The context of CUDA device 0, made once and never destroyed: at exit the CUDA runtime
+/// may be torn down before static destructors run.
 inline cuda::CudaContext& gpu() {
-  static cuda::CudaContext ctx(0);
-  return ctx;
+  static cuda::CudaContext* ctx = new cuda::CudaContext(0);
+  return *ctx;
 }
 
 inline Tensor to_gpu(const Tensor& t, cuda::CudaContext& ctx = gpu()) {
