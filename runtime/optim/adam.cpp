@@ -6,39 +6,11 @@
 #include <cmath>
 
 #include "runtime/optim/optimizer_impl.h"
+#include "runtime/optim/update_scalars.h"
 
 namespace tandem::optim_detail {
 
 namespace {
-
-/// The update's scalars: computed in double as torch computes them from python floats,
-/// then rounded to float32 where torch passes them to a float32 kernel.
-struct AdamScalars {
-  float l2;              // adam: grad.add(p, alpha=weight_decay); 0: none
-  float decay;           // adamw: p.mul_(1 - lr * weight_decay); 1: none
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float bias_correction2_sqrt;
-  float eps;
-  float neg_step_size;   // -lr / (1 - beta1^step)
-};
-
-AdamScalars adam_scalars(const OptimizerConfig& c, bool decoupled, double lr, int64_t step) {
-  double bias_correction1 = 1 - std::pow(c.beta1, static_cast<double>(step));
-  double bias_correction2 = 1 - std::pow(c.beta2, static_cast<double>(step));
-  double step_size = lr / bias_correction1;
-  AdamScalars s;
-  s.l2 = decoupled ? 0.0f : static_cast<float>(c.weight_decay);
-  s.decay = decoupled ? static_cast<float>(1 - lr * c.weight_decay) : 1.0f;
-  s.beta1 = static_cast<float>(c.beta1);
-  s.one_minus_beta1 = static_cast<float>(1 - c.beta1);
-  s.beta2 = static_cast<float>(c.beta2);
-  s.one_minus_beta2 = static_cast<float>(1 - c.beta2);
-  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  s.eps = static_cast<float>(c.eps);
-  s.neg_step_size = static_cast<float>(-step_size);
-  return s;
-}
 
 /// p, g, m (exp_avg), v (exp_avg_sq): n elements each. The weight decay is a template
 /// argument so that the loop has no branches and vectorises.

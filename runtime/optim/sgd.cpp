@@ -11,19 +11,11 @@
 #include <type_traits>
 
 #include "runtime/optim/optimizer_impl.h"
+#include "runtime/optim/update_scalars.h"
 
 namespace tandem::optim_detail {
 
 namespace {
-
-/// The update's scalars, rounded to float32 as torch rounds a python float argument.
-struct SgdScalars {
-  bool has_weight_decay, has_momentum, nesterov;  // decided in double, as torch does
-  float weight_decay;
-  float momentum;
-  float one_minus_dampening;
-  float neg_lr;
-};
 
 /// p, g, buf: n elements. The flags are template arguments so that the loop has no
 /// branches and vectorises. kFirst: the buffer holds no history and becomes a copy of d_p.
@@ -74,14 +66,7 @@ class Sgd final : public BufferedOptimizer {
 
   void step(std::span<Tensor> params, std::span<const Tensor> grads, double lr) override {
     bool first = begin_step(params, grads);
-    const OptimizerConfig& c = config_;
-    SgdScalars s{c.weight_decay != 0,
-                 c.momentum != 0,
-                 c.nesterov,
-                 static_cast<float>(c.weight_decay),
-                 static_cast<float>(c.momentum),
-                 static_cast<float>(1 - c.dampening),
-                 static_cast<float>(-lr)};
+    const SgdScalars s = sgd_scalars(config_, lr);
     for (size_t i = 0; i < params.size(); ++i) {
       float* buf = buffers_.empty() ? nullptr : buffers_[0][i].data<float>();
       sgd_update(params[i].data<float>(), grads[i].data<float>(), buf, params[i].numel(), s, first);

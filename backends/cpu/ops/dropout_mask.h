@@ -1,14 +1,22 @@
 // The dropout mask: a counter-based generator, so element i's draw depends only on
 // (seed, i). The mask is the same for a given seed whatever the thread count or the
 // chunking, and any element can be drawn on its own (the reference uses this too).
+// The CUDA backend's dropout (backends/cuda/kernels/pointwise.cu) draws the same mask
+// from these functions, compiled for the device as well.
 #pragma once
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define TANDEM_HOST_DEVICE __host__ __device__
+#else
+#define TANDEM_HOST_DEVICE
+#endif
+
 namespace tandem::cpu {
 
 /// SplitMix64's finaliser of (seed, counter): a well-mixed 64-bit value.
-inline uint64_t counter_hash(uint64_t seed, uint64_t counter) {
+TANDEM_HOST_DEVICE inline uint64_t counter_hash(uint64_t seed, uint64_t counter) {
   uint64_t z = seed * 0xD1B54A32D192ED03ull + (counter + 1) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -16,12 +24,14 @@ inline uint64_t counter_hash(uint64_t seed, uint64_t counter) {
 }
 
 /// A uniform draw in [0, 1) for element `index`, with 24 bits of resolution.
-inline float dropout_uniform(uint64_t seed, uint64_t index) {
+TANDEM_HOST_DEVICE inline float dropout_uniform(uint64_t seed, uint64_t index) {
   return static_cast<float>(counter_hash(seed, index) >> 40) * (1.0f / 16777216.0f);
 }
 
 /// Whether element `index` is kept when dropping with probability p (kept with prob 1-p).
-inline bool dropout_keep(uint64_t seed, uint64_t index, float p) { return dropout_uniform(seed, index) >= p; }
+TANDEM_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t index, float p) {
+  return dropout_uniform(seed, index) >= p;
+}
 
 /// What a kept element is multiplied by: 1 / (1 - p), or 0 when every element drops.
 inline float dropout_scale(float p) { return p < 1.f ? 1.f / (1.f - p) : 0.f; }

@@ -35,23 +35,13 @@ void check_indices(const int64_t* idx, int64_t n, int64_t num_embeddings, const 
   }
 }
 
-/// padding_idx as a row number, or -1 when null; negative values count from the end, as in torch.
-int64_t read_padding_idx(const Attributes& attrs, int64_t num_embeddings) {
-  if (!attrs.has("padding_idx") || attrs.is_null("padding_idx")) return -1;
-  int64_t p = attrs.get_int("padding_idx");
-  if (p < -num_embeddings || p >= num_embeddings)
-    throw UserError("padding_idx " + std::to_string(p) + " is out of range [" + std::to_string(-num_embeddings) +
-                    ", " + std::to_string(num_embeddings) + ")");
-  return p < 0 ? p + num_embeddings : p;
-}
-
 class EmbeddingKernel final : public Kernel {
  public:
   explicit EmbeddingKernel(const KernelSpec& spec) {
     num_ = spec.params.at(0).shape.at(0);
     dim_ = spec.params.at(0).shape.at(1);
     count_ = shape_numel(spec.inputs.at(0).shape);
-    padding_idx_ = read_padding_idx(*spec.attrs, num_);
+    padding_idx_ = cpu::read_padding_idx(*spec.attrs, num_);
     scale_grad_by_freq_ = spec.attrs->has("scale_grad_by_freq") && spec.attrs->get_bool("scale_grad_by_freq");
   }
 
@@ -105,7 +95,7 @@ class EmbeddingBagKernel final : public Kernel {
     else if (mode == "mean") mode_ = BagMode::mean;
     else if (mode == "max") mode_ = BagMode::max;
     else throw UserError("embedding_bag: mode '" + mode + "' is not one of sum, mean, max");
-    padding_idx_ = read_padding_idx(attrs, num_);
+    padding_idx_ = cpu::read_padding_idx(attrs, num_);
     include_last_offset_ = attrs.get_bool("include_last_offset");
     scale_grad_by_freq_ = attrs.has("scale_grad_by_freq") && attrs.get_bool("scale_grad_by_freq");
     const Shape& in = spec.inputs.at(0).shape;

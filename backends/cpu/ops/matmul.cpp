@@ -1,7 +1,6 @@
-// matmul: torch.matmul for inputs of rank >= 1. A 1-D a [K] is promoted to [1, K] and a
-// 1-D b [K] to [K, 1]; the promoted dim is then removed from the result, which leaves
-// the memory layout unchanged, so the kernel computes [batch..., M, N] straight into the
-// spec's output. Batch dims broadcast (numpy rules).
+// matmul: torch.matmul for inputs of rank >= 1, on the promoted, rank-equalised shapes of
+// backends/matmul_plan.h: the kernel computes [batch..., M, N] straight into the spec's
+// output.
 //
 // Tiny problems run a plain loop; others a oneDNN matmul (single-threaded when small) on rank-equalised
 // descriptors (size-1 batch dims broadcast). Should oneDNN refuse a shape (more than
@@ -22,6 +21,7 @@
 #include <optional>
 
 #include "backends/cpu/ops/op_factories.h"
+#include "backends/matmul_plan.h"
 #include "backends/cpu/ops/op_util.h"
 
 namespace tandem {
@@ -40,44 +40,18 @@ memory::dims plain_strides(const memory::dims& dims) {
 class MatmulKernel final : public Kernel {
  public:
   MatmulKernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
-    Shape a = spec.inputs.at(0).shape, b = spec.inputs.at(1).shape;
-    if (a.empty() || b.empty()) throw UserError("matmul: both inputs must have rank >= 1");
-    if (a.size() == 1) a.insert(a.begin(), 1);
-    if (b.size() == 1) b.push_back(1);
-    m_ = a[a.size() - 2];
-    k_ = a.back();
-    n_ = b.back();
-    if (b[b.size() - 2] != k_)
-      throw UserError("matmul: inner dims differ: " + shape_str(spec.inputs[0].shape) + " @ " +
-                      shape_str(spec.inputs[1].shape));
-    // Equalise ranks and broadcast the batch dims.
-    size_t rank = std::max(a.size(), b.size());
-    a.insert(a.begin(), rank - a.size(), 1);
-    b.insert(b.begin(), rank - b.size(), 1);
-    Shape out(rank);
-    for (size_t i = 0; i + 2 < rank; ++i) {
-      if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
-        throw UserError("matmul: batch dims of " + shape_str(spec.inputs[0].shape) + " and " +
-                        shape_str(spec.inputs[1].shape) + " do not broadcast");
-      out[i] = std::max(a[i], b[i]);
-    }
-    out[rank - 2] = m_;
-    out[rank - 1] = n_;
-    TANDEM_ASSERT(shape_numel(out) == shape_numel(spec.outputs.at(0).shape), "matmul: output size mismatch");
-    // Per batch dim: its extent and the element strides of a and b (0 where broadcast).
-    int64_t sa = m_ * k_, sb = k_ * n_;
-    for (size_t i = rank - 2; i-- > 0;) {
-      batch_dims_.insert(batch_dims_.begin(), out[i]);
-      batch_stride_a_.insert(batch_stride_a_.begin(), a[i] == 1 ? 0 : sa);
-      batch_stride_b_.insert(batch_stride_b_.begin(), b[i] == 1 ? 0 : sb);
-      sa *= a[i];
-      sb *= b[i];
-    }
-    batches_ = cpu::dims_product(out, 0, rank - 2);
-    for (size_t i = 0; i + 2 < rank; ++i) {
-      a_broadcast_ = a_broadcast_ || (a[i] == 1 && out[i] != 1);
-      b_broadcast_ = b_broadcast_ || (b[i] == 1 && out[i] != 1);
-    }
+    MatmulPlan p = plan_matmul(spec.inputs.at(0).shape, spec.inputs.at(1).shape);
+    TANDEM_ASSERT(shape_numel(p.out) == shape_numel(spec.outputs.at(0).shape), "matmul: output size mismatch");
+    m_ = p.m;
+    n_ = p.n;
+    k_ = p.k;
+    batch_dims_ = std::move(p.batch_dims);
+    batch_stride_a_ = std::move(p.batch_stride_a);
+    batch_stride_b_ = std::move(p.batch_stride_b);
+    batches_ = p.batches;
+    a_broadcast_ = p.a_broadcast;
+    b_broadcast_ = p.b_broadcast;
+    const Shape &a = p.a, &b = p.b, &out = p.out;
     if (batches_ * m_ * n_ * k_ > kMatmulLoopMaxFlops && k_ > 0) {
       make_primitive(spec, a, b, out);
       if (call_.valid()) make_backward_primitives(spec, a, b, out);

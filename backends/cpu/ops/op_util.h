@@ -36,6 +36,17 @@ inline int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
   return dim < 0 ? dim + r : dim;
 }
 
+/// An embedding's padding_idx as a row number, or -1 when null; negative values count
+/// from the end, as in torch. Throws UserError when out of range.
+inline int64_t read_padding_idx(const Attributes& attrs, int64_t num_embeddings) {
+  if (!attrs.has("padding_idx") || attrs.is_null("padding_idx")) return -1;
+  int64_t p = attrs.get_int("padding_idx");
+  if (p < -num_embeddings || p >= num_embeddings)
+    throw UserError("padding_idx " + std::to_string(p) + " is out of range [" + std::to_string(-num_embeddings) +
+                    ", " + std::to_string(num_embeddings) + ")");
+  return p < 0 ? p + num_embeddings : p;
+}
+
 /// Product of shape[begin, end).
 inline int64_t dims_product(const Shape& shape, size_t begin, size_t end) {
   int64_t n = 1;

@@ -9,6 +9,7 @@
 //   flatten, reshape: dx = dy (same elements, the input's shape)
 #include <cstring>
 
+#include "backends/copy_plan.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 
@@ -52,20 +53,10 @@ class CopyKernel final : public Kernel {
 class CatKernel final : public Kernel {
  public:
   explicit CatKernel(const KernelSpec& spec) {
-    const Shape& out = spec.outputs.at(0).shape;
-    TANDEM_ASSERT(spec.inputs.size() >= 1 && !out.empty(), "cat: no inputs or a rank-0 output");
-    int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(out.size()), "cat");
-    size_t elem = dtype_size(spec.outputs[0].dtype);
-    outer_ = cpu::dims_product(out, 0, dim);
-    size_t inner_bytes = static_cast<size_t>(cpu::dims_product(out, dim + 1, out.size())) * elem;
-    out_row_bytes_ = static_cast<size_t>(out[dim]) * inner_bytes;
-    int64_t total = 0;
-    for (const TensorDesc& in : spec.inputs) {
-      TANDEM_ASSERT(in.shape.size() == out.size(), "cat: input rank differs from the output's");
-      chunk_bytes_.push_back(static_cast<size_t>(in.shape[dim]) * inner_bytes);
-      total += in.shape[dim];
-    }
-    TANDEM_ASSERT(total == out[dim], "cat: inputs do not add up to the output along dim");
+    CatPlan p = plan_cat(spec);
+    outer_ = p.outer;
+    out_row_bytes_ = p.out_row_bytes;
+    chunk_bytes_ = std::move(p.chunk_bytes);
   }
 
   void forward(const KernelArgs& args) override {
@@ -113,18 +104,11 @@ class CatKernel final : public Kernel {
 class NarrowKernel final : public Kernel {
  public:
   explicit NarrowKernel(const KernelSpec& spec) {
-    const Shape& in = spec.inputs.at(0).shape;
-    const Shape& out = spec.outputs.at(0).shape;
-    int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(in.size()), "narrow");
-    int64_t start = spec.attrs->get_int("start"), length = spec.attrs->get_int("length");
-    TANDEM_ASSERT(start >= 0 && length >= 1 && start + length <= in[dim] && out[dim] == length,
-                  "narrow: start " + std::to_string(start) + " + length " + std::to_string(length) + " outside dim " +
-                      std::to_string(dim) + " of " + shape_str(in));
-    size_t inner = static_cast<size_t>(cpu::dims_product(in, dim + 1, in.size())) * dtype_size(spec.inputs[0].dtype);
-    outer_ = cpu::dims_product(in, 0, dim);
-    in_row_ = static_cast<size_t>(in[dim]) * inner;
-    offset_ = static_cast<size_t>(start) * inner;
-    slice_ = static_cast<size_t>(length) * inner;
+    const NarrowPlan p = plan_narrow(spec);
+    outer_ = p.outer;
+    in_row_ = p.in_row;
+    offset_ = p.offset;
+    slice_ = p.slice;
   }
 
   void forward(const KernelArgs& args) override {

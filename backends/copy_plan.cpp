@@ -1,0 +1,44 @@
+#include "backends/copy_plan.h"
+
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem {
+
+CatPlan plan_cat(const KernelSpec& spec) {
+  const Shape& out = spec.outputs.at(0).shape;
+  TANDEM_ASSERT(spec.inputs.size() >= 1 && !out.empty(), "cat: no inputs or a rank-0 output");
+  const int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(out.size()), "cat");
+  const size_t elem = dtype_size(spec.outputs[0].dtype);
+  CatPlan p;
+  p.outer = cpu::dims_product(out, 0, dim);
+  const size_t inner_bytes = static_cast<size_t>(cpu::dims_product(out, dim + 1, out.size())) * elem;
+  p.out_row_bytes = static_cast<size_t>(out[dim]) * inner_bytes;
+  int64_t total = 0;
+  for (const TensorDesc& in : spec.inputs) {
+    TANDEM_ASSERT(in.shape.size() == out.size(), "cat: input rank differs from the output's");
+    p.chunk_bytes.push_back(static_cast<size_t>(in.shape[dim]) * inner_bytes);
+    total += in.shape[dim];
+  }
+  TANDEM_ASSERT(total == out[dim], "cat: inputs do not add up to the output along dim");
+  return p;
+}
+
+NarrowPlan plan_narrow(const KernelSpec& spec) {
+  const Shape& in = spec.inputs.at(0).shape;
+  const Shape& out = spec.outputs.at(0).shape;
+  const int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(in.size()), "narrow");
+  const int64_t start = spec.attrs->get_int("start"), length = spec.attrs->get_int("length");
+  TANDEM_ASSERT(start >= 0 && length >= 1 && start + length <= in[dim] && out[dim] == length,
+                "narrow: start " + std::to_string(start) + " + length " + std::to_string(length) + " outside dim " +
+                    std::to_string(dim) + " of " + shape_str(in));
+  const size_t inner =
+      static_cast<size_t>(cpu::dims_product(in, dim + 1, in.size())) * dtype_size(spec.inputs[0].dtype);
+  NarrowPlan p;
+  p.outer = cpu::dims_product(in, 0, dim);
+  p.in_row = static_cast<size_t>(in[dim]) * inner;
+  p.offset = static_cast<size_t>(start) * inner;
+  p.slice = static_cast<size_t>(length) * inner;
+  return p;
+}
+
+}  // namespace tandem

@@ -1,0 +1,89 @@
+#include "backends/cuda/cuda_kernels.h"
+
+#include <array>
+#include <utility>
+
+#include "backends/cuda/ops/op_factories.h"
+
+namespace tandem::cuda {
+namespace {
+
+using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
+
+// An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
+// The CPU ops not here yet: gru, lstm and multi_head_attention (docs/cuda-backend.md).
+constexpr std::array<std::pair<std::string_view, Factory>, 22> kTable{{
+    {"linear", make_linear_kernel},
+    {"matmul", make_matmul_kernel},
+    {"embedding", make_embedding_kernel},
+    {"embedding_bag", make_embedding_bag_kernel},
+    {"relu", make_relu_kernel},
+    {"gelu", make_gelu_kernel},
+    {"tanh", make_tanh_kernel},
+    {"sigmoid", make_sigmoid_kernel},
+    {"softmax", make_softmax_kernel},
+    {"log_softmax", make_log_softmax_kernel},
+    {"layer_norm", make_layer_norm_kernel},
+    {"batch_norm2d", make_batch_norm2d_kernel},
+    {"conv2d", make_conv2d_kernel},
+    {"max_pool2d", make_max_pool2d_kernel},
+    {"avg_pool2d", make_avg_pool2d_kernel},
+    {"dropout", make_dropout_kernel},
+    {"add", make_add_kernel},
+    {"mul", make_mul_kernel},
+    {"cat", make_cat_kernel},
+    {"narrow", make_narrow_kernel},
+    {"flatten", make_flatten_kernel},
+    {"reshape", make_reshape_kernel},
+}};
+
+Factory find(std::string_view op) {
+  for (const auto& [name, factory] : kTable)
+    if (name == op) return factory;
+  return nullptr;
+}
+
+/// Ops whose kernels move bytes and so take any dtype; the rest compute on float32
+/// (with int64 indices where the CPU's take them, and batch_norm2d's int64 counter).
+bool any_dtype(std::string_view op) { return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape"; }
+
+/// The dtype the spec's tensors must have, or why not.
+std::string check_dtypes(const KernelSpec& spec) {
+  if (any_dtype(spec.op)) return {};
+  const bool indexed = spec.op == "embedding" || spec.op == "embedding_bag";
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const DType want = indexed ? DType::int64 : DType::float32;
+    if (spec.inputs[i].dtype != want)
+      return spec.op + ": input " + std::to_string(i) + " is " + std::string(dtype_name(spec.inputs[i].dtype)) +
+             ", the CUDA kernel takes " + std::string(dtype_name(want));
+  }
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const bool counter = spec.op == "batch_norm2d" && i + 1 == spec.params.size() && spec.params[i].shape.empty();
+    if (spec.params[i].dtype != (counter ? DType::int64 : DType::float32))
+      return spec.op + ": parameter " + std::to_string(i) + " is " + std::string(dtype_name(spec.params[i].dtype));
+  }
+  return {};
+}
+
+}  // namespace
+
+CudaKernelChoice make_cuda_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  Factory factory = find(spec.op);
+  if (!factory) return {nullptr, "the CUDA backend has no kernel for op '" + spec.op + "'"};
+  if (std::string why = check_dtypes(spec); !why.empty()) return {nullptr, why};
+  try {
+    return {factory(ctx, spec), {}};
+  } catch (const Unsupported& e) {
+    return {nullptr, e.what()};
+  }
+}
+
+bool cuda_has_op(std::string_view op) { return find(op) != nullptr; }
+
+std::vector<std::string_view> cuda_ops() {
+  std::vector<std::string_view> out;
+  for (const auto& [name, factory] : kTable) out.push_back(name);
+  return out;
+}
+
+}  // namespace tandem::cuda

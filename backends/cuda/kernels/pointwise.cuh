@@ -1,0 +1,19 @@
+// Small elementwise kernels over n floats that several ops and the collectives share:
+// fill, accumulate, and dropout's masking.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tandem::cuda {
+
+/// y [n] = value
+void fill(float* y, float value, int64_t n, cudaStream_t stream);
+/// y [n] += alpha * x   (gradient sums; the all-reduce of replicas on one GPU)
+void accumulate(float* y, const float* x, float alpha, int64_t n, cudaStream_t stream);
+/// out [n] = in * keep(seed, i) / (1 - p), the mask of backends/cpu/ops/dropout_mask.h, so
+/// that a seed drops the same elements on the CPU and on a GPU. 0 < p < 1.
+void dropout_mask_apply(const float* in, float* out, int64_t n, float p, uint64_t seed, cudaStream_t stream);
+
+}  // namespace tandem::cuda

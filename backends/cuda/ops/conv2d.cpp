@@ -1,0 +1,147 @@
+// conv2d on a GPU through cuDNN: x [N, C, H, W] (or unbatched [C, H, W], run as N = 1),
+// weight [O, C/groups, kh, kw], bias [O] -> y [N, O, OH, OW], torch's cross-correlation,
+// in fp32 with FMA math (no TF32: cudnn_descriptors.h).
+//
+// The algorithms are chosen in the factory by cuDNN's heuristics, the first that runs in
+// FMA math, and one workspace, the largest the three need, is kept by the kernel.
+//   forward:  y = conv(x, W) (+ b broadcast over N, OH, OW)
+//   backward: dx  = conv_backward_data(dy, W)       (assigned: beta 0)
+//             dW += conv_backward_filter(x, dy)     (accumulated: beta 1)
+//             db += sum over N, OH, OW of dy        (accumulated: beta 1)
+// cuDNN pads symmetrically: padding 'same' that needs more on one side is unsupported
+// (the registry says so and the layer runs elsewhere).
+#include <vector>
+
+#include "backends/cuda/cudnn_descriptors.h"
+#include "backends/cuda/ops/op_factories.h"
+#include "graph/ops/window2d.h"
+
+namespace tandem::cuda {
+namespace {
+
+class Conv2dKernel final : public Kernel {
+ public:
+  Conv2dKernel(CudaContext& ctx, const KernelSpec& spec, const Window2d& win, int64_t n)
+      : ctx_(ctx),
+        has_bias_(spec.attrs->get_bool("bias")),
+        x_(n, spec.inputs[0].shape.end()[-3], spec.inputs[0].shape.end()[-2], spec.inputs[0].shape.end()[-1]),
+        y_(n, spec.params[0].shape[0], spec.outputs[0].shape.end()[-2], spec.outputs[0].shape.end()[-1]),
+        bias_(1, spec.params[0].shape[0], 1, 1),
+        w_(spec.params[0].shape[0], spec.params[0].shape[1], spec.params[0].shape[2], spec.params[0].shape[3]),
+        conv_(win.pad_l, win.stride, win.dilation, spec.attrs->get_int("groups")) {
+    TANDEM_ASSERT(spec.params.size() == (has_bias_ ? 2u : 1u), "conv2d: wrong parameter count");
+    cudnnHandle_t h = ctx.cudnn().get();
+    size_t workspace = 0;
+    forward_algo_ = pick<cudnnConvolutionFwdAlgoPerf_t>(
+        [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* perf) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(h, x_.get(), w_.get(), conv_.get(), y_.get(), want, got, perf);
+        },
+        [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(h, x_.get(), w_.get(), conv_.get(), y_.get(), algo, bytes);
+        },
+        workspace, "forward");
+    data_algo_ = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+        [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_.get(), y_.get(), conv_.get(), x_.get(), want, got,
+                                                             perf);
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_.get(), y_.get(), conv_.get(), x_.get(), algo,
+                                                              bytes);
+        },
+        workspace, "backward data");
+    filter_algo_ = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_.get(), y_.get(), conv_.get(), w_.get(), want, got,
+                                                               perf);
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_.get(), y_.get(), conv_.get(), w_.get(), algo,
+                                                                bytes);
+        },
+        workspace, "backward filter");
+    if (workspace > 0) workspace_ = ctx.allocator().allocate(workspace);
+    workspace_bytes_ = workspace;
+  }
+
+  void forward(const KernelArgs& args) override {
+    const float one = 1.f, zero = 0.f;
+    cudnnHandle_t h = ctx_.cudnn().get();
+    TANDEM_CUDNN_CHECK(cudnnConvolutionForward(h, &one, x_.get(), args.inputs[0].raw_data(), w_.get(),
+                                               args.params[0].raw_data(), conv_.get(), forward_algo_, workspace(),
+                                               workspace_bytes_, &zero, y_.get(), args.outputs[0].raw_data()));
+    if (has_bias_)
+      TANDEM_CUDNN_CHECK(cudnnAddTensor(h, &one, bias_.get(), args.params[1].raw_data(), &one, y_.get(),
+                                        args.outputs[0].raw_data()));
+  }
+
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    const float one = 1.f, zero = 0.f;
+    cudnnHandle_t h = ctx_.cudnn().get();
+    const void* dy = args.grad_outputs[0].raw_data();
+    if (args.grad_inputs[0].defined())
+      TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, w_.get(), args.params[0].raw_data(), y_.get(), dy,
+                                                      conv_.get(), data_algo_, workspace(), workspace_bytes_, &zero,
+                                                      x_.get(), args.grad_inputs[0].raw_data()));
+    if (args.grad_params[0].defined())
+      TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, x_.get(), args.inputs[0].raw_data(), y_.get(), dy,
+                                                        conv_.get(), filter_algo_, workspace(), workspace_bytes_, &one,
+                                                        w_.get(), args.grad_params[0].raw_data()));
+    if (has_bias_ && args.grad_params[1].defined())
+      TANDEM_CUDNN_CHECK(
+          cudnnConvolutionBackwardBias(h, &one, y_.get(), dy, &one, bias_.get(), args.grad_params[1].raw_data()));
+  }
+
+ private:
+  /// The first algorithm cuDNN's heuristics rank that it can run here; raises `workspace`
+  /// to what it needs.
+  template <class Perf, class Find, class Size>
+  static auto pick(Find&& find, Size&& size, size_t& workspace, const char* what) -> decltype(Perf{}.algo) {
+    constexpr int kWant = 8;
+    Perf perf[kWant];
+    int got = 0;
+    TANDEM_CUDNN_CHECK(find(kWant, &got, perf));
+    for (int i = 0; i < got; ++i) {
+      size_t bytes = 0;
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || size(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+      workspace = std::max(workspace, bytes);
+      return perf[i].algo;
+    }
+    throw Unsupported(std::string("conv2d: cuDNN has no ") + what + " algorithm for this shape in fp32 FMA math");
+  }
+
+  void* workspace() const { return workspace_ ? workspace_->data() : nullptr; }
+
+  CudaContext& ctx_;
+  bool has_bias_;
+  TensorDescriptor x_, y_, bias_;
+  FilterDescriptor w_;
+  ConvolutionDescriptor conv_;
+  cudnnConvolutionFwdAlgo_t forward_algo_{};
+  cudnnConvolutionBwdDataAlgo_t data_algo_{};
+  cudnnConvolutionBwdFilterAlgo_t filter_algo_{};
+  std::shared_ptr<Storage> workspace_;
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_conv2d_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  const Shape& x = spec.inputs.at(0).shape;
+  TANDEM_ASSERT(x.size() == 3 || x.size() == 4, "conv2d: input must be [N, C, H, W] or [C, H, W]");
+  const Window2d win = conv2d_window(*spec.attrs);
+  const std::array<int64_t, 2> in{x.end()[-2], x.end()[-1]};
+  const Shape& y = spec.outputs.at(0).shape;
+  TANDEM_ASSERT(win.output_size(in) == (std::array<int64_t, 2>{y.end()[-2], y.end()[-1]}),
+                "conv2d: output shape disagrees with the schema");
+  for (int64_t d : x)
+    if (d == 0) throw Unsupported("conv2d: an empty input " + shape_str(x) + " (cuDNN takes no zero-sized tensor)");
+  if (win.pad_l != win.pad_r)
+    throw Unsupported("conv2d: padding that differs before and after (padding='same' with an even kernel); "
+                      "cuDNN pads symmetrically");
+  return std::make_unique<Conv2dKernel>(ctx, spec, win, x.size() == 4 ? x[0] : 1);
+}
+
+}  // namespace tandem::cuda

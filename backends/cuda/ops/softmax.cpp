@@ -1,0 +1,48 @@
+// softmax, log_softmax over attribute `dim` on a GPU (kernels/softmax.cu): the tensor
+// viewed as [outer, axis, inner], as on the CPU. Backward from the output only.
+#include "backends/cpu/ops/op_util.h"
+#include "backends/cuda/kernels/softmax.cuh"
+#include "backends/cuda/ops/op_factories.h"
+
+namespace tandem::cuda {
+namespace {
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  SoftmaxKernel(CudaContext& ctx, const KernelSpec& spec, bool log) : ctx_(ctx), log_(log) {
+    const Shape& shape = spec.inputs.at(0).shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
+    shape_.outer = cpu::dims_product(shape, 0, dim);
+    shape_.axis = rank == 0 ? 1 : shape[dim];
+    shape_.inner = cpu::dims_product(shape, dim + 1, shape.size());
+  }
+
+  void forward(const KernelArgs& args) override {
+    softmax_forward(log_, shape_, args.inputs[0].data<float>(), args.outputs[0].data<float>(), ctx_.stream().get());
+  }
+
+  bool backward_reads_input(size_t) const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    softmax_backward(log_, shape_, args.outputs[0].data<float>(), args.grad_outputs[0].data<float>(),
+                     args.grad_inputs[0].data<float>(), ctx_.stream().get());
+  }
+
+ private:
+  CudaContext& ctx_;
+  bool log_;
+  SoftmaxShape shape_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_softmax_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<SoftmaxKernel>(ctx, spec, false);
+}
+std::unique_ptr<Kernel> make_log_softmax_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<SoftmaxKernel>(ctx, spec, true);
+}
+
+}  // namespace tandem::cuda
