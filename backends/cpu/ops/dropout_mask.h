@@ -34,10 +34,12 @@ TANDEM_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t index, float
 }
 
 /// What a kept element is multiplied by: 1 / (1 - p), or 0 when every element drops.
-inline float dropout_scale(float p) { return p < 1.f ? 1.f / (1.f - p) : 0.f; }
+TANDEM_HOST_DEVICE inline float dropout_scale(float p) { return p < 1.f ? 1.f / (1.f - p) : 0.f; }
 
 /// The seed of the `k`-th dropout inside one layer's call (between a recurrent layer's
 /// stacked layers), from the call's seed: independent of the others and of `seed` itself.
-inline uint64_t inner_dropout_seed(uint64_t seed, uint64_t k) { return counter_hash(seed ^ 0x5DEECE66Dull, k); }
+TANDEM_HOST_DEVICE inline uint64_t inner_dropout_seed(uint64_t seed, uint64_t k) {
+  return counter_hash(seed ^ 0x5DEECE66Dull, k);
+}
 
 }  // namespace tandem::cpu
