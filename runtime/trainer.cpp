@@ -46,6 +46,7 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     names_.push_back(name);
     params_.push_back(model_.parameters().at(name));
     grads_.push_back(g);
+    rows_.push_back(&model_.gradient_rows().at(name));
   }
 }
 
@@ -54,10 +55,12 @@ double Trainer::current_lr() const {
 }
 
 double Trainer::step(const TensorMap& batch) {
+  // Zeroing, clipping and the update read the rows backward touched: on an embedding table
+  // only its lookups' rows where that gives the dense result's bits (core/touched_rows.h).
   model_.zero_gradients();
   LossValue loss = model_.loss_and_backward(batch, step_seed(spec_.seed, step_));
-  if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm);
-  optimizer_->step(params_, grads_, current_lr());
+  if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_);
+  optimizer_->step_rows(params_, grads_, rows_, current_lr());
   model_.parameters_changed();
   ++step_;
   return loss.loss;

@@ -70,6 +70,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::string> names_;
   std::vector<Tensor> params_, grads_;
+  std::vector<TouchedRows*> rows_;  // the model's touched rows of each gradient
   int64_t step_ = 0;
   int64_t epoch_ = 0;
   int64_t total_steps_ = 0;

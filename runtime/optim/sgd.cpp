@@ -74,21 +74,46 @@ class Sgd final : public BufferedOptimizer {
 
   void step(std::span<Tensor> params, std::span<const Tensor> grads, double lr) override {
     bool first = begin_step(params, grads);
-    const OptimizerConfig& c = config_;
-    SgdScalars s{c.weight_decay != 0,
-                 c.momentum != 0,
-                 c.nesterov,
-                 static_cast<float>(c.weight_decay),
-                 static_cast<float>(c.momentum),
-                 static_cast<float>(1 - c.dampening),
-                 static_cast<float>(-lr)};
+    const SgdScalars s = scalars(lr);
     for (size_t i = 0; i < params.size(); ++i) {
       float* buf = buffers_.empty() ? nullptr : buffers_[0][i].data<float>();
       sgd_update(params[i].data<float>(), grads[i].data<float>(), buf, params[i].numel(), s, first);
     }
   }
 
+  // Without momentum and weight decay, p = fma(g, -lr, p) is p itself where g is +0 (as
+  // zeroing writes it), so the rows nobody touched can be skipped: the bits of step().
+  void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
+                 double lr) override {
+    if (config_.momentum != 0 || config_.weight_decay != 0) return step(params, grads, lr);
+    TANDEM_ASSERT(rows.size() == params.size(), "sgd: one touched-rows entry per parameter");
+    bool first = begin_step(params, grads);
+    const SgdScalars s = scalars(lr);
+    for (size_t i = 0; i < params.size(); ++i) {
+      float* p = params[i].data<float>();
+      const float* g = grads[i].data<float>();
+      TouchedRows* touched = rows[i];
+      if (!touched || touched->all() || touched->rows() <= 0) {
+        sgd_update(p, g, nullptr, params[i].numel(), s, first);
+        continue;
+      }
+      const int64_t width = params[i].numel() / touched->rows();
+      for (int64_t r : touched->list()) sgd_update(p + r * width, g + r * width, nullptr, width, s, first);
+    }
+  }
+
  private:
+  SgdScalars scalars(double lr) const {
+    const OptimizerConfig& c = config_;
+    return SgdScalars{c.weight_decay != 0,
+                      c.momentum != 0,
+                      c.nesterov,
+                      static_cast<float>(c.weight_decay),
+                      static_cast<float>(c.momentum),
+                      static_cast<float>(1 - c.dampening),
+                      static_cast<float>(-lr)};
+  }
+
   OptimizerConfig config_;
 };
 
