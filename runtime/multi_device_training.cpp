@@ -512,9 +512,11 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
   // Only scalars travelled; the whole batch's loss is the replicas' weighted by what each
   // counted (rows, or targets not ignored), as one loss over the batch would average.
   LossValue total;
-  for (const LossValue& v : values) {
+  for (const LossValue& v : values) {  // the replicas' chunks in batch order
     total.counted += v.counted;
     total.correct += v.correct;
+    total.scores.insert(total.scores.end(), v.scores.begin(), v.scores.end());
+    total.labels.insert(total.labels.end(), v.labels.begin(), v.labels.end());
   }
   const bool mean = spec.reduction == "mean";
   for (size_t k = 0; k < n; ++k) {

@@ -72,8 +72,10 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   const LossSpec& loss = *model_.graph().loss;
   bool classification = loss.op == "cross_entropy" || loss.op == "nll_loss";
   const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
+  const bool binary = loss.op == "binary_cross_entropy_with_logits";
   double total = 0;
   int64_t counted = 0, correct = 0;
+  std::vector<float> scores, labels;  // binary: the whole set's, as the AUC ranks them all at once
   std::vector<int64_t> indices;
   for (int64_t start = 0; start < data.size(); start += spec_.batch) {
     indices.clear();
@@ -83,10 +85,13 @@ EvalResult Trainer::evaluate(const Dataset& data) {
     total += loss.reduction == "mean" ? v.loss * v.counted : v.loss;
     counted += v.counted;
     correct += v.correct;
+    scores.insert(scores.end(), v.scores.begin(), v.scores.end());
+    labels.insert(labels.end(), v.labels.begin(), v.labels.end());
   }
   result.samples = data.size();
   result.loss = counted > 0 ? total / counted : 0;
   if (classification && counted > 0) result.accuracy = static_cast<double>(correct) / counted;
+  if (binary) result.auc = roc_auc(scores, labels);
   return result;
 }
 
