@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/touched_rows.h"
 #include "graph/attributes.h"
 
 namespace tandem {
@@ -71,6 +72,10 @@ struct BackwardArgs {
   /// The forward call's params_version: a kernel may reuse what that forward derived from
   /// the parameters (packed, reordered weights). Unknown by default: derive afresh.
   uint64_t params_version = kUnknownParamsVersion;
+  /// Per parameter, where a kernel that records_touched_rows(i) adds the rows of
+  /// grad_params[i] it wrote; empty, or a null entry, when the caller does not track them
+  /// (core/touched_rows.h).
+  std::span<TouchedRows* const> grad_param_rows = {};
 };
 
 /// One layer's compiled computation on one device. Not thread-safe: one caller at a time.
@@ -85,6 +90,10 @@ class Kernel {
   /// forward, and passes it to backward as an undefined Tensor. Default: all of it.
   virtual bool backward_reads_input(size_t index) const { return true; }
   virtual bool backward_reads_output() const { return true; }
+  /// (optional) Whether backward writes only some rows of parameter `index`'s gradient and
+  /// records them in args.grad_param_rows[index] (embedding tables). Default: no, and the
+  /// caller counts every row of that gradient as written.
+  virtual bool records_touched_rows(size_t index) const { return false; }
 };
 
 }  // namespace tandem

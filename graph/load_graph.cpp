@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/layer_init.h"
 #include "graph/model_sections.h"
 #include "graph/text_similarity.h"
 #include "graph/yaml_reader.h"
@@ -27,7 +28,7 @@ constexpr int64_t kMaxRepeat = 100000;
 constexpr size_t kMaxNodes = 200000;     // leaf layers after expansion
 
 const std::set<std::string> kLayerKeys = {"name", "op", "layers", "module", "repeat", "inputs", "device",
-                                          "data_parallel"};
+                                          "data_parallel", "init"};
 
 // A name visible to references: a layer's output, and for a block its children.
 struct Entry {
@@ -47,10 +48,10 @@ class GraphLoader : private YamlReader {
 
   Graph load(const YAML::Node& root) {
     if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
-    // oracle_steps, oracle_mode, oracle_train and oracle_grad_tolerance are read by the test
-    // oracle (tests/oracle) and ignored here
-    check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle_steps",
-                      "oracle_mode", "oracle_train", "oracle_grad_tolerance", "placement"}, "",
+    // oracle (skip), oracle_steps, oracle_mode, oracle_train and oracle_grad_tolerance are
+    // read by the test oracle (tests/oracle) and ignored here
+    check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle",
+                      "oracle_steps", "oracle_mode", "oracle_train", "oracle_grad_tolerance", "placement"}, "",
                "top-level key");
     const YAML::Node name = require(root, "name", "");
     graph_.name = scalar_string(name, "", "name");
@@ -205,6 +206,8 @@ class GraphLoader : private YamlReader {
       return expand_leaf(layer, path, inputs, device, parent_block);
     }
     check_keys(layer, kLayerKeys, path, "key of a block");
+    if (layer["init"])
+      fail(layer["init"], path, "init applies to a leaf layer's parameters (an op), not to a block; put it on the layer");
     const YAML::Node body = layer["layers"] ? layer["layers"] : module_layers(layer["module"], path);
     if (layer["layers"] && (!body.IsSequence() || body.size() == 0))
       fail(body, path, "layers must be a non-empty list of layers; got " + kind_of(body));
@@ -365,6 +368,7 @@ class GraphLoader : private YamlReader {
     } catch (const UserError& e) {
       fail(layer, path, e.what());
     }
+    if (const YAML::Node init = layer["init"]) read_layer_init(*this, init, path, node.params);
     node.inputs = inputs;
     node.output = add_value(path, out, static_cast<int>(graph_.nodes.size()));
     graph_.nodes.push_back(std::move(node));

@@ -19,8 +19,8 @@ void add_into(Tensor& into, const Tensor& from) {
 }  // namespace
 
 CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
-                                   const TensorMap& params, const TensorMap& param_grads, bool input_grads,
-                                   const std::vector<int>& kept)
+                                   const TensorMap& params, const TensorMap& param_grads,
+                                   TouchedRowsMap& param_rows, bool input_grads, const std::vector<int>& kept)
     : graph_(graph), shapes_(concrete_shapes(graph, bindings)) {
   const size_t n_values = graph.values.size();
   requires_grad_.assign(n_values, false);
@@ -40,6 +40,13 @@ CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const B
     }
     if (!node.schema->is_view) {
       step.kernel = make_cpu_kernel(cpu, graph, node, shapes_, step.params);
+      for (size_t k = 0; k < node.params.size(); ++k) {
+        auto it = node.params[k].trainable ? param_rows.find(node.params[k].name) : param_rows.end();
+        TouchedRows* rows = it == param_rows.end() ? nullptr : &it->second;
+        const bool recorded = rows && step.kernel->records_touched_rows(k);
+        step.recorded_rows.push_back(recorded ? rows : nullptr);
+        if (rows && !recorded) step.unrecorded_rows.push_back(rows);
+      }
     }
     steps_.push_back(std::move(step));
   }
@@ -144,7 +151,9 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
       }
     }
     BackwardArgs args{in_values, step.params, {&values_[out], 1}, {&grads_[out], 1}, grad_inputs, step.param_grads,
-                      training_, seed_ * 0x9e3779b97f4a7c15ULL + i, params_version_};
+                      training_, seed_ * 0x9e3779b97f4a7c15ULL + i, params_version_, step.recorded_rows};
+    // before the call: a gradient half written by a backward that throws is still marked
+    for (TouchedRows* rows : step.unrecorded_rows) rows->mark_all();
     try {
       step.kernel->backward(args);
     } catch (const UserError& e) {

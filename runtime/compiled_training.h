@@ -27,12 +27,13 @@ namespace tandem {
 /// outlive it; their storage must not change (values may).
 class CompiledTraining {
  public:
-  /// `param_grads` by parameter name, shaped like the parameters. With `input_grads`,
+  /// `param_grads` by parameter name, shaped like the parameters; `param_rows`, their
+  /// touched rows, which backward adds to (core/touched_rows.h). With `input_grads`,
   /// backward also yields gradients of the float graph inputs. `kept`: tensors the
   /// caller reads between forward and backward (the loss's input).
   CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
-                   const TensorMap& params, const TensorMap& param_grads, bool input_grads,
-                   const std::vector<int>& kept);
+                   const TensorMap& params, const TensorMap& param_grads, TouchedRowsMap& param_rows,
+                   bool input_grads, const std::vector<int>& kept);
 
   /// Inputs in graph-input order. In training mode dropout draws from `seed`; out of it
   /// (evaluation) it is the identity, and there is nothing to backward.
@@ -51,6 +52,9 @@ class CompiledTraining {
     const Node* node = nullptr;
     std::unique_ptr<Kernel> kernel;  // null for views
     std::vector<Tensor> params, param_grads;
+    // per parameter, the touched rows its kernel records (else null), and those of the
+    // gradients it writes without recording (marked whole after its backward)
+    std::vector<TouchedRows*> recorded_rows, unrecorded_rows;
   };
 
   const Graph& graph_;

@@ -85,6 +85,10 @@ LossValue elementwise_loss(const LossSpec& spec, const Tensor& input, const Tens
   LossValue out;
   out.loss = total * scale;
   out.counted = n;
+  if (!mse) {
+    out.scores.assign(x, x + n);
+    out.labels.assign(t, t + n);
+  }
   return out;
 }
 

@@ -3,6 +3,8 @@
 // binary_cross_entropy_with_logits, reduced by mean or sum.
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 #include "graph/training_spec.h"
 
@@ -12,6 +14,9 @@ struct LossValue {
   double loss = 0;     // the reduced loss
   int64_t counted = 0; // samples (classification: targets not ignored) or elements it averages over
   int64_t correct = 0; // classification: arg-max equal to the target
+  /// binary_cross_entropy_with_logits: every element's logit and target, in order, for the
+  /// ROC AUC of an evaluation (runtime/roc_auc.h); empty for the other losses.
+  std::vector<float> scores, labels;
 };
 
 /// The loss of `input` against `target`; when `grad_input` is defined (input's shape),

@@ -22,7 +22,10 @@ Model::Model(Graph graph)
   for (const ParamSpec& p : graph_->parameters()) {
     try {
       params_.emplace(p.name, Tensor::empty(p.shape, p.dtype));
-      if (p.trainable) grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));  // buffers have none
+      if (p.trainable) {  // buffers have no gradient
+        grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));
+        grad_rows_.emplace(p.name, TouchedRows(p.shape.empty() ? 1 : p.shape[0]));
+      }
     } catch (const UserError& e) {
       throw UserError("parameter '" + p.name + "' of model '" + graph_->name + "': " + e.what());
     }
@@ -241,7 +244,17 @@ TensorMap Model::forward(const TensorMap& inputs) {
 namespace tandem {
 
 void Model::zero_gradients() {
-  for (auto& [name, g] : grads_) std::memset(g.raw_data(), 0, g.nbytes());
+  for (auto& [name, g] : grads_) {
+    TouchedRows& rows = grad_rows_.at(name);
+    if (rows.all() || rows.rows() == 0) {
+      std::memset(g.raw_data(), 0, g.nbytes());
+    } else {
+      const size_t row_bytes = g.nbytes() / static_cast<size_t>(rows.rows());
+      char* base = static_cast<char*>(g.raw_data());
+      for (int64_t r : rows.list()) std::memset(base + static_cast<size_t>(r) * row_bytes, 0, row_bytes);
+    }
+    rows.clear();
+  }
 }
 
 CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads) {
@@ -251,7 +264,7 @@ CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads
   std::vector<int> kept;
   if (graph_->loss) kept.push_back(graph_->loss->input);
   auto compiled =
-      std::make_unique<CompiledTraining>(*graph_, plan_, bindings, *cpu_, params_, grads_, input_grads, kept);
+      std::make_unique<CompiledTraining>(*graph_, plan_, bindings, *cpu_, params_, grads_, grad_rows_, input_grads, kept);
   return *training_.emplace(key, std::move(compiled)).first->second;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backends/cpu/cpu_context.h"
+#include "core/touched_rows.h"
 #include "graph/graph.h"
 #include "graph/symbolic.h"
 #include "placement/place.h"
@@ -63,8 +64,15 @@ class Model {
 
   // ---- training -------------------------------------------------------------------
   /// Gradients by parameter name (trainable ones only: buffers have none): zero until a
-  /// backward, then accumulated by each one.
+  /// backward, then accumulated by each one. Only backward writes them: the touched rows
+  /// below must cover every non-zero row.
   const TensorMap& gradients() const { return grads_; }
+  /// Per gradient, the rows a backward may have written since the last zero_gradients():
+  /// an embedding table's lookups, or all of them (core/touched_rows.h). The trainer reads
+  /// them to clip and update only those rows where that is exact.
+  TouchedRowsMap& gradient_rows() { return grad_rows_; }
+  /// Zeroes the touched rows of each gradient (all of a dense one), so that the cost of a
+  /// step on a huge embedding table follows its lookups, not its size.
   void zero_gradients();
   /// Like torch's `outputs.backward(grad_outputs)`: a forward on `inputs` (in training
   /// mode unless `training` is false: then dropout is the identity, as after
@@ -120,6 +128,7 @@ class Model {
   std::unique_ptr<CpuContext> cpu_;
   std::map<Bindings, std::unique_ptr<CompiledForward>> compiled_;
   TensorMap grads_;
+  TouchedRowsMap grad_rows_;  // beside grads_, the same names
   std::map<std::pair<Bindings, bool>, std::unique_ptr<CompiledTraining>> training_;
   // multi-device inference (model_devices.cpp)
   MultiDeviceForward& placed_for(const Bindings& bindings);

@@ -21,7 +21,7 @@ void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolic
   device_params_.reset();
   device_totals_.clear();
   registry_ = std::move(registry);
-  device_params_ = std::make_unique<DeviceParameterCache>(params_, grads_, *registry_);
+  device_params_ = std::make_unique<DeviceParameterCache>(params_, grads_, grad_rows_, *registry_);
   policy_ = std::move(policy);
   policy_.training = false;
 }

@@ -25,6 +25,9 @@ struct MultiDeviceTraining::Action {
   const Node* node = nullptr;
   std::unique_ptr<Kernel> kernel;  // null for views
   std::vector<Tensor> params, param_grads;  // on `device`
+  // cpu layers: per parameter, the touched rows its kernel records (else null), and those
+  // of the gradients it writes without recording (marked whole after its backward)
+  std::vector<TouchedRows*> recorded_rows, unrecorded_rows;
   std::vector<int> in_slots;
   int out_slot = -1;
   // copy
@@ -65,8 +68,9 @@ Tensor narrow_copy(const Tensor& t, int64_t dim, int64_t start, int64_t length) 
 
 // ---- DeviceParameterCache ------------------------------------------------------------------
 
-DeviceParameterCache::DeviceParameterCache(const TensorMap& params, const TensorMap& grads, DeviceRegistry& registry)
-    : params_(params), grads_(grads), registry_(registry) {}
+DeviceParameterCache::DeviceParameterCache(const TensorMap& params, const TensorMap& grads, TouchedRowsMap& grad_rows,
+                                           DeviceRegistry& registry)
+    : params_(params), grads_(grads), grad_rows_(grad_rows), registry_(registry) {}
 
 DeviceParameterCache::Entry& DeviceParameterCache::entry(const std::string& name, Device device,
                                                          const std::string& context) {
@@ -97,6 +101,12 @@ Tensor DeviceParameterCache::gradient(const std::string& name, Device device, co
   if (!e.grad.defined())  // inference never asks: its devices hold no gradient buffers
     e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);
   return e.grad;
+}
+
+TouchedRows* DeviceParameterCache::gradient_rows(const std::string& name, Device device) {
+  if (device != Device::cpu()) return nullptr;
+  auto it = grad_rows_.find(name);
+  return it == grad_rows_.end() ? nullptr : &it->second;
 }
 
 DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_version) {
@@ -145,9 +155,11 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
     SimGpu& gpu = registry_.sim_gpu(device);
     gpu.copy_queue().submit_wait(gpu.record());
     std::vector<std::pair<Tensor, Tensor>> adds;  // (model's gradient, copy on the host)
+    std::vector<TouchedRows*> whole;               // their touched rows: all of them now
     for (const auto& key : keys) {
       if (key.second != device) continue;
       Entry& e = entries_.at(key);
+      if (auto rows = grad_rows_.find(key.first); rows != grad_rows_.end()) whole.push_back(&rows->second);
       Tensor host = Tensor::empty(e.grad.shape(), DType::float32);
       gpu.copy_to_host(buffer_of(host), buffer_of(e.grad), e.grad.nbytes(), SimGpu::Stream::copy);
       adds.emplace_back(e.host_grad, host);
@@ -165,8 +177,11 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
       for (Tensor& g : sent) std::memset(g.raw_data(), 0, g.nbytes());
     });
     cpu.submit_wait(gpu.copy_queue().record());
-    cpu.submit([adds = std::move(adds)]() mutable {
+    // On the cpu queue, after the cpu kernels that record rows of the same gradients (a
+    // table replicated on the cpu and a GPU): one writer of the touched rows at a time.
+    cpu.submit([adds = std::move(adds), whole = std::move(whole)]() mutable {
       for (auto& [into, from] : adds) add_into(into, from);
+      for (TouchedRows* rows : whole) rows->mark_all();
     });
   }
   return downloaded;
@@ -252,6 +267,15 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
       if (a.kind == Action::Kind::op && !a.node->schema->is_view)
         a.kernel = make_cpu_kernel(*devices_[a.device]->context, graph, *a.node, shapes_, a.params);
   });
+  for (Action& a : actions_) {
+    if (a.kind != Action::Kind::op || !a.kernel) continue;
+    for (size_t k = 0; k < a.node->params.size(); ++k) {
+      TouchedRows* rows = a.node->params[k].trainable ? cache_.gradient_rows(a.node->params[k].name, plan_.steps[a.step].device) : nullptr;
+      const bool recorded = rows && a.kernel->records_touched_rows(k);
+      a.recorded_rows.push_back(recorded ? rows : nullptr);
+      if (rows && !recorded) a.unrecorded_rows.push_back(rows);
+    }
+  }
   // A GPU parameter's gradient is complete after the backward of the first step that uses
   // it (backward runs the steps in reverse): its reduction into the master can start then.
   gradients_done_after_.resize(plan_.steps.size());
@@ -488,9 +512,11 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
   // Only scalars travelled; the whole batch's loss is the replicas' weighted by what each
   // counted (rows, or targets not ignored), as one loss over the batch would average.
   LossValue total;
-  for (const LossValue& v : values) {
+  for (const LossValue& v : values) {  // the replicas' chunks in batch order
     total.counted += v.counted;
     total.correct += v.correct;
+    total.scores.insert(total.scores.end(), v.scores.begin(), v.scores.end());
+    total.labels.insert(total.labels.end(), v.labels.begin(), v.labels.end());
   }
   const bool mean = spec.reduction == "mean";
   for (size_t k = 0; k < n; ++k) {
@@ -577,7 +603,8 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
                              grad_inputs, accumulate_into = std::move(accumulate_into), training = training_,
                              step_seed, version = params_version_]() mutable {
           BackwardArgs args{in_values,   a.params, {&out_value, 1}, {&out_grad, 1}, grad_inputs,
-                            a.param_grads, training, step_seed,     version};
+                            a.param_grads, training, step_seed,     version, a.recorded_rows};
+          for (TouchedRows* rows : a.unrecorded_rows) rows->mark_all();  // first: a backward may throw
           backward_naming_layer(*a.kernel, args, a.context);
           for (size_t k = 0; k < accumulate_into.size(); ++k)
             if (accumulate_into[k].defined()) add_into(accumulate_into[k], grad_inputs[k]);

@@ -58,13 +58,18 @@ class DeviceRegistry;
 /// references to the host maps and the registry, which must outlive it. Not thread-safe.
 class DeviceParameterCache {
  public:
-  DeviceParameterCache(const TensorMap& params, const TensorMap& grads, DeviceRegistry& registry);
+  /// `grad_rows`: the touched rows of each host gradient (core/touched_rows.h).
+  DeviceParameterCache(const TensorMap& params, const TensorMap& grads, TouchedRowsMap& grad_rows,
+                       DeviceRegistry& registry);
   /// The weight `name` on `device`; a GPU's copy is allocated on first use (naming `context`
   /// when its pool is full) and filled by the next refresh().
   Tensor weight(const std::string& name, Device device, const std::string& context);
   /// Where a kernel on `device` accumulates the gradient of `name`: the model's gradient on
   /// the cpu, else a buffer in the device's pool (allocated on first use: training only).
   Tensor gradient(const std::string& name, Device device, const std::string& context);
+  /// The touched rows of the model's gradient `name`, for a cpu kernel that accumulates
+  /// into it; null on a GPU (its gradient reaches the host whole, every row marked).
+  TouchedRows* gradient_rows(const std::string& name, Device device);
   /// Bytes and copies moved between the host and the GPUs, for the report.
   struct Traffic {
     size_t bytes = 0;
@@ -93,6 +98,7 @@ class DeviceParameterCache {
 
   const TensorMap& params_;
   const TensorMap& grads_;
+  TouchedRowsMap& grad_rows_;
   DeviceRegistry& registry_;
   std::map<std::pair<std::string, Device>, Entry> entries_;
 };

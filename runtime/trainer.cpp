@@ -46,6 +46,7 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     names_.push_back(name);
     params_.push_back(model_.parameters().at(name));
     grads_.push_back(g);
+    rows_.push_back(&model_.gradient_rows().at(name));
   }
 }
 
@@ -54,10 +55,12 @@ double Trainer::current_lr() const {
 }
 
 double Trainer::step(const TensorMap& batch) {
+  // Zeroing, clipping and the update read the rows backward touched: on an embedding table
+  // only its lookups' rows where that gives the dense result's bits (core/touched_rows.h).
   model_.zero_gradients();
   LossValue loss = model_.loss_and_backward(batch, step_seed(spec_.seed, step_));
-  if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm);
-  optimizer_->step(params_, grads_, current_lr());
+  if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_);
+  optimizer_->step_rows(params_, grads_, rows_, current_lr());
   model_.parameters_changed();
   ++step_;
   return loss.loss;
@@ -69,8 +72,10 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   const LossSpec& loss = *model_.graph().loss;
   bool classification = loss.op == "cross_entropy" || loss.op == "nll_loss";
   const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
+  const bool binary = loss.op == "binary_cross_entropy_with_logits";
   double total = 0;
   int64_t counted = 0, correct = 0;
+  std::vector<float> scores, labels;  // binary: the whole set's, as the AUC ranks them all at once
   std::vector<int64_t> indices;
   for (int64_t start = 0; start < data.size(); start += spec_.batch) {
     indices.clear();
@@ -80,10 +85,13 @@ EvalResult Trainer::evaluate(const Dataset& data) {
     total += loss.reduction == "mean" ? v.loss * v.counted : v.loss;
     counted += v.counted;
     correct += v.correct;
+    scores.insert(scores.end(), v.scores.begin(), v.scores.end());
+    labels.insert(labels.end(), v.labels.begin(), v.labels.end());
   }
   result.samples = data.size();
   result.loss = counted > 0 ? total / counted : 0;
   if (classification && counted > 0) result.accuracy = static_cast<double>(correct) / counted;
+  if (binary) result.auc = roc_auc(scores, labels);
   return result;
 }
 

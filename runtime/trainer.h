@@ -16,12 +16,16 @@
 #include "runtime/loss.h"
 #include "runtime/model.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/roc_auc.h"
 
 namespace tandem {
 
 struct EvalResult {
   double loss = 0;                 // mean over the samples
   std::optional<double> accuracy;  // classification losses only
+  /// binary_cross_entropy_with_logits only: the ROC AUC of the logits against the targets
+  /// over the whole set (runtime/roc_auc.h), or why it is undefined (one class only).
+  std::optional<RocAuc> auc;
   int64_t samples = 0;
 };
 
@@ -44,7 +48,7 @@ class Trainer {
 
   /// One optimizer step on `batch` (inputs and targets by name); the batch's loss.
   double step(const TensorMap& batch);
-  /// Mean loss (and accuracy) over `data` in inference mode.
+  /// Mean loss (and accuracy, or AUC) over `data` in inference mode.
   EvalResult evaluate(const Dataset& data);
   /// Trains from the current epoch to spec.epochs; calls `on_epoch` after each epoch
   /// (and saves `checkpoint_path` there when it is not empty).
@@ -70,6 +74,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::string> names_;
   std::vector<Tensor> params_, grads_;
+  std::vector<TouchedRows*> rows_;  // the model's touched rows of each gradient
   int64_t step_ = 0;
   int64_t epoch_ = 0;
   int64_t total_steps_ = 0;

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from int64_safetensors import write_safetensors  # scripts/, beside this file
+from safetensors_writer import write_safetensors  # scripts/, beside this file
 
 DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"
 

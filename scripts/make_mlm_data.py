@@ -23,7 +23,7 @@ import argparse
 import random
 import sys
 
-from int64_safetensors import write_safetensors  # scripts/, beside this file
+from safetensors_writer import write_safetensors  # scripts/, beside this file
 
 MASK = 1
 IGNORE = -100

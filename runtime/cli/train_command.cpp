@@ -148,6 +148,11 @@ int run_train(const TrainOptions& o) {
         e["validation_accuracy"] = *r.validation->accuracy;
         val += fmt::format("  val acc {:.2f}%", 100 * *r.validation->accuracy);
       }
+      if (const auto& auc = r.validation->auc) {  // a binary loss: null and the reason when undefined
+        e["validation_auc"] = auc->value ? nlohmann::json(*auc->value) : nlohmann::json(nullptr);
+        if (!auc->value) e["validation_auc_undefined"] = auc->undefined;
+        val += auc->value ? fmt::format("  val auc {:.4f}", *auc->value) : fmt::format("  val auc undefined ({})", auc->undefined);
+      }
     }
     epochs.push_back(e);
     if (o.json) return;
@@ -161,8 +166,8 @@ int run_train(const TrainOptions& o) {
   if (o.json) {
     nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", trainer.steps_done()},
                      {"seconds", seconds}, {"train_samples", train.size()}, {"validation_samples", validation.size()}};
-    if (!epochs.empty() && epochs.back().contains("validation_accuracy"))
-      j["validation_accuracy"] = epochs.back()["validation_accuracy"];
+    for (const char* key : {"validation_accuracy", "validation_auc"})
+      if (!epochs.empty() && epochs.back().contains(key)) j[key] = epochs.back()[key];
     if (!o.save.empty()) j["checkpoint"] = o.save;
     if (model.placed()) j["devices"] = devices_json(model.device_totals());  // the whole run, validation too
     fmt::print("{}\n", j.dump(2));
@@ -170,6 +175,8 @@ int run_train(const TrainOptions& o) {
     std::string accuracy;
     if (!epochs.empty() && epochs.back().contains("validation_accuracy"))
       accuracy = fmt::format(", validation accuracy {:.2f}%", 100 * epochs.back()["validation_accuracy"].get<double>());
+    if (!epochs.empty() && epochs.back().contains("validation_auc") && !epochs.back()["validation_auc"].is_null())
+      accuracy = fmt::format(", validation AUC {:.4f}", epochs.back()["validation_auc"].get<double>());
     fmt::print("done: {} steps in {:.1f}s{}{}\n", trainer.steps_done(), seconds, accuracy,
                o.save.empty() ? "" : ", checkpoint " + o.save);
     if (o.report) print_device_report(model.device_totals(), "whole run: training steps and validation");

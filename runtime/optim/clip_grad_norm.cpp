@@ -12,26 +12,47 @@ namespace tandem {
 
 namespace {
 
+constexpr int64_t kBlock = 16384;
+
+/// Sum of squares in double of block `b` of x[0, n): 8 independent accumulators the
+/// compiler can vectorise, added in a fixed order.
+double block_sum_of_squares(const float* x, int64_t n, int64_t b) {
+  int64_t end = std::min(n, (b + 1) * kBlock);
+  double lanes[8] = {};
+  int64_t i = b * kBlock;
+  for (; i + 8 <= end; i += 8)
+    for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
+  for (; i < end; ++i) lanes[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  double s = 0;
+  for (double lane : lanes) s += lane;
+  return s;
+}
+
 /// Sum of squares in double over fixed-size blocks added in order, so the result does
 /// not depend on the number of threads.
 double sum_of_squares(const float* x, int64_t n) {
-  constexpr int64_t kBlock = 16384;
   int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(static_cast<size_t>(blocks));
 #pragma omp parallel for if (n > optim_detail::kParallelMinElements)
-  for (int64_t b = 0; b < blocks; ++b) {
-    int64_t end = std::min(n, (b + 1) * kBlock);
-    double lanes[8] = {};  // independent accumulators the compiler can vectorise
-    int64_t i = b * kBlock;
-    for (; i + 8 <= end; i += 8)
-      for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
-    for (; i < end; ++i) lanes[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    double s = 0;
-    for (double lane : lanes) s += lane;
-    partial[static_cast<size_t>(b)] = s;
-  }
+  for (int64_t b = 0; b < blocks; ++b) partial[static_cast<size_t>(b)] = block_sum_of_squares(x, n, b);
   double total = 0;
   for (double s : partial) total += s;
+  return total;
+}
+
+/// sum_of_squares of a gradient that is zero outside `rows` (ascending) of `width`
+/// elements each, to the bit: a block without a touched row sums to +0, and adding +0
+/// leaves the running total as it was, so only the blocks that hold a touched row count,
+/// in the same order.
+double sum_of_squares_rows(const float* x, int64_t n, std::span<const int64_t> rows, int64_t width) {
+  std::vector<int64_t> blocks;
+  for (int64_t r : rows) {
+    if (width == 0) break;
+    const int64_t first = r * width / kBlock, last = ((r + 1) * width - 1) / kBlock;
+    for (int64_t b = blocks.empty() ? first : std::max(first, blocks.back() + 1); b <= last; ++b) blocks.push_back(b);
+  }
+  double total = 0;
+  for (int64_t b : blocks) total += block_sum_of_squares(x, n, b);
   return total;
 }
 
@@ -40,10 +61,17 @@ void scale(float* x, int64_t n, float factor) {
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
 
+/// The rows entry of gradient i when it lists some (not all) rows, else null.
+TouchedRows* partial_rows(std::span<TouchedRows* const> rows, size_t i) {
+  if (rows.empty() || rows[i] == nullptr || rows[i]->all() || rows[i]->rows() <= 0) return nullptr;
+  return rows[i];
+}
+
 }  // namespace
 
-double clip_grad_norm(std::span<Tensor> grads, double max_norm) {
+double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows) {
   if (!(max_norm > 0)) throw UserError("clip_grad_norm must be > 0, got " + std::to_string(max_norm));
+  TANDEM_ASSERT(rows.empty() || rows.size() == grads.size(), "clip_grad_norm: one touched-rows entry per gradient");
   double sum = 0;
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
@@ -51,14 +79,27 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm) {
       throw UserError("clip_grad_norm: gradient " + std::to_string(i) + " is on " + g.device().str() +
                       "; clipping runs on host tensors");
     TANDEM_ASSERT(g.dtype() == DType::float32, "clip_grad_norm: gradient " + std::to_string(i) + " is not float32");
-    sum += sum_of_squares(g.data<float>(), g.numel());
+    if (TouchedRows* touched = partial_rows(rows, i))
+      sum += sum_of_squares_rows(g.data<float>(), g.numel(), touched->list(), g.numel() / touched->rows());
+    else
+      sum += sum_of_squares(g.data<float>(), g.numel());
   }
   double total_norm = std::sqrt(sum);
   double clip_coef = max_norm / (total_norm + 1e-6);
   if (clip_coef < 1) {
     // torch multiplies by the float32 coefficient; a non-finite norm gives 0 here (inf)
-    // or no scaling (NaN), and the caller sees the norm it returns.
-    for (Tensor& g : grads) scale(g.data<float>(), g.numel(), static_cast<float>(clip_coef));
+    // or no scaling (NaN), and the caller sees the norm it returns. Rows outside the
+    // touched ones are zero, and stay so whatever the factor that is not NaN.
+    const float factor = static_cast<float>(clip_coef);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      float* g = grads[i].data<float>();
+      if (TouchedRows* touched = partial_rows(rows, i)) {
+        const int64_t width = grads[i].numel() / touched->rows();
+        for (int64_t r : touched->list()) scale(g + r * width, width, factor);
+      } else {
+        scale(g, grads[i].numel(), factor);
+      }
+    }
   }
   return total_norm;
 }

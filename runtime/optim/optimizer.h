@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/touched_rows.h"
 #include "graph/training_spec.h"
 
 namespace tandem {
@@ -23,6 +24,15 @@ class Optimizer {
   /// One update of every parameter from its gradient with learning rate `lr`.
   /// params[i] and grads[i] have the same shape; the order must not change between calls.
   virtual void step(std::span<Tensor> params, std::span<const Tensor> grads, double lr) = 0;
+  /// (optional) The same update, told that grads[i] is zero outside the rows rows[i] lists
+  /// (a null entry, or one with all(): anywhere; core/touched_rows.h). An optimizer whose
+  /// update leaves a parameter with a zero gradient unchanged updates only those rows, to
+  /// the bits of step(): SGD without momentum and weight decay, torch's sparse tables.
+  /// Default: step(), exact all the same (momentum and moments move every row).
+  virtual void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
+                         double lr) {
+    step(params, grads, lr);
+  }
   /// The state as tensors named "<names[i]>.<buffer>" (momentum_buffer, exp_avg,
   /// exp_avg_sq) plus "step" (int64 [1]); empty before the first step.
   virtual TensorMap state(std::span<const std::string> names) const = 0;
@@ -42,7 +52,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 double scheduled_lr(const ScheduleConfig& schedule, double base_lr, int64_t step, int64_t total_steps);
 
 /// torch.nn.utils.clip_grad_norm_: scales all gradients by max_norm / (norm + 1e-6) when
-/// that is below 1. Returns the global L2 norm before clipping.
-double clip_grad_norm(std::span<Tensor> grads, double max_norm);
+/// that is below 1. Returns the global L2 norm before clipping. With `rows` (one entry per
+/// gradient, as Optimizer::step_rows), a gradient zero outside its rows is read and scaled
+/// only where they are, and the norm is the dense one to the bit.
+double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows = {});
 
 }  // namespace tandem

@@ -73,6 +73,27 @@ class Sgd final : public BufferedOptimizer {
     }
   }
 
+  // Without momentum and weight decay, p = fma(g, -lr, p) is p itself where g is +0 (as
+  // zeroing writes it), so the rows nobody touched can be skipped: the bits of step().
+  void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
+                 double lr) override {
+    if (config_.momentum != 0 || config_.weight_decay != 0) return step(params, grads, lr);
+    TANDEM_ASSERT(rows.size() == params.size(), "sgd: one touched-rows entry per parameter");
+    bool first = begin_step(params, grads);
+    const SgdScalars s = sgd_scalars(config_, lr);
+    for (size_t i = 0; i < params.size(); ++i) {
+      float* p = params[i].data<float>();
+      const float* g = grads[i].data<float>();
+      TouchedRows* touched = rows[i];
+      if (!touched || touched->all() || touched->rows() <= 0) {
+        sgd_update(p, g, nullptr, params[i].numel(), s, first);
+        continue;
+      }
+      const int64_t width = params[i].numel() / touched->rows();
+      for (int64_t r : touched->list()) sgd_update(p + r * width, g + r * width, nullptr, width, s, first);
+    }
+  }
+
  private:
   OptimizerConfig config_;
 };

@@ -289,3 +289,68 @@ TEST_CASE("tandem train --report prints what each device did over the whole run"
   REQUIRE(alone.code == 0);
   CHECK(alone.output.find("per device (whole run") != std::string::npos);
 }
+
+namespace {
+
+// A table on the cpu (row-sparse updates), one inside a data-parallel block (its replicas'
+// gradients come back from the GPUs whole), and a data-parallel head with a parallel loss.
+std::string tables_yaml() {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("tandem_tables_dp_" + std::to_string(getpid()) + ".yaml")).string();
+  std::ofstream(path) << R"(name: tables_dp
+inputs:
+  ids: {shape: [batch, 2], dtype: int64}
+  word: {shape: [batch], dtype: int64}
+targets:
+  y: {shape: [batch, 1]}
+layers:
+  - {name: table, op: embedding_bag, inputs: ids, num_embeddings: 100000, embedding_dim: 8, mode: sum, device: cpu}
+  - name: head
+    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 0}
+    layers:
+      - {name: words, op: embedding, inputs: word, num_embeddings: 30, embedding_dim: 8}
+      - {name: both, op: cat, inputs: [table, words], dim: 1}
+      - {name: fc, op: linear, in_features: 16, out_features: 1}
+loss: {op: binary_cross_entropy_with_logits, input: head.fc, target: y, parallel: true}
+train:
+  batch: 12
+  optimizer: {name: sgd, lr: 0.5}
+)";
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("placed training updates the cpu's table row by row and takes GPU gradients whole, as on the cpu",
+          "[multidevice][train][touched_rows]") {
+  const std::string yaml = tables_yaml();
+  Model reference = Model::load(yaml);
+  Model model = Model::load(yaml);
+  const uint64_t seed = static_cast<uint64_t>(getpid()) % 1000;  // fresh weights and batches per run
+  INFO("seed " << seed);
+  reference.init_parameters(seed);
+  model.init_parameters(seed);
+  model.use_devices(sim_gpus(2), policy());
+  const TrainingSpec spec = *reference.graph().training;
+  Trainer expected(reference, spec), got(model, spec);
+  // a NaN in a table row no batch looks up: neither zeroing nor the update may read it
+  // (clipping may: its exact norm sums the 16384-element blocks that hold a touched row)
+  const Tensor& grad = model.gradients().at("table.weight");
+  grad.data<float>()[99999 * 8] = std::nanf("");
+  for (int step = 0; step < 5; ++step) {
+    TensorMap batch = reference.random_inputs({{"batch", 12}}, seed * 10 + step);
+    for (int64_t& id : batch.at("ids").span<int64_t>()) id %= 99999;  // never the poisoned row
+    batch.merge(reference.random_targets({{"batch", 12}}, seed * 10 + step));
+    const double want = expected.step(batch), loss = got.step(batch);
+    CHECK(std::fabs(loss - want) <= 1e-5 * std::max(1.0, std::fabs(want)));
+    const TouchedRows& table = model.gradient_rows().at("table.weight");
+    CHECK_FALSE(table.all());
+    CHECK(table.count() <= 24);
+    CHECK(model.gradient_rows().at("head.words.weight").all());  // reduced from the replicas
+    CHECK(model.gradient_rows().at("head.fc.weight").all());
+  }
+  CHECK(std::isnan(grad.data<float>()[99999 * 8]));
+  grad.data<float>()[99999 * 8] = 0.0f;
+  CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);
+  std::filesystem::remove(yaml);
+}

@@ -1,6 +1,7 @@
 // Optimizers without torch: state round trips, configuration errors, the threaded path,
 // schedules and clipping by hand. torch_reference_test.cpp compares with torch.optim.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -350,4 +351,82 @@ TEST_CASE("clip_grad_norm of a large tensor matches a serial double sum", "[opti
   for (const auto& t : g)
     for (float x : t.span<float>()) sum += static_cast<double>(x) * x;
   CHECK(clip_grad_norm(g, 1e9) == Approx(std::sqrt(sum)).epsilon(1e-12));
+}
+
+namespace {
+
+/// A gradient [rows, width] that is zero outside `touched` random rows (each listed in
+/// `marked`), as an embedding table's after one batch; a repeated row is marked once.
+Tensor gradient_in_rows(int64_t rows, int64_t width, int64_t touched, std::mt19937_64& rng, TouchedRows& marked) {
+  Tensor g = Tensor::zeros({rows, width}, DType::float32);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<int64_t> ids;
+  for (int64_t k = 0; k < touched; ++k) ids.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(rows)));
+  marked.mark(ids);
+  for (int64_t r : ids)
+    for (int64_t d = 0; d < width; ++d) g.data<float>()[r * width + d] += dist(rng);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("SGD over the touched rows of a gradient gives the dense update's bits", "[optim][touched_rows]") {
+  auto rng = make_rng("sgd touched rows");
+  // a table (rows touched), a dense weight (all marked) and one without an entry
+  const int64_t rows = 5000 + static_cast<int64_t>(rng() % 3000), width = 1 + static_cast<int64_t>(rng() % 70);
+  TouchedRows table_rows(rows), dense_rows(7);
+  dense_rows.mark_all();
+  std::vector<Tensor> params{random_tensor({rows, width}, rng), random_tensor({7, 3}, rng), random_tensor({5}, rng)};
+  std::vector<TouchedRows*> marks{&table_rows, &dense_rows, nullptr};
+  for (const OptimizerConfig& c : all_kinds()) {
+    INFO(c.name << " momentum " << c.momentum << " weight_decay " << c.weight_decay);
+    std::vector<Tensor> dense = clone_all(params), sparse = clone_all(params);
+    auto reference = make_optimizer(c), tracked = make_optimizer(c);
+    for (int step = 0; step < 4; ++step) {
+      table_rows.clear();
+      std::vector<Tensor> grads{gradient_in_rows(rows, width, 1 + static_cast<int64_t>(rng() % 300), rng, table_rows),
+                                random_tensor({7, 3}, rng), random_tensor({5}, rng)};
+      REQUIRE(table_rows.count() < rows / 10);
+      reference->step(dense, grads, 0.05);
+      tracked->step_rows(sparse, grads, marks, 0.05);
+    }
+    for (size_t i = 0; i < params.size(); ++i) CHECK(bit_identical(dense[i], sparse[i]));
+  }
+}
+
+TEST_CASE("SGD without momentum writes no row outside the touched ones; with momentum it does",
+          "[optim][touched_rows]") {
+  auto rng = make_rng("sgd untouched rows");
+  const int64_t rows = 1000, width = 8;
+  TouchedRows marked(rows);
+  Tensor grad = gradient_in_rows(rows, width, 20, rng, marked);
+  int64_t untouched = 0;
+  while (std::find(marked.list().begin(), marked.list().end(), untouched) != marked.list().end()) ++untouched;
+  // a NaN where the gradient must be zero: any update that reads that row spreads it
+  grad.data<float>()[untouched * width] = std::nanf("");
+  std::vector<Tensor> grads{grad};
+  std::vector<TouchedRows*> marks{&marked};
+  std::vector<Tensor> plain{random_tensor({rows, width}, rng)}, heavy = clone_all(plain);
+  make_optimizer(config("sgd", 0.1))->step_rows(plain, grads, marks, 0.1);
+  CHECK_FALSE(std::isnan(plain[0].data<float>()[untouched * width]));
+  OptimizerConfig momentum = config("sgd", 0.1);
+  momentum.momentum = 0.9;  // the buffer moves every row: the dense update, NaN included
+  make_optimizer(momentum)->step_rows(heavy, grads, marks, 0.1);
+  CHECK(std::isnan(heavy[0].data<float>()[untouched * width]));
+}
+
+TEST_CASE("clip_grad_norm over touched rows gives the dense norm and scaling to the bit", "[optim][touched_rows]") {
+  auto rng = make_rng("clip touched rows");
+  // rows of odd widths straddle the sum's 16384-element blocks
+  const int64_t rows = 20000 + static_cast<int64_t>(rng() % 5000), width = 3 + static_cast<int64_t>(rng() % 90);
+  TouchedRows table_rows(rows), dense_rows(40);
+  dense_rows.mark_all();
+  std::vector<Tensor> grads{gradient_in_rows(rows, width, 1 + static_cast<int64_t>(rng() % 500), rng, table_rows),
+                            random_tensor({40, 9}, rng)};
+  std::vector<Tensor> dense = clone_all(grads), sparse = clone_all(grads);
+  std::vector<TouchedRows*> marks{&table_rows, &dense_rows};
+  const double norm = clip_grad_norm(dense, 0.5);
+  REQUIRE(norm > 0.5);  // it clips
+  CHECK(clip_grad_norm(sparse, 0.5, marks) == norm);
+  for (size_t i = 0; i < grads.size(); ++i) CHECK(bit_identical(dense[i], sparse[i]));
 }

@@ -41,7 +41,7 @@ TOP_KEYS = {"name", "inputs", "layers", "modules", "outputs", "targets", "loss",
 # Keys that other tools own (placement) or that steer the oracle itself.
 IGNORED_TOP_KEYS = {"placement", "oracle", "oracle_steps", "oracle_mode", "oracle_train",
                     "oracle_grad_tolerance"}
-LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel"}
+LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel", "init"}
 
 _REQ = object()  # marks a required attribute
 
@@ -534,6 +534,8 @@ class _Builder:
         extra = set(layer) - LAYER_KEYS
         if extra:
             raise self.err(path, "unknown key(s) %s on a block" % sorted(extra))
+        if "init" in layer:
+            raise self.err(path, "init applies to a leaf layer (an op), not to a block")
         if kind == "layers":
             layers = layer["layers"]
         else:
@@ -586,8 +588,40 @@ class _Builder:
             want = str(lo) if lo == hi else ("%d or more" % lo if hi is None else "%d to %d" % (lo, hi))
             raise self.err(path, "op %s takes %s input(s), got %d" % (op, want, len(ins)))
         module = self._make_op(op, a, path)
+        if "init" in layer:
+            self._init(module, layer["init"], path)
         self.spec.plan.append(Step(path, op, module, ins, a))
         return Node(path.rsplit(".", 1)[-1], "layer:" + path), module
+
+    def _init(self, module, init, path):
+        """`init: {weight: {uniform: [a, b]}, bias: zeros}`: torch.nn.init's uniform_, normal_,
+        zeros_, ones_ on those parameters, after the module's own init (the whole tensor)."""
+        params = dict(module.named_parameters())
+        params.update((n, b) for n, b in module.named_buffers() if b.dtype == torch.float32)
+        if not isinstance(init, dict) or not init:
+            raise self.err(path, "init must map parameter names to distributions")
+        for name, dist in init.items():
+            if name not in params:
+                raise self.err(path, "init: no parameter %r (has %s)" % (name, ", ".join(params)))
+            t = params[name]
+            with torch.no_grad():
+                if dist == "zeros":
+                    nn.init.zeros_(t)
+                elif dist == "ones":
+                    nn.init.ones_(t)
+                elif isinstance(dist, dict) and len(dist) == 1 and set(dist) <= {"uniform", "normal"}:
+                    (kind, ab), = dist.items()
+                    if not (isinstance(ab, list) and len(ab) == 2 and all(_is_num(v) for v in ab)):
+                        raise self.err(path, "init of %r: %s takes two numbers" % (name, kind))
+                    if kind == "uniform":
+                        self._need(path, ab[0] <= ab[1], "init of %r: uniform needs low <= high" % name)
+                        nn.init.uniform_(t, ab[0], ab[1])
+                    else:
+                        self._need(path, ab[1] >= 0, "init of %r: normal needs std >= 0" % name)
+                        nn.init.normal_(t, ab[0], ab[1])
+                else:
+                    raise self.err(path, "init of %r must be zeros, ones, {uniform: [a, b]} or {normal: [mean, std]}"
+                                   % name)
 
     def _need(self, path, cond, msg):
         if not cond:

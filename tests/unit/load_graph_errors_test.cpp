@@ -177,6 +177,24 @@ std::vector<BrokenCase> broken_cases() {
       {"attention mask of the wrong shape",
        kSeq + "  - {name: a, op: multi_head_attention, embed_dim: 6, num_heads: 2, masks: attn_mask, inputs: [x, h]}\n",
        "attn_mask must be [L, S] = [seq, seq] or [N * num_heads, L, S] = [2*batch, seq, seq], got [1, batch, 4]", 6, 5},
+      {"init of a parameter the layer lacks",
+       kHead + "  - {name: fc, op: linear, in_features: 10, out_features: 4, init: {wieght: zeros}}\n",
+       "layer 'fc': init: no parameter 'wieght' (did you mean 'weight'?); this layer has weight, bias", 5, 69},
+      {"init with an unknown distribution",
+       kHead + "  - {name: fc, op: linear, in_features: 10, out_features: 4, init: {weight: {gauss: [0, 1]}}}\n",
+       "init of 'weight': unknown distribution 'gauss'; write zeros, ones, {uniform: [low, high]} or {normal: "
+       "[mean, std]}", 5, 78},
+      {"init uniform backwards",
+       kHead + "  - {name: fc, op: linear, in_features: 10, out_features: 4, init: {weight: {uniform: [1, -1]}}}\n",
+       "init of 'weight': uniform needs low <= high", 5, 87},
+      {"init normal with a negative std",
+       kHead + "  - {name: fc, op: linear, in_features: 10, out_features: 4, init: {bias: {normal: [0, -1]}}}\n",
+       "init of 'bias': normal needs std >= 0", 5, 84},
+      {"init of a layer without parameters", kHead + "  - {name: act, op: relu, init: {weight: zeros}}\n",
+       "layer 'act': init: this layer has no parameters", 5, 33},
+      {"init on a block",
+       kHead + "  - name: enc\n    init: {weight: zeros}\n    layers:\n      - {op: linear, in_features: 10, out_features: 8}\n",
+       "layer 'enc': init applies to a leaf layer's parameters (an op), not to a block", 6, 11},
   };
 }
 

@@ -94,6 +94,35 @@ TEST_CASE("initialisation follows PyTorch's distributions and depends on the see
   CHECK(w.to_vector<float>() != first);
 }
 
+TEST_CASE("a layer's init: draws the parameters it names from torch.nn.init's distributions", "[model][init]") {
+  // DLRM's tables: U(-sqrt(1/rows), sqrt(1/rows)) in place of nn.Embedding's N(0, 1)
+  Model model(load_graph_from_string(
+      "name: m\ninputs:\n  ids: {shape: [batch], dtype: int64}\nlayers:\n"
+      "  - {name: table, op: embedding, num_embeddings: 20000, embedding_dim: 8, padding_idx: 0,\n"
+      "     init: {weight: {uniform: [-0.001, 0.002]}}}\n"
+      "  - {name: fc, op: linear, in_features: 8, out_features: 300, init: {weight: {normal: [0.5, 0.1]}, bias: ones}}\n",
+      "init.yaml"));
+  model.init_parameters(std::random_device{}() % 1000);
+  const Tensor& table = model.parameters().at("table.weight");
+  double lo = 1, hi = -1, sum = 0;
+  for (float v : table.span<float>()) lo = std::min<double>(lo, v), hi = std::max<double>(hi, v), sum += v;
+  CHECK(lo >= -0.001);
+  CHECK(hi <= 0.002);
+  CHECK(hi - lo > 0.0029);
+  CHECK(sum / static_cast<double>(table.numel()) == Approx(0.0005).margin(2e-5));
+  // as torch's in-place init after construction: the padding row is drawn too
+  std::vector<float> padding(table.data<float>(), table.data<float>() + 8);
+  CHECK(padding != std::vector<float>(8, 0.0f));
+  const Tensor& w = model.parameters().at("fc.weight");
+  double mean = 0, sq = 0;
+  for (float v : w.span<float>()) mean += v, sq += double(v) * v;
+  const double n = static_cast<double>(w.numel());
+  mean /= n;
+  CHECK(mean == Approx(0.5).margin(0.01));
+  CHECK(std::sqrt(sq / n - mean * mean) == Approx(0.1).epsilon(0.05));
+  CHECK(model.parameters().at("fc.bias").to_vector<float>() == std::vector<float>(300, 1.0f));
+}
+
 TEST_CASE("weights round-trip through safetensors and bad weights are named", "[model][weights]") {
   Model model = Model::load(config("seed_mlp.yaml"));
   model.init_parameters(3);

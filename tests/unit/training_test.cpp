@@ -262,3 +262,82 @@ TEST_CASE("a sequence-first model is fed from data with its batch where it decla
   REQUIRE(after.accuracy);
   CHECK(*after.accuracy > 0.9);
 }
+
+namespace {
+
+// A click model: four dense features, one logit, binary_cross_entropy_with_logits.
+std::string click_yaml(const std::string& target) {
+  std::string path = scratch("click.yaml");
+  std::ofstream(path) << "name: click\ninputs:\n  x: {shape: [batch, 4]}\ntargets:\n  y: " << target
+                      << "\nlayers:\n  - {name: fc, op: linear, in_features: 4, out_features: 1}\n"
+                         "loss: {op: binary_cross_entropy_with_logits, input: fc, target: y}\n"
+                         "train: {epochs: 3, batch: 16, validation_split: 0.25, optimizer: {name: sgd, lr: 0.5}}\n";
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("tandem train reports a click model's validation AUC, and says when it is undefined", "[train][auc][cli]") {
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t n = 400;
+  std::vector<float> x(n * 4), y(n), ones(n, 1.0f);
+  std::normal_distribution<float> normal(0, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 4; ++k) x[i * 4 + k] = normal(rng);
+    y[i] = x[i * 4] - 0.5f * x[i * 4 + 2] + 0.5f * normal(rng) > 0 ? 1.0f : 0.0f;  // learnable, noisy
+  }
+  std::string yaml = click_yaml("{shape: [batch, 1]}"), data = scratch("clicks.safetensors"),
+              one_class = scratch("all_clicks.safetensors");
+  write_safetensors(data, {{"x", Tensor::from_vector({n, 4}, x)}, {"y", Tensor::from_vector({n, 1}, y)}});
+  write_safetensors(one_class, {{"x", Tensor::from_vector({n, 4}, x)}, {"y", Tensor::from_vector({n, 1}, ones)}});
+  int code = 0;
+  std::string out = run_cli("train " + yaml + " --data " + data + " --seed " + std::to_string(rng() % 1000) + " --json", &code);
+  INFO(out);
+  REQUIRE(code == 0);
+  auto json = nlohmann::json::parse(out);
+  REQUIRE(json["epochs"].size() == 3);
+  for (const auto& e : json["epochs"]) CHECK(e["validation_auc"].get<double>() > 0.5);
+  CHECK(json["validation_auc"].get<double>() > 0.85);  // the Bayes AUC of this signal is about 0.93
+  CHECK_FALSE(json["epochs"][0].contains("validation_accuracy"));  // a binary loss has an AUC instead
+
+  out = run_cli("train " + yaml + " --data " + data + " --epochs 1", &code);
+  CHECK(code == 0);
+  CHECK_THAT(out, Catch::Contains("val auc 0.") && Catch::Contains("validation AUC 0."));
+  // every target 1: the AUC is undefined, said in the epoch line and the JSON, not a failure
+  out = run_cli("train " + yaml + " --data " + one_class + " --epochs 1", &code);
+  CHECK(code == 0);
+  CHECK_THAT(out, Catch::Contains("val auc undefined (every target is 1: the AUC needs both classes)"));
+  out = run_cli("train " + yaml + " --data " + one_class + " --epochs 1 --json", &code);
+  CHECK(code == 0);
+  json = nlohmann::json::parse(out);
+  CHECK(json["epochs"][0]["validation_auc"].is_null());
+  CHECK_THAT(json["epochs"][0]["validation_auc_undefined"].get<std::string>(), Catch::Contains("every target is 1"));
+  for (const std::string& f : {yaml, data, one_class}) std::filesystem::remove(f);
+}
+
+TEST_CASE("binary_cross_entropy_with_logits refuses a target of another dtype or shape", "[train][errors][cli]") {
+  struct Case {
+    std::string target, message;
+  } cases[] = {
+      {"{shape: [batch, 1], dtype: int64}", "needs a float32 target of the input's shape (input [batch, 1] float32, "
+                                            "target [batch, 1] int64)"},
+      {"{shape: [batch]}", "needs a float32 target of the input's shape (input [batch, 1] float32, target [batch] "
+                           "float32)"},
+      {"{shape: [batch, 2]}", "target [batch, 2] float32"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.target);
+    CHECK_THROWS_WITH(load_graph(click_yaml(c.target)), Catch::Contains("binary_cross_entropy_with_logits") &&
+                                                            Catch::Contains(c.message));
+    int code = 0;
+    std::string out = run_cli("check " + click_yaml(c.target), &code);
+    CHECK(code == 2);
+    CHECK_THAT(out, Catch::Contains(c.message) && Catch::Contains("click.yaml:"));
+  }
+  std::filesystem::remove(click_yaml("{shape: [batch, 1]}"));
+  // data whose target has the wrong shape is refused when it is read, naming the tensor
+  Model model = Model::load(click_yaml("{shape: [batch, 1]}"));
+  TensorMap batch{{"x", Tensor::zeros({3, 4}, DType::float32)}, {"y", Tensor::zeros({3, 2}, DType::float32)}};
+  CHECK_THROWS_WITH(model.loss_and_backward(batch, 0), Catch::Contains("input 'y': expected float32 [batch, 1]"));
+  std::filesystem::remove(click_yaml("{shape: [batch, 1]}"));
+}

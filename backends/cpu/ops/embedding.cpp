@@ -8,8 +8,9 @@
 //
 // Backward: only the weight gets a gradient (indices and offsets are int64), accumulated
 // into the dense dweight [num, dim], touching only the rows that were used; entries equal
-// to padding_idx give nothing. Threads split the dim columns, so that repeated indices
-// never race.
+// to padding_idx give nothing. Those rows are recorded (records_touched_rows), so that
+// the trainer zeroes and updates only them (core/touched_rows.h). Threads split the dim
+// columns, so that repeated indices never race.
 //   embedding:     dweight[idx[i]] += dy[i]
 //   embedding_bag: sum:  dweight[idx] += dy[bag] for each entry of the bag;
 //                  mean: the same divided by the bag's count of non-padding entries;
@@ -35,6 +36,13 @@ void check_indices(const int64_t* idx, int64_t n, int64_t num_embeddings, const 
   }
 }
 
+/// Adds the rows `idx` (but padding_idx) to the touched rows of the weight's gradient,
+/// when the caller tracks them. On the calling thread, before the parallel backward.
+void record_rows(const BackwardArgs& args, const int64_t* idx, int64_t count, int64_t padding_idx) {
+  if (args.grad_param_rows.empty() || args.grad_param_rows[0] == nullptr) return;
+  args.grad_param_rows[0]->mark({idx, static_cast<size_t>(count)}, padding_idx);
+}
+
 class EmbeddingKernel final : public Kernel {
  public:
   explicit EmbeddingKernel(const KernelSpec& spec) {
@@ -46,11 +54,13 @@ class EmbeddingKernel final : public Kernel {
   }
 
   bool backward_reads_output() const override { return false; }
+  bool records_touched_rows(size_t) const override { return true; }
 
   void backward(const BackwardArgs& args) override {
     if (scale_grad_by_freq_) throw UserError("embedding: scale_grad_by_freq is not supported in backward");
     if (!args.grad_params[0].defined()) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
+    record_rows(args, idx, count_, padding_idx_);
     const float* g = args.grad_outputs[0].data<float>();
     float* dw = args.grad_params[0].data<float>();
     const int64_t dim = dim_, count = count_, padding = padding_idx_;
@@ -132,11 +142,14 @@ class EmbeddingBagKernel final : public Kernel {
   }
 
   bool backward_reads_output() const override { return false; }  // max mode recomputes its arg-max
+  bool records_touched_rows(size_t) const override { return true; }
 
   void backward(const BackwardArgs& args) override {
     if (scale_grad_by_freq_) throw UserError("embedding_bag: scale_grad_by_freq is not supported in backward");
     if (!args.grad_params[0].defined()) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
+    // every index may be written (max mode writes a subset of them: a superset is allowed)
+    record_rows(args, idx, count_, padding_idx_);
     const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
     const float* w = args.params[0].data<float>();
     const float* g = args.grad_outputs[0].data<float>();
