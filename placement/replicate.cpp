@@ -155,7 +155,11 @@ class Replicator {
       Bindings chunk_bindings = bindings_;
       if (chunk_symbol) chunk_bindings[*chunk_symbol] = chunks[k];
       std::map<int, int>& remap = replica_value[k];
-      std::map<int, TensorType> types;  // of the values replica k reads, concrete
+      // Of the values replica k reads, as its layers' shape inference sees them: concrete,
+      // but for the scattered dim, which stays the chunk symbol where the block's input had
+      // it, so that a layer naming it (reshape: {shape: [batch, 9, 64]}) infers as it did at
+      // load time; the replica's values get these types with the symbol bound to the chunk.
+      std::map<int, TensorType> types;
       for (size_t i = 0; i < inputs.size(); ++i) {
         const int v = inputs[i];
         if (!scattered[i]) {  // broadcast: every replica reads it whole
@@ -178,7 +182,10 @@ class Replicator {
         chunk_type.shape[dim] = Dim(chunks[k]);
         scatter.output = add_value(scatter.path, chunk_type);
         remap[v] = scatter.output;
-        types[scatter.output] = chunk_type;
+        TensorType seen = chunk_type;
+        if (chunk_symbol && g_.values[v].type.shape[dim] == Dim::symbol(*chunk_symbol))
+          seen.shape[dim] = Dim::symbol(*chunk_symbol);
+        types[scatter.output] = seen;
         out_->nodes.push_back(std::move(scatter));
       }
       for (int n = first; n < end; ++n) {
@@ -189,12 +196,12 @@ class Replicator {
           v = remap.at(v);
           in_types.push_back(types.at(v));
         }
-        TensorType type = concrete(r.schema->infer(in_types, r.attrs), chunk_bindings, r.path);
-        r.output = add_value(r.path, type);
+        const TensorType seen = r.schema->infer(in_types, r.attrs);
+        r.output = add_value(r.path, concrete(seen, chunk_bindings, r.path));
         r.device = dp.devices[k];
         r.replica = ReplicaRole{ReplicaRole::Kind::replica, b, k, replicas};
         remap[g_.nodes[n].output] = r.output;
-        types[r.output] = type;
+        types[r.output] = seen;
         out_->nodes.push_back(std::move(r));
       }
       offset += chunks[k];

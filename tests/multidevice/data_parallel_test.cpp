@@ -427,3 +427,53 @@ train:
   }
   CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);
 }
+
+TEST_CASE("a replica's reshape may name the batch symbol: it means the replica's chunk, as x.size(0) in torch",
+          "[multidevice][data_parallel]") {
+  // DLRM's dot interaction: two inputs of [batch, 4] stacked as rows [batch, 2, 4] and as
+  // columns [batch, 4, 2], multiplied; the batch is scattered, so `batch` inside the block
+  // is each replica's chunk (uneven for 7 rows over 2 and 3 devices)
+  const int devices = GENERATE(2, 3);
+  const int64_t batch = GENERATE(7, 8);
+  INFO(devices << " devices, batch " << batch);
+  std::string yaml = write_yaml("reshape_" + std::to_string(devices), R"(name: dp_reshape
+inputs:
+  a: {shape: [batch, 4]}
+  b: {shape: [batch, 4]}
+targets:
+  y: {shape: [batch, 1]}
+layers:
+  - name: top
+    data_parallel: {devices: [)" + device_list(devices) + R"(], output_device: cuda:0, dim: 0}
+    layers:
+      - {name: flat, op: cat, inputs: [a, b], dim: 1}
+      - {name: rows, op: reshape, shape: [batch, 2, 4]}
+      - {name: col_a, op: reshape, inputs: a, shape: [batch, 4, 1]}
+      - {name: col_b, op: reshape, inputs: b, shape: [batch, 4, 1]}
+      - {name: cols, op: cat, inputs: [col_a, col_b], dim: 2}
+      - {name: dots, op: matmul, inputs: [rows, cols]}
+      - {name: pairs, op: reshape, shape: [batch, -1]}
+      - {name: fc, op: linear, in_features: 4, out_features: 1}
+loss: {op: binary_cross_entropy_with_logits, input: top.fc, target: y, parallel: true}
+train:
+  optimizer: {name: sgd, lr: 0.1}
+)");
+  Model reference = Model::load(yaml);
+  Model model = Model::load(yaml);
+  reference.init_parameters(5);
+  model.init_parameters(5);
+  model.use_devices(sim_gpus(devices), policy());
+  Bindings b{{"batch", batch}};
+  TensorMap inputs = reference.random_inputs(b, 3);
+  CHECK(max_relative_error(model.forward(inputs), reference.forward(inputs)) <= 1e-5);
+  TensorMap data = reference.random_inputs(b, 4);
+  data.merge(reference.random_targets(b, 4));
+  const TrainingSpec spec = *reference.graph().training;
+  Trainer t_ref(reference, spec), t_dp(model, spec);
+  for (int step = 0; step < 3; ++step) {
+    const double want = t_ref.step(data), got = t_dp.step(data);
+    CHECK(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want)));
+  }
+  CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);
+  std::filesystem::remove(yaml);
+}
