@@ -254,6 +254,25 @@ TEST_CASE("the DLRM click model's validation AUC rises epoch by epoch, the same 
   }
 }
 
+TEST_CASE("the oracle's dlrm_small is configs/dlrm.yaml at small sizes: the same layers, devices and loss",
+          "[zoo][dlrm]") {
+  // the oracle checks the small twin against torch; what it checks must be the zoo model
+  auto layers = [](const std::string& yaml) {
+    Result r = run(std::string(TANDEM_CLI) + " check --json " + source(yaml));
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::vector<std::string> out;
+    const nlohmann::json json = nlohmann::json::parse(r.output);  // alive through the loop
+    for (const auto& l : json["layers"])
+      out.push_back(l["path"].get<std::string>() + " " + l["op"].get<std::string>() + " " +
+                    l["declared_device"].get<std::string>());
+    return out;
+  };
+  std::vector<std::string> full = layers("configs/dlrm.yaml"), small = layers("tests/oracle/train_cases/dlrm_small.yaml");
+  CHECK(full.size() == 34);
+  CHECK(small == full);
+}
+
 TEST_CASE("make_click_data refuses bad settings with exit code 2", "[zoo][dlrm][errors]") {
   ScratchDir dir("click_data_errors");
   std::string out = dir.file("out.safetensors");
