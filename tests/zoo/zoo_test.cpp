@@ -49,6 +49,22 @@ struct ScratchDir {
 
 uint32_t fresh_seed() { return std::random_device{}() % 100000; }
 
+/// Bad arguments to a data script: each run (`script` + args) exits 2 with its message,
+/// and none writes `out`.
+struct Refusal {
+  std::string args, message;
+};
+
+void check_refusals(const std::string& script, const std::vector<Refusal>& cases, const std::string& out) {
+  for (const Refusal& c : cases) {
+    Result r = run(script + c.args + " 2>&1");
+    INFO(c.args << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.message));
+  }
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
 }  // namespace
 
 TEST_CASE("the digits CNN reaches 98% validation accuracy on the digits MLP's split", "[zoo][digits]") {
@@ -97,21 +113,13 @@ TEST_CASE("make_char_data refuses bad text and settings with exit code 2", "[zoo
     fputs("caf\xc3\xa9 au lait, caf\xc3\xa9 noir\n", f);
     fclose(f);
   }
-  struct Case {
-    std::string args, message;
-  } cases[] = {
+  const std::vector<Refusal> cases = {
       {"/nonexistent.txt " + out, "cannot read /nonexistent.txt"},
       {dir.file("utf8.txt") + " " + out, "is not below --vocab 128"},
       {dir.file("utf8.txt") + " " + out + " --vocab 256 --seq 1000", "a window needs seq + 1"},
       {source("configs/char_gru.yaml") + " " + out + " --seq 0", "must be positive"},
   };
-  for (const Case& c : cases) {
-    Result r = run(script + c.args + " 2>&1");
-    INFO(c.args << "\n" << r.output);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.output, Catch::Contains(c.message));
-  }
-  CHECK_FALSE(std::filesystem::exists(out));
+  check_refusals(script, cases, out);
 }
 
 namespace {
@@ -155,9 +163,7 @@ TEST_CASE("make_mlm_data refuses bad settings with exit code 2", "[zoo][bert_min
   ScratchDir dir("mlm_data_errors");
   std::string out = dir.file("out.safetensors");
   std::string script = "/usr/bin/python3 " + source("scripts/make_mlm_data.py") + " " + out + " ";
-  struct Case {
-    std::string args, message;
-  } cases[] = {
+  const std::vector<Refusal> cases = {
       {"--vocab 2", "--vocab must be at least 3"},
       {"--seq 8 --max-period 9", "--max-period <= --seq"},
       {"--mask-rate 1.5", "--mask-rate must be in (0, 1)"},
@@ -165,13 +171,7 @@ TEST_CASE("make_mlm_data refuses bad settings with exit code 2", "[zoo][bert_min
       {"--bert-mix 0.8,0.1", "--bert-mix must be three non-negative fractions summing to 1"},
       {"--bert-mix 0.5,0.5,0.5", "--bert-mix must be three non-negative fractions summing to 1"},
   };
-  for (const Case& c : cases) {
-    Result r = run(script + c.args + " 2>&1");
-    INFO(c.args << "\n" << r.output);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.output, Catch::Contains(c.message));
-  }
-  CHECK_FALSE(std::filesystem::exists(out));
+  check_refusals(script, cases, out);
 }
 
 namespace {
@@ -279,22 +279,14 @@ TEST_CASE("make_click_data refuses bad settings with exit code 2", "[zoo][dlrm][
   ScratchDir dir("click_data_errors");
   std::string out = dir.file("out.safetensors");
   std::string script = "/usr/bin/python3 " + source("scripts/make_click_data.py") + " " + out + " ";
-  struct Case {
-    std::string args, message;
-  } cases[] = {
+  const std::vector<Refusal> cases = {
       {"--samples 0", "--samples must be positive"},
       {"--rows 0", "--rows must be positive"},
       {"--tables 0", "--tables must be positive"},
       {"--zipf -1", "--zipf must be a finite number >= 0"},
       {"--zipf nan", "--zipf must be a finite number >= 0"},
   };
-  for (const Case& c : cases) {
-    Result r = run(script + c.args + " 2>&1");
-    INFO(c.args << "\n" << r.output);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.output, Catch::Contains(c.message));
-  }
-  CHECK_FALSE(std::filesystem::exists(out));
+  check_refusals(script, cases, out);
   // a directory that does not exist: the OSError's message, and code 2
   Result r = run("/usr/bin/python3 " + source("scripts/make_click_data.py") + " /nonexistent/dir/out.safetensors " +
                  "--samples 10 --rows 10 2>&1");
