@@ -196,6 +196,8 @@ std::string dlrm_with_rows(const ScratchDir& dir, int rows) {
 
 struct DlrmRun {
   std::vector<double> auc, loss;  // validation, per epoch
+  std::vector<double> train_loss;  // the mean over each epoch's steps
+  std::vector<double> first_steps;  // the first epoch's first step losses
 };
 
 DlrmRun train_dlrm(const std::string& yaml, const std::string& data, uint32_t seed, const std::string& flags) {
@@ -208,7 +210,10 @@ DlrmRun train_dlrm(const std::string& yaml, const std::string& data, uint32_t se
   for (const auto& e : json["epochs"]) {
     out.auc.push_back(e["validation_auc"].get<double>());
     out.loss.push_back(e["validation_loss"].get<double>());
+    out.train_loss.push_back(e["train_loss"].get<double>());
   }
+  const auto& steps = json["epochs"][0]["step_losses"];
+  for (size_t i = 0; i < 5 && i < steps.size(); ++i) out.first_steps.push_back(steps[i].get<double>());
   return out;
 }
 
@@ -220,9 +225,11 @@ TEST_CASE("the DLRM click model's validation AUC rises epoch by epoch, the same 
   std::string data = dir.file("clicks.safetensors");
   const uint32_t seed = fresh_seed();
   INFO("seed " << seed);
-  // 60,000 samples over tables of 20,000 rows: the recipe's 4 epochs take seconds on one thread
+  // 120,000 samples over tables of 20,000 rows: the recipe's 4 epochs take 11 s on one thread.
+  // With 60,000 the tables learn too little in 4 epochs to show on every seed (data and
+  // training seed 71562: AUC 0.6583 after the first epoch, 0.6577 after the fourth)
   Result made = run("/usr/bin/python3 " + source("scripts/make_click_data.py") + " " + data +
-                    " --rows 20000 --samples 60000 --seed " + std::to_string(seed) + " 2>&1");
+                    " --rows 20000 --samples 120000 --seed " + std::to_string(seed) + " 2>&1");
   INFO(made.output);
   REQUIRE(made.code == 0);
   // "best achievable AUC 0.78 (from the dense features alone 0.65)"
@@ -234,26 +241,33 @@ TEST_CASE("the DLRM click model's validation AUC rises epoch by epoch, the same 
 
   DlrmRun cpu = train_dlrm(yaml, data, seed, "");
   REQUIRE(cpu.auc.size() == 4);
-  // runs of this size: 0.645 to 0.665 after the first epoch, 0.655 to 0.71 after the fourth
-  // (the dense features alone allow about 0.66, everything about 0.77)
+  // runs of this size (seeds 1, 2, 4, 7, 71562): 0.648 to 0.677 after the first epoch, 0.674
+  // to 0.702 after the fourth, 0.013 to 0.040 above what the dense features alone allow
+  // (about 0.66; everything about 0.77)
   INFO("validation AUC " << cpu.auc[0] << " " << cpu.auc[1] << " " << cpu.auc[2] << " " << cpu.auc[3]
                          << "; the dense features alone " << dense_auc);
   CHECK(cpu.auc[0] > 0.6);
-  CHECK(cpu.auc[3] > cpu.auc[0] + 0.005);
-  CHECK(cpu.auc[3] > 0.64);
+  CHECK(cpu.auc[3] > cpu.auc[0] + 0.01);
+  CHECK(cpu.auc[3] > dense_auc + 0.005);  // the tables learned
   CHECK(cpu.loss[3] < cpu.loss[0]);
 
   // the MLPs data-parallel over two GPUs, each replica scoring its rows: the same training.
-  // Summed in another order, the gradients differ by rounding, which 470 SGD steps at lr 1
-  // grow: 2e-4 apart after the first epoch, up to 3e-3 after the fourth.
-  DlrmRun sim = train_dlrm(yaml, data, seed, "--sim-gpus 2");
-  REQUIRE(sim.auc.size() == 4);
-  CHECK(sim.auc[0] == Approx(cpu.auc[0]).margin(1e-3));
-  CHECK(sim.loss[0] == Approx(cpu.loss[0]).epsilon(1e-3));
-  for (size_t e = 1; e < 4; ++e) {
-    CHECK(sim.auc[e] == Approx(cpu.auc[e]).margin(1e-2));
-    CHECK(sim.loss[e] == Approx(cpu.loss[e]).epsilon(1e-2));
-  }
+  // Summed in another order, the gradients differ by rounding, and SGD at lr 1 grows that
+  // like any chaotic map: 1e-9 apart over the first steps, 1e-5 by step 10, 1e-3 by step 40
+  // (60,000 samples, seed 32721). So the first steps must agree to rounding, the epochs' mean training loss
+  // and the ranking (AUC) closely; the validation loss, taken at wherever the last steps left
+  // the weights, differed by 0.9% after the first epoch of seed 32721 with AUC equal to 1e-4.
+  // Two epochs show it; the other two would only add time.
+  DlrmRun sim = train_dlrm(yaml, data, seed, "--sim-gpus 2 --epochs 2");
+  REQUIRE(sim.auc.size() == 2);
+  REQUIRE(sim.first_steps.size() == 5);
+  for (size_t i = 0; i < 5; ++i) CHECK(sim.first_steps[i] == Approx(cpu.first_steps[i]).epsilon(1e-6));
+  CHECK(sim.train_loss[0] == Approx(cpu.train_loss[0]).epsilon(1e-3));
+  CHECK(sim.auc[0] == Approx(cpu.auc[0]).margin(2e-3));
+  CHECK(sim.loss[0] == Approx(cpu.loss[0]).epsilon(3e-2));
+  CHECK(sim.train_loss[1] == Approx(cpu.train_loss[1]).epsilon(5e-3));
+  CHECK(sim.auc[1] == Approx(cpu.auc[1]).margin(1e-2));
+  CHECK(sim.loss[1] == Approx(cpu.loss[1]).epsilon(3e-2));
 }
 
 TEST_CASE("the oracle's dlrm_small is configs/dlrm.yaml at small sizes: the same layers, devices and loss",
