@@ -195,7 +195,7 @@ def make_grads(model, spec, inputs, bindings, seed, training=False):
         return None
     res = collections.OrderedDict(named)
     for n, p in params.items():
-        res["grad." + n] = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+        res["grad." + n] = tt.dense(p.grad).detach().clone() if p.grad is not None else torch.zeros_like(p)
         p.grad = None
     for n, t in ins.items():
         if t.dtype == torch.float32:
