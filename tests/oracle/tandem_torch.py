@@ -1177,7 +1177,8 @@ def train_step(model, optimizer, scheduler, inputs, targets, bindings=None, clip
     clip_grad_norm_, optimizer step with the scheduled lr, scheduler step. A parameter
     the loss does not reach gets a zero gradient (so weight decay and momentum still
     apply, as if Tandem's summed-over-every-use gradient of no use is zero).
-    Returns (loss value as a float32 tensor, {param name: gradient after clipping})."""
+    Returns (loss value as a float32 tensor, {param name: gradient after clipping}; a
+    `sparse: true` table's gradient is a sparse tensor: dense() makes it a plain one)."""
     spec = model.spec
     for p in model.parameters():
         p.grad = None
@@ -1189,7 +1190,7 @@ def train_step(model, optimizer, scheduler, inputs, targets, bindings=None, clip
             p.grad = torch.zeros_like(p)
     if clip is not None:
         torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=float(clip))
-    grads = {n: dense(p.grad).detach().clone() for n, p in model.named_parameters()}
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}  # a sparse table's stays sparse
     optimizer.step()
     scheduler.step()
     return loss.detach().float(), grads
