@@ -20,7 +20,7 @@ probability sigmoid(logit). Ranking by the hidden logit itself gives the best AU
 model can reach on the data; the script prints it (0.76 at the defaults), and the best
 from the dense features alone (0.63): an AUC above that shows the tables learned. A model
 learns an id's bias and vector only from the samples that hold it, and with the Zipf
-skew many ids are rare (at 1.3, 14,000 distinct ids per table in 200,000 samples, 10,000
+skew many ids are rare (at 1.3, 14,000 distinct ids per table in 200,000 samples, 10,200
 of them seen once): their part of the signal stays out of reach, and a model that trains
 long enough memorises them (the validation loss turns up).
 

@@ -195,7 +195,7 @@ def make_grads(model, spec, inputs, bindings, seed, training=False):
         return None
     res = collections.OrderedDict(named)
     for n, p in params.items():
-        res["grad." + n] = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+        res["grad." + n] = tt.dense(p.grad).detach().clone() if p.grad is not None else torch.zeros_like(p)
         p.grad = None
     for n, t in ins.items():
         if t.dtype == torch.float32:
@@ -248,7 +248,7 @@ def make_train_case(yaml_path, doc, stem, seed, out_dir):
         losses.append(float(loss))
         if k == 0:
             for n, g in grads.items():
-                expected["step0.grad." + n] = g
+                expected["step0.grad." + n] = tt.dense(g)
     expected["loss"] = torch.tensor(losses, dtype=torch.float32)
     expected["lr"] = torch.tensor(lrs, dtype=torch.float32)
     for n, p in model.state_dict().items():

@@ -317,7 +317,7 @@ def replay(case):
         vals = model.values(ins, case["bindings"])
         loss = _manual_loss(spec.loss, vals[spec.loss["input_key"]], tgs[spec.loss["target"]])
         gs = torch.autograd.grad(loss, params, allow_unused=True)
-        gs = [torch.zeros_like(p) if g is None else g for p, g in zip(params, gs)]
+        gs = [torch.zeros_like(p) if g is None else tt.dense(g) for p, g in zip(params, gs)]  # sparse: true tables
         if train["clip_grad_norm"] is not None:
             norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in gs))
             coef = min(1.0, train["clip_grad_norm"] / (norm + 1e-6))

@@ -645,12 +645,14 @@ class _Builder:
             n = a["num_embeddings"]
             if p is not None:
                 need(_is_int(p) and -n <= p < n, "padding_idx must be an int in [-num_embeddings, num_embeddings)")
+            # sparse: torch's gradient is a sparse tensor (SGD then updates only the rows
+            # looked up); Tandem's tables are row-sparse whatever it says (docs/training.md)
             if op == "embedding":
-                return nn.Embedding(n, a["embedding_dim"], padding_idx=p)
+                return nn.Embedding(n, a["embedding_dim"], padding_idx=p, sparse=a["sparse"])
             need(a["mode"] in ("sum", "mean", "max"), "mode must be sum, mean or max")
             boolean("include_last_offset")
             return nn.EmbeddingBag(n, a["embedding_dim"], mode=a["mode"], padding_idx=p,
-                                   include_last_offset=a["include_last_offset"])
+                                   include_last_offset=a["include_last_offset"], sparse=a["sparse"])
         if op == "relu":
             boolean("inplace")
             return nn.ReLU()
@@ -1165,12 +1167,18 @@ def loss_fn(spec, values, targets):
     return F.binary_cross_entropy_with_logits(x, t, reduction=red)
 
 
+def dense(grad):
+    """A gradient as a dense tensor (a `sparse: true` table's is a sparse one)."""
+    return grad.to_dense() if grad is not None and grad.is_sparse else grad
+
+
 def train_step(model, optimizer, scheduler, inputs, targets, bindings=None, clip=None):
     """One step of docs/training.md: forward (the model's current mode), loss, backward,
     clip_grad_norm_, optimizer step with the scheduled lr, scheduler step. A parameter
     the loss does not reach gets a zero gradient (so weight decay and momentum still
     apply, as if Tandem's summed-over-every-use gradient of no use is zero).
-    Returns (loss value as a float32 tensor, {param name: gradient after clipping})."""
+    Returns (loss value as a float32 tensor, {param name: gradient after clipping}; a
+    `sparse: true` table's gradient is a sparse tensor: dense() makes it a plain one)."""
     spec = model.spec
     for p in model.parameters():
         p.grad = None
@@ -1182,7 +1190,7 @@ def train_step(model, optimizer, scheduler, inputs, targets, bindings=None, clip
             p.grad = torch.zeros_like(p)
     if clip is not None:
         torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=float(clip))
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}  # a sparse table's stays sparse
     optimizer.step()
     scheduler.step()
     return loss.detach().float(), grads

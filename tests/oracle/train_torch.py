@@ -10,7 +10,8 @@ taking as many consecutive columns as its non-batch dimensions hold) or safetens
 of `train.data`, holds out the last round(validation_split * N) samples of a seeded
 permutation, trains `epochs` epochs of shuffled batches (cosine total_steps = epochs *
 steps per epoch) and reports the training loss and, for a class loss, the validation
-accuracy (argmax of the loss input) after every epoch.
+accuracy (argmax of the loss input), for binary_cross_entropy_with_logits the validation
+ROC AUC (sklearn's roc_auc_score of the logits), after every epoch.
 """
 import argparse
 import gzip
@@ -145,6 +146,11 @@ def main(argv=None):
                     y = tg[L["target"]].reshape(-1)  # a class target is read flattened
                     live = y != L["ignore_index"]
                     rec["val_accuracy"] = float((pred[live] == y[live]).float().mean())
+                elif L["op"] == "binary_cross_entropy_with_logits":
+                    y = tg[L["target"]].reshape(-1)
+                    if bool(((y == 0) | (y == 1)).all()) and 0 < float(y.sum()) < len(y):
+                        from sklearn.metrics import roc_auc_score  # Debian's python3-sklearn
+                        rec["val_auc"] = float(roc_auc_score(y.numpy(), vals[L["input_key"]].reshape(-1).numpy()))
         history.append(rec)
         if not args.json:
             print(" ".join("%s %s" % (k, ("%.4f" % v) if isinstance(v, float) else v) for k, v in rec.items()),
