@@ -104,8 +104,13 @@ def _storage(t):
 def storage_bytes(tensors):
     """Bytes of the distinct storages under `tensors` (views and shared storages counted once)."""
     seen = {}
-    for t in tensors:
+    tensors = list(tensors)
+    while tensors:
+        t = tensors.pop()
         if t is None or not torch.is_tensor(t) or t.device.type != "cpu":
+            continue
+        if t.is_sparse:  # a sparse table's gradient (sparse: true): its indices and values
+            tensors += [t._indices(), t._values()]
             continue
         s = _storage(t)
         seen[s.data_ptr()] = max(seen.get(s.data_ptr(), 0), s.nbytes())

@@ -59,6 +59,7 @@ MODELS = {
     "configs/digits_cnn.yaml": [32, 256],
     "configs/char_gru.yaml": [16, 64],
     "configs/bert_mini.yaml": [32, 128],
+    "configs/dlrm.yaml": [512, 2048],
     "configs/transformer_encoder.yaml": [32],
 }
 SIM_GPUS = 2
