@@ -110,5 +110,58 @@ TEST_CASE("conv2d re-derives its reordered weights when params_version or the we
   check_rederives(conv_case(gen), gen);
 }
 
+OpCase linear_case(std::mt19937& gen) {
+  // large enough for oneDNN's matmul, which then wants the weight in a blocked layout
+  OpCase oc{"linear", op_attrs("linear", {{"in_features", int64_t{256}}, {"out_features", int64_t{256}},
+                                          {"bias", true}})};
+  oc.inputs = {random_tensor({64, 256}, gen)};
+  oc.params = {random_tensor({256, 256}, gen, -0.2f, 0.2f), random_tensor({256}, gen)};
+  oc.out_shape = {64, 256};
+  oc.training = true;
+  return oc;
+}
+
+void new_values(OpCase& c, std::mt19937& gen) {  // an optimizer step: the same buffers
+  for (Tensor& p : c.params) {
+    Tensor next = random_tensor(p.shape(), gen, -0.2f, 0.2f);
+    std::copy(next.span<float>().begin(), next.span<float>().end(), p.span<float>().begin());
+  }
+}
+
+TEST_CASE("linear re-derives its reordered weight when params_version or the weights change",
+          "[cpu][linear][weights]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  check_rederives(linear_case(gen), gen);
+}
+
+TEST_CASE("linear in training reads the weight as it is and reorders a version used twice, giving what a fresh kernel gives",
+          "[cpu][linear][weights]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase c = linear_case(gen);
+  Tensor grad_out = random_tensor(c.out_shape, gen);
+  auto kernel = make_kernel(c);
+  // training: a new version after every forward (reordered once, then read as it is)
+  for (uint64_t version = 1; version <= 4; ++version) {
+    INFO("version " << version);
+    require_same(forward_backward(c, *kernel, version, grad_out), fresh(c, grad_out));
+    new_values(c, gen);
+  }
+  // evaluation: the same version again and again (reordered at its second forward)
+  for (int i = 0; i < 3; ++i) {
+    INFO("evaluation forward " << i);
+    require_same(forward_backward(c, *kernel, 5, grad_out), fresh(c, grad_out));
+  }
+  // back to training, and a caller that does not track versions
+  for (uint64_t version : {uint64_t{6}, uint64_t{7}, kUnknownParamsVersion, kUnknownParamsVersion}) {
+    INFO("version " << version);
+    new_values(c, gen);
+    require_same(forward_backward(c, *kernel, version, grad_out), fresh(c, grad_out));
+  }
+}
+
 }  // namespace
 }  // namespace tandem::test
