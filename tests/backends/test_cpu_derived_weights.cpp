@@ -102,14 +102,6 @@ TEST_CASE("gru and lstm re-derive their packed weights when params_version or th
   }
 }
 
-TEST_CASE("conv2d re-derives its reordered weights when params_version or the weights change",
-          "[cpu][conv2d][weights]") {
-  uint32_t seed = fresh_seed();
-  INFO("seed " << seed);
-  std::mt19937 gen(seed);
-  check_rederives(conv_case(gen), gen);
-}
-
 OpCase linear_case(std::mt19937& gen) {
   // large enough for oneDNN's matmul, which then wants the weight in a blocked layout
   OpCase oc{"linear", op_attrs("linear", {{"in_features", int64_t{256}}, {"out_features", int64_t{256}},
@@ -128,12 +120,13 @@ void new_values(OpCase& c, std::mt19937& gen) {  // an optimizer step: the same 
   }
 }
 
-TEST_CASE("linear re-derives its reordered weight when params_version or the weights change",
-          "[cpu][linear][weights]") {
+TEST_CASE("conv2d and linear re-derive their reordered weights when params_version or the weights change",
+          "[cpu][conv2d][linear][weights]") {
   uint32_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
-  check_rederives(linear_case(gen), gen);
+  SECTION("conv2d") { check_rederives(conv_case(gen), gen); }
+  SECTION("linear") { check_rederives(linear_case(gen), gen); }
 }
 
 TEST_CASE("linear in training reads the weight as it is and reorders a version used twice, giving what a fresh kernel gives",
