@@ -69,25 +69,27 @@ Pass fresh(const OpCase& c, const Tensor& grad_out) {
   return forward_backward(c, *kernel, kUnknownParamsVersion, grad_out);
 }
 
+/// New values in the same buffers, in [-bound, bound]: what an optimizer step does.
+void new_values(OpCase& c, std::mt19937& gen, float bound) {
+  for (Tensor& p : c.params) {
+    Tensor next = random_tensor(p.shape(), gen, -bound, bound);
+    std::copy(next.span<float>().begin(), next.span<float>().end(), p.span<float>().begin());
+  }
+}
+
 void check_rederives(OpCase c, std::mt19937& gen) {
   Tensor grad_out = random_tensor(c.out_shape, gen);
   auto kernel = make_kernel(c);
   require_same(forward_backward(c, *kernel, 1, grad_out), fresh(c, grad_out));
   require_same(forward_backward(c, *kernel, 1, grad_out), fresh(c, grad_out));  // reused as is
   // an optimizer step: new values in the same buffers, a new version
-  for (Tensor& p : c.params) {
-    Tensor next = random_tensor(p.shape(), gen, -0.4f, 0.4f);
-    std::copy(next.span<float>().begin(), next.span<float>().end(), p.span<float>().begin());
-  }
+  new_values(c, gen, 0.4f);
   require_same(forward_backward(c, *kernel, 2, grad_out), fresh(c, grad_out));
   // other buffers (a replica's, loaded weights) at the same version
   for (Tensor& p : c.params) p = random_tensor(p.shape(), gen, -0.4f, 0.4f);
   require_same(forward_backward(c, *kernel, 2, grad_out), fresh(c, grad_out));
   // a caller that does not track versions
-  for (Tensor& p : c.params) {
-    Tensor next = random_tensor(p.shape(), gen, -0.4f, 0.4f);
-    std::copy(next.span<float>().begin(), next.span<float>().end(), p.span<float>().begin());
-  }
+  new_values(c, gen, 0.4f);
   require_same(forward_backward(c, *kernel, kUnknownParamsVersion, grad_out), fresh(c, grad_out));
 }
 
@@ -113,13 +115,6 @@ OpCase linear_case(std::mt19937& gen) {
   return oc;
 }
 
-void new_values(OpCase& c, std::mt19937& gen) {  // an optimizer step: the same buffers
-  for (Tensor& p : c.params) {
-    Tensor next = random_tensor(p.shape(), gen, -0.2f, 0.2f);
-    std::copy(next.span<float>().begin(), next.span<float>().end(), p.span<float>().begin());
-  }
-}
-
 TEST_CASE("conv2d and linear re-derive their reordered weights when params_version or the weights change",
           "[cpu][conv2d][linear][weights]") {
   uint32_t seed = fresh_seed();
@@ -141,7 +136,7 @@ TEST_CASE("linear in training reads the weight as it is and reorders a version u
   for (uint64_t version = 1; version <= 4; ++version) {
     INFO("version " << version);
     require_same(forward_backward(c, *kernel, version, grad_out), fresh(c, grad_out));
-    new_values(c, gen);
+    new_values(c, gen, 0.2f);
   }
   // evaluation: the same version again and again (reordered at its second forward)
   for (int i = 0; i < 3; ++i) {
@@ -151,7 +146,7 @@ TEST_CASE("linear in training reads the weight as it is and reorders a version u
   // back to training, and a caller that does not track versions
   for (uint64_t version : {uint64_t{6}, uint64_t{7}, kUnknownParamsVersion, kUnknownParamsVersion}) {
     INFO("version " << version);
-    new_values(c, gen);
+    new_values(c, gen, 0.2f);
     require_same(forward_backward(c, *kernel, version, grad_out), fresh(c, grad_out));
   }
 }

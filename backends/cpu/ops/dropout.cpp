@@ -11,6 +11,7 @@
 #include "backends/cpu/ops/apply_dropout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
+#include "backends/dropout_probability.h"
 
 namespace tandem {
 namespace {
@@ -18,9 +19,7 @@ namespace {
 class DropoutKernel final : public Kernel {
  public:
   explicit DropoutKernel(const KernelSpec& spec) {
-    double p = spec.attrs->get_float("p");
-    if (!(p >= 0.0 && p <= 1.0)) throw UserError("dropout: p " + std::to_string(p) + " is not in [0, 1]");
-    p_ = static_cast<float>(p);
+    p_ = dropout_probability(*spec.attrs);
     n_ = shape_numel(spec.inputs.at(0).shape);
   }
 

@@ -25,6 +25,7 @@
 #include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
+#include "backends/linear_plan.h"
 
 namespace tandem {
 namespace {
@@ -39,14 +40,9 @@ constexpr int64_t kLinearLoopMaxFlops = 2048;
 class LinearKernel final : public Kernel {
  public:
   LinearKernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
-    const Shape& x = spec.inputs.at(0).shape;
-    TANDEM_ASSERT(!x.empty(), "linear: input must have rank >= 1");
-    has_bias_ = spec.attrs->get_bool("bias");
-    TANDEM_ASSERT(spec.params.size() == (has_bias_ ? 2u : 1u), "linear: wrong parameter count");
-    k_ = x.back();
-    n_ = spec.params[0].shape.at(0);
-    TANDEM_ASSERT(spec.params[0].shape.at(1) == k_, "linear: weight does not match input features");
-    m_ = cpu::dims_product(x, 0, x.size() - 1);
+    const LinearPlan plan = plan_linear(spec);
+    has_bias_ = plan.has_bias;
+    m_ = plan.m, n_ = plan.n, k_ = plan.k;
     use_loop_ = m_ * n_ * k_ <= kLinearLoopMaxFlops || k_ == 0;
     if (!use_loop_) {
       make_primitive(spec);
@@ -118,15 +114,6 @@ class LinearKernel final : public Kernel {
     cpu::DnnlCall call;
     size_t src = 0, dst = 0, bias = 0;
     std::optional<size_t> weight;  // none when bound to a reordered copy of the weight
-    /// Builds the call of `pd`, reading the weight through `weight_md` (bound if given).
-    void bind(dnnl::primitive prim, const memory::desc& src_md, const memory::desc& dst_md,
-              const memory::desc* bias_md, const memory::desc* weight_md, dnnl::engine& eng) {
-      call = cpu::DnnlCall(std::move(prim));
-      src = call.bind(DNNL_ARG_SRC, src_md, eng);
-      dst = call.bind(DNNL_ARG_DST, dst_md, eng);
-      if (bias_md) bias = call.bind(DNNL_ARG_BIAS, *bias_md, eng);
-      if (weight_md) weight = call.bind(DNNL_ARG_WEIGHTS, *weight_md, eng);
-    }
     void run(CpuContext& ctx, const float* x, const float* w, const float* b, float* y) {
       if (weight) call.set(*weight, w);
       call.set(src, x);
@@ -136,21 +123,34 @@ class LinearKernel final : public Kernel {
     }
   };
 
-  /// The matmul that reads the weight as it is, made the first time training asks for it.
-  ForwardCall& plain_matmul() {
-    if (plain_.call.valid()) return plain_;
+  /// Makes `out` the forward matmul reading the weight as `w_md` says ([K, N]; format any:
+  /// as the primitive prefers), cached under `key`, its input, output and bias bound; the
+  /// caller binds the weight. Returns the primitive's description.
+  dnnl::matmul::primitive_desc make_forward(ForwardCall& out, const memory::desc& w_md, const std::string& key) {
     dnnl::engine& eng = ctx_.engine();
     const auto f32 = memory::data_type::f32;
     memory::desc src_md({m_, k_}, f32, memory::format_tag::ab);
-    memory::desc w_md({k_, n_}, f32, memory::format_tag::ba);
     memory::desc bias_md({1, n_}, f32, memory::format_tag::ab);
     memory::desc dst_md({m_, n_}, f32, memory::format_tag::ab);
     auto desc = has_bias_ ? dnnl::matmul::desc(src_md, w_md, bias_md, dst_md) : dnnl::matmul::desc(src_md, w_md, dst_md);
     std::optional<cpu::ScopedMaxThreads> one_thread;
     if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
     dnnl::matmul::primitive_desc pd(desc, eng);
-    plain_.bind(ctx_.cached_primitive(key_ + "#plain_weight", [&] { return dnnl::matmul(pd); }), src_md, dst_md,
-                has_bias_ ? &bias_md : nullptr, &w_md, eng);
+    out.call = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::matmul(pd); }));
+    out.src = out.call.bind(DNNL_ARG_SRC, src_md, eng);
+    out.dst = out.call.bind(DNNL_ARG_DST, dst_md, eng);
+    if (has_bias_) out.bias = out.call.bind(DNNL_ARG_BIAS, bias_md, eng);
+    return pd;
+  }
+
+  /// The weight as the user holds it, [N, K] row-major, seen as the matmul's [K, N].
+  memory::desc plain_weight_md() const { return memory::desc({k_, n_}, memory::data_type::f32, memory::format_tag::ba); }
+
+  /// The matmul that reads the weight as it is, made the first time training asks for it.
+  ForwardCall& plain_matmul() {
+    if (plain_.call.valid()) return plain_;
+    make_forward(plain_, plain_weight_md(), key_ + "#plain_weight");
+    plain_.weight = plain_.call.bind(DNNL_ARG_WEIGHTS, plain_weight_md(), ctx_.engine());
     return plain_;
   }
 
@@ -239,25 +239,19 @@ class LinearKernel final : public Kernel {
 
   void make_primitive(const KernelSpec& spec) {
     dnnl::engine& eng = ctx_.engine();
-    memory::desc src_md({m_, k_}, memory::data_type::f32, memory::format_tag::ab);
-    memory::desc user_w_md({k_, n_}, memory::data_type::f32, memory::format_tag::ba);
-    memory::desc any_w_md({k_, n_}, memory::data_type::f32, memory::format_tag::any);
-    memory::desc bias_md({1, n_}, memory::data_type::f32, memory::format_tag::ab);
-    memory::desc dst_md({m_, n_}, memory::data_type::f32, memory::format_tag::ab);
-    auto desc = has_bias_ ? dnnl::matmul::desc(src_md, any_w_md, bias_md, dst_md)
-                          : dnnl::matmul::desc(src_md, any_w_md, dst_md);
-    const bool single_thread = m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops;
-    std::optional<cpu::ScopedMaxThreads> one_thread;
-    if (single_thread) one_thread.emplace(1);
-    dnnl::matmul::primitive_desc pd(desc, eng);
     key_ = cpu::spec_key(spec);
-    dnnl::primitive prim = ctx_.cached_primitive(key_, [&] { return dnnl::matmul(pd); });
-    const bool plain = pd.weights_desc() == user_w_md;
-    matmul_.bind(prim, src_md, dst_md, has_bias_ ? &bias_md : nullptr, plain ? &user_w_md : nullptr, eng);
-    if (plain) return;
+    const memory::desc user_w_md = plain_weight_md();
+    const dnnl::matmul::primitive_desc pd =
+        make_forward(matmul_, memory::desc({k_, n_}, memory::data_type::f32, memory::format_tag::any), key_);
+    if (pd.weights_desc() == user_w_md) {
+      matmul_.weight = matmul_.call.bind(DNNL_ARG_WEIGHTS, user_w_md, eng);
+      return;
+    }
     // The primitive wants its own weight layout: own a buffer in it, filled by a reorder.
     memory packed(pd.weights_desc(), eng);
     matmul_.call.bind(DNNL_ARG_WEIGHTS, packed);
+    std::optional<cpu::ScopedMaxThreads> one_thread;  // as the matmul it feeds
+    if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
     dnnl::reorder::primitive_desc rpd(eng, user_w_md, eng, pd.weights_desc());
     reorder_ = cpu::DnnlCall(ctx_.cached_primitive(key_ + "#weight_reorder", [&] { return dnnl::reorder(rpd); }));
     reorder_src_ = reorder_.bind(DNNL_ARG_FROM, user_w_md, eng);

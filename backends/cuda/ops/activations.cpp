@@ -8,6 +8,7 @@
 #include "backends/cuda/kernels/activation.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/ops/op_factories.h"
+#include "backends/dropout_probability.h"
 
 namespace tandem::cuda {
 namespace {
@@ -42,9 +43,7 @@ class ActivationKernel final : public Kernel {
 class DropoutKernel final : public Kernel {
  public:
   DropoutKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
-    const double p = spec.attrs->get_float("p");
-    if (!(p >= 0.0 && p <= 1.0)) throw UserError("dropout: p " + std::to_string(p) + " is not in [0, 1]");
-    p_ = static_cast<float>(p);
+    p_ = dropout_probability(*spec.attrs);
     n_ = shape_numel(spec.inputs.at(0).shape);
   }
 

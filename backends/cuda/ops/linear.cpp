@@ -20,6 +20,7 @@
 #include "backends/cuda/kernels/mixed_precision.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/ops/op_factories.h"
+#include "backends/linear_plan.h"
 
 namespace tandem::cuda {
 namespace {
@@ -27,14 +28,9 @@ namespace {
 class LinearKernel final : public Kernel {
  public:
   LinearKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
-    const Shape& x = spec.inputs.at(0).shape;
-    TANDEM_ASSERT(!x.empty(), "linear: input must have rank >= 1");
-    has_bias_ = spec.attrs->get_bool("bias");
-    TANDEM_ASSERT(spec.params.size() == (has_bias_ ? 2u : 1u), "linear: wrong parameter count");
-    k_ = x.back();
-    n_ = spec.params[0].shape.at(0);
-    TANDEM_ASSERT(spec.params[0].shape.at(1) == k_, "linear: weight does not match input features");
-    m_ = shape_numel(std::span(x).first(x.size() - 1));
+    const LinearPlan plan = plan_linear(spec);
+    has_bias_ = plan.has_bias;
+    m_ = plan.m, n_ = plan.n, k_ = plan.k;
     if (has_bias_ && m_ > 0) {
       ones_ = Tensor::empty({m_}, DType::float32, ctx.allocator());
       fill(ones_.data<float>(), 1.f, m_, ctx.stream().get());
