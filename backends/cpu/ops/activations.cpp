@@ -107,7 +107,7 @@ class ActivationKernel final : public Kernel {
     if (n_ * 4 < cpu::kParallelThreshold) one_thread.emplace(1);  // vectorised: ~4x cheaper per element than our loop
     dnnl::memory::desc md({n_}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
     dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl_algorithm(act), md, 0.f, 0.f);
-    dnnl::eltwise_forward::primitive_desc pd(desc, ctx.engine());
+    dnnl::eltwise_forward::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine());
     call_ = cpu::DnnlCall(ctx.cached_primitive(cpu::spec_key(spec), [&] { return dnnl::eltwise_forward(pd); }));
     src_ = call_.bind(DNNL_ARG_SRC, md, ctx.engine());
     dst_ = call_.bind(DNNL_ARG_DST, md, ctx.engine());
@@ -128,7 +128,7 @@ class ActivationKernel final : public Kernel {
       bwd_.set(bwd_data_, gradient_from_output(act_) ? y : x);
       bwd_.set(bwd_diff_dst_, g);
       bwd_.set(bwd_diff_src_, dx);
-      bwd_.run(ctx_.stream());
+      bwd_.run(ctx_);
       return;
     }
     switch (act_) {
@@ -146,7 +146,7 @@ class ActivationKernel final : public Kernel {
     if (call_.valid()) {
       call_.set(src_, x);
       call_.set(dst_, y);
-      call_.run(ctx_.stream());
+      call_.run(ctx_);
       return;
     }
     switch (act_) {
@@ -164,7 +164,7 @@ class ActivationKernel final : public Kernel {
     const dnnl::algorithm alg = dnnl_backward_algorithm(act_);
     dnnl::eltwise_forward::primitive_desc hint(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), ctx_.engine());
-    dnnl::eltwise_backward::primitive_desc pd(dnnl::eltwise_backward::desc(alg, md, md, 0.f, 0.f), ctx_.engine(),
+    dnnl::eltwise_backward::primitive_desc pd(dnnl::eltwise_backward::desc(alg, md, md, 0.f, 0.f), user_scratchpad_attr(), ctx_.engine(),
                                               hint);
     bwd_ = cpu::DnnlCall(
         ctx_.cached_primitive(cpu::spec_key(spec) + "#bwd", [&] { return dnnl::eltwise_backward(pd); }));

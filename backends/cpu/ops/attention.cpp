@@ -96,13 +96,14 @@ class AttentionKernel final : public Kernel {
     memory::desc md({n_ * h_ * l_, s_}, memory::data_type::f32, memory::format_tag::ab);
     const std::string key = cpu::spec_key(spec);
     dnnl::softmax_forward::primitive_desc fwd_pd(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), user_scratchpad_attr(), ctx.engine());
     softmax_ = cpu::DnnlCall(ctx.cached_primitive(key + "#softmax", [&] { return dnnl::softmax_forward(fwd_pd); }));
     sm_src_ = softmax_.bind(DNNL_ARG_SRC, md, ctx.engine());
     sm_dst_ = softmax_.bind(DNNL_ARG_DST, md, ctx.engine());
     softmax_bwd_ = cpu::DnnlCall(ctx.cached_primitive(key + "#softmax_bwd", [&] {
       return dnnl::softmax_backward(
-          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1), ctx.engine(), fwd_pd));
+          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1), user_scratchpad_attr(), ctx.engine(),
+                                                 fwd_pd));
     }));
     smb_dst_ = softmax_bwd_.bind(DNNL_ARG_DST, md, ctx.engine());
     smb_ddst_ = softmax_bwd_.bind(DNNL_ARG_DIFF_DST, md, ctx.engine());
@@ -131,7 +132,7 @@ class AttentionKernel final : public Kernel {
     apply_masks(args.inputs, scores_.data());
     softmax_.set(sm_src_, scores_.data());
     softmax_.set(sm_dst_, probs_.data());
-    softmax_.run(ctx_.stream());
+    softmax_.run(ctx_);
     if (dropping_) {
       dropped_.resize(probs_.size());
       cpu::apply_dropout(probs_.data(), dropped_.data(), static_cast<int64_t>(probs_.size()), seed_,
@@ -168,7 +169,7 @@ class AttentionKernel final : public Kernel {
     softmax_bwd_.set(smb_dst_, probs_.data());
     softmax_bwd_.set(smb_ddst_, d_probs_.data());
     softmax_bwd_.set(smb_dsrc_, d_scores_.data());
-    softmax_bwd_.run(ctx_.stream());
+    softmax_bwd_.run(ctx_);
     if (mask_float_ && args.grad_inputs[static_cast<size_t>(mask_slot_)].defined())
       mask_grad(args.grad_inputs[static_cast<size_t>(mask_slot_)].data<float>());
     d_qp_.resize(qp_.size());

@@ -76,7 +76,7 @@ class BatchNormKernel final : public Kernel {
       p.fwd.set(p.fwd_mean, args.params[buffer_index()].data<float>());
       p.fwd.set(p.fwd_var, args.params[buffer_index() + 1].data<float>());
     }
-    p.fwd.run(ctx_.stream());
+    p.fwd.run(ctx_);
     if (args.training && tracks_) update_running_stats(args.params);
   }
 
@@ -102,7 +102,7 @@ class BatchNormKernel final : public Kernel {
       p.bwd.set(p.bwd_mean, args.params[buffer_index()].data<float>());
       p.bwd.set(p.bwd_var, args.params[buffer_index() + 1].data<float>());
     }
-    p.bwd.run(ctx_.stream());
+    p.bwd.run(ctx_);
     for (int64_t c = 0; c < channels_; ++c) {
       if (dw) dw[c] += dscale_[c];
       if (db) db[c] += dshift_[c];
@@ -120,7 +120,7 @@ class BatchNormKernel final : public Kernel {
     std::optional<cpu::ScopedMaxThreads> one_thread;
     if (x[0] * x[1] * x[2] * x[3] * 8 <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
     dnnl::batch_normalization_forward::primitive_desc fwd_pd(
-        dnnl::batch_normalization_forward::desc(prop, data_md, eps_, flags), eng);
+        dnnl::batch_normalization_forward::desc(prop, data_md, eps_, flags), user_scratchpad_attr(), eng);
     BnPrimitives p;
     p.fwd = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::batch_normalization_forward(fwd_pd); }));
     p.fwd_src = p.fwd.bind(DNNL_ARG_SRC, data_md, eng);
@@ -130,8 +130,8 @@ class BatchNormKernel final : public Kernel {
     p.fwd_scale = p.fwd.bind(DNNL_ARG_SCALE, stat_md, eng);
     p.fwd_shift = p.fwd.bind(DNNL_ARG_SHIFT, stat_md, eng);
     dnnl::batch_normalization_backward::primitive_desc bwd_pd(
-        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data_md, data_md, eps_, flags), eng,
-        fwd_pd);
+        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data_md, data_md, eps_, flags),
+        user_scratchpad_attr(), eng, fwd_pd);
     p.bwd = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd", [&] { return dnnl::batch_normalization_backward(bwd_pd); }));
     p.bwd_src = p.bwd.bind(DNNL_ARG_SRC, data_md, eng);
     p.bwd_dy = p.bwd.bind(DNNL_ARG_DIFF_DST, data_md, eng);

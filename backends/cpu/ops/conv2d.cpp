@@ -72,7 +72,7 @@ class Conv2dKernel final : public Kernel {
                                                                  bias_md, dst_any, strides, dilates, pad_l, pad_r)
                               : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src_any, w_any,
                                                                  dst_any, strides, dilates, pad_l, pad_r);
-    dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, eng);
+    dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, user_scratchpad_attr(), eng);
     fwd_ = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::convolution_forward(fwd_pd); }));
     fwd_src_ = fwd_.bind(DNNL_ARG_SRC, fwd_pd.src_desc(), eng);
     fwd_dst_ = fwd_.bind(DNNL_ARG_DST, fwd_pd.dst_desc(), eng);
@@ -84,8 +84,8 @@ class Conv2dKernel final : public Kernel {
 
     // backward data
     dnnl::convolution_backward_data::primitive_desc data_pd(
-        dnnl::convolution_backward_data::desc(alg, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r), eng,
-        fwd_pd);
+        dnnl::convolution_backward_data::desc(alg, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r),
+        user_scratchpad_attr(), eng, fwd_pd);
     bwd_data_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_data", [&] {
       return dnnl::convolution_backward_data(data_pd);
     }));
@@ -101,7 +101,7 @@ class Conv2dKernel final : public Kernel {
                                                                        dilates, pad_l, pad_r)
                            : dnnl::convolution_backward_weights::desc(alg, src_any, w_any, dst_any, strides, dilates,
                                                                        pad_l, pad_r);
-    dnnl::convolution_backward_weights::primitive_desc weights_pd(wdesc, eng, fwd_pd);
+    dnnl::convolution_backward_weights::primitive_desc weights_pd(wdesc, user_scratchpad_attr(), eng, fwd_pd);
     bwd_weights_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_weights", [&] {
       return dnnl::convolution_backward_weights(weights_pd);
     }));
@@ -136,7 +136,7 @@ class Conv2dKernel final : public Kernel {
     fwd_.set(fwd_src_, src_in_.read(args.inputs[0].data<float>()));
     float* y = args.outputs[0].data<float>();
     fwd_.set(fwd_dst_, dst_out_.target(y));
-    fwd_.run(ctx_.stream());
+    fwd_.run(ctx_);
     dst_out_.finish(y);
   }
 
@@ -155,7 +155,7 @@ class Conv2dKernel final : public Kernel {
       }
       bwd_data_.set(data_w_, data_packed_w_);
       bwd_data_.set(data_dx_, data_dx_out_.target(dx));
-      bwd_data_.run(ctx_.stream());
+      bwd_data_.run(ctx_);
       data_dx_out_.finish(dx);
     }
     if (dw || db) {
@@ -163,7 +163,7 @@ class Conv2dKernel final : public Kernel {
       bwd_weights_.set(weights_dy_, weights_dy_in_.read(dy));
       // without a dW to accumulate into, the primitive still writes its buffer
       bwd_weights_.set(weights_dw_, weights_dw_out_.target(nullptr));
-      bwd_weights_.run(ctx_.stream());
+      bwd_weights_.run(ctx_);
       if (dw) weights_dw_out_.finish(dw);
       if (db)
         for (size_t i = 0; i < db_scratch_.size(); ++i) db[i] += db_scratch_[i];

@@ -29,7 +29,7 @@ class Relayout {
     if (kind != Kind::accumulate && user_md == prim_md) return;
     const bool in = kind == Kind::input;
     dnnl::engine& eng = ctx.engine();
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = user_scratchpad_attr();
     if (kind == Kind::accumulate) {
       dnnl::post_ops sum;
       sum.append_sum(1.f);
@@ -51,7 +51,7 @@ class Relayout {
     if (!needed()) return user;
     reorder_.set(from_, user);
     reorder_.set(to_, buffer());
-    reorder_.run(ctx_->stream());
+    reorder_.run(*ctx_);
     return buffer();
   }
   /// For an output: the memory the primitive should write; then call finish(user).
@@ -60,7 +60,7 @@ class Relayout {
     if (!needed()) return;
     reorder_.set(from_, buffer());
     reorder_.set(to_, user);
-    reorder_.run(ctx_->stream());
+    reorder_.run(*ctx_);
   }
 
  private:

@@ -70,7 +70,7 @@ class LinearKernel final : public Kernel {
       // a first forward, a version read a second time, or one after a version used many times
       const bool again = read_plain_.current(args.params_version, weight);
       reorder_.set(reorder_src_, w);
-      reorder_.run(ctx_.stream());
+      reorder_.run(ctx_);
       packed_.mark(args.params_version, weight);
       read_plain_.invalidate();
       uses_ = again ? 2 : 1;
@@ -98,13 +98,13 @@ class LinearKernel final : public Kernel {
       data_bwd_.set(data_dy_, dy);
       data_bwd_.set(data_w_, w);
       data_bwd_.set(data_dx_, dx);
-      data_bwd_.run(ctx_.stream());
+      data_bwd_.run(ctx_);
     }
     if (dw) {
       weights_bwd_.set(weights_dy_, dy);
       weights_bwd_.set(weights_x_, x);
       weights_bwd_.set(weights_dw_, dw);
-      weights_bwd_.run(ctx_.stream());
+      weights_bwd_.run(ctx_);
     }
   }
 
@@ -119,7 +119,7 @@ class LinearKernel final : public Kernel {
       call.set(src, x);
       call.set(dst, y);
       if (b) call.set(bias, b);
-      call.run(ctx.stream());
+      call.run(ctx);
     }
   };
 
@@ -135,7 +135,7 @@ class LinearKernel final : public Kernel {
     auto desc = has_bias_ ? dnnl::matmul::desc(src_md, w_md, bias_md, dst_md) : dnnl::matmul::desc(src_md, w_md, dst_md);
     std::optional<cpu::ScopedMaxThreads> one_thread;
     if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
-    dnnl::matmul::primitive_desc pd(desc, eng);
+    dnnl::matmul::primitive_desc pd(desc, user_scratchpad_attr(), eng);
     out.call = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::matmul(pd); }));
     out.src = out.call.bind(DNNL_ARG_SRC, src_md, eng);
     out.dst = out.call.bind(DNNL_ARG_DST, dst_md, eng);
@@ -206,14 +206,14 @@ class LinearKernel final : public Kernel {
     std::optional<cpu::ScopedMaxThreads> one_thread;
     if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
     const std::string key = cpu::spec_key(spec);
-    dnnl::matmul::primitive_desc data_pd(dnnl::matmul::desc(dy_md, w_md, dx_md), eng);
+    dnnl::matmul::primitive_desc data_pd(dnnl::matmul::desc(dy_md, w_md, dx_md), user_scratchpad_attr(), eng);
     data_bwd_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_data", [&] { return dnnl::matmul(data_pd); }));
     data_dy_ = data_bwd_.bind(DNNL_ARG_SRC, dy_md, eng);
     data_w_ = data_bwd_.bind(DNNL_ARG_WEIGHTS, w_md, eng);
     data_dx_ = data_bwd_.bind(DNNL_ARG_DST, dx_md, eng);
     dnnl::post_ops accumulate;
     accumulate.append_sum(1.f);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = user_scratchpad_attr();
     attr.set_post_ops(accumulate);
     dnnl::matmul::primitive_desc weights_pd(dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, eng);
     weights_bwd_ =
@@ -252,7 +252,7 @@ class LinearKernel final : public Kernel {
     matmul_.call.bind(DNNL_ARG_WEIGHTS, packed);
     std::optional<cpu::ScopedMaxThreads> one_thread;  // as the matmul it feeds
     if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
-    dnnl::reorder::primitive_desc rpd(eng, user_w_md, eng, pd.weights_desc());
+    dnnl::reorder::primitive_desc rpd(eng, user_w_md, eng, pd.weights_desc(), user_scratchpad_attr());
     reorder_ = cpu::DnnlCall(ctx_.cached_primitive(key_ + "#weight_reorder", [&] { return dnnl::reorder(rpd); }));
     reorder_src_ = reorder_.bind(DNNL_ARG_FROM, user_w_md, eng);
     reorder_.bind(DNNL_ARG_TO, packed);

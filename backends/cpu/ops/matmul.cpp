@@ -71,14 +71,14 @@ class MatmulKernel final : public Kernel {
       bwd_a_.set(bwd_a_dy_, dy);
       bwd_a_.set(bwd_a_b_, b);
       bwd_a_.set(bwd_a_dst_, a_broadcast_ ? scratch_a_.data() : da);
-      bwd_a_.run(ctx_.stream());
+      bwd_a_.run(ctx_);
       if (a_broadcast_) reduce_batches(scratch_a_.data(), da, m_ * k_, batch_stride_a_);
     }
     if (db) {
       bwd_b_.set(bwd_b_a_, a);
       bwd_b_.set(bwd_b_dy_, dy);
       bwd_b_.set(bwd_b_dst_, scratch_b_.empty() ? db : scratch_b_.data());
-      bwd_b_.run(ctx_.stream());
+      bwd_b_.run(ctx_);
       if (!scratch_b_.empty()) reduce_batches(scratch_b_.data(), db, k_ * n_, batch_stride_b_);
     }
   }
@@ -91,7 +91,7 @@ class MatmulKernel final : public Kernel {
       call_.set(src_, a);
       call_.set(weights_, b);
       call_.set(dst_, y);
-      call_.run(ctx_.stream());
+      call_.run(ctx_);
       return;
     }
     const int64_t m = m_, n = n_, k = k_;
@@ -233,8 +233,8 @@ class MatmulKernel final : public Kernel {
     dnnl::engine& eng = ctx_.engine();
     const std::string key = cpu::spec_key(spec);
     try {
-      dnnl::matmul::primitive_desc a_pd(dnnl::matmul::desc(dy_md, bt_md, da_md), eng);
-      dnnl::matmul::primitive_desc b_pd(dnnl::matmul::desc(at_md, dyb_md, db_md), eng);
+      dnnl::matmul::primitive_desc a_pd(dnnl::matmul::desc(dy_md, bt_md, da_md), user_scratchpad_attr(), eng);
+      dnnl::matmul::primitive_desc b_pd(dnnl::matmul::desc(at_md, dyb_md, db_md), user_scratchpad_attr(), eng);
       bwd_a_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_a", [&] { return dnnl::matmul(a_pd); }));
       bwd_b_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_b", [&] { return dnnl::matmul(b_pd); }));
     } catch (const dnnl::error&) {
@@ -260,7 +260,7 @@ class MatmulKernel final : public Kernel {
     std::optional<cpu::ScopedMaxThreads> one_thread;
     if (batches_ * m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, o_md), ctx_.engine());
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, o_md), user_scratchpad_attr(), ctx_.engine());
       call_ = cpu::DnnlCall(ctx_.cached_primitive(cpu::spec_key(spec), [&] { return dnnl::matmul(pd); }));
     } catch (const dnnl::error&) {
       return;  // unsupported by oneDNN: the loop runs

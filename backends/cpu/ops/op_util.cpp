@@ -15,6 +15,18 @@ std::string spec_key(const KernelSpec& spec) {
   return key;
 }
 
+DnnlCall::DnnlCall(dnnl::primitive prim) : prim_(std::move(prim)) {
+  const_dnnl_primitive_desc_t pd = prim_.get_primitive_desc();
+  const_dnnl_primitive_attr_t attr = nullptr;
+  dnnl_scratchpad_mode_t mode = dnnl_scratchpad_mode_library;
+  TANDEM_ASSERT(dnnl_primitive_desc_get_attr(pd, &attr) == dnnl_success &&
+                    dnnl_primitive_attr_get_scratchpad_mode(attr, &mode) == dnnl_success &&
+                    mode == dnnl_scratchpad_mode_user,
+                "a oneDNN primitive built without user_scratchpad_attr()");
+  if (const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0))
+    scratchpad_md_ = dnnl::memory::desc(*md);
+}
+
 size_t DnnlCall::bind(int arg, const dnnl::memory::desc& md, dnnl::engine& engine, void* handle) {
   return bind(arg, dnnl::memory(md, engine, handle));
 }
@@ -25,7 +37,12 @@ size_t DnnlCall::bind(int arg, dnnl::memory mem) {
   return mems_.size() - 1;
 }
 
-void DnnlCall::run(dnnl::stream& stream) {
+void DnnlCall::run(CpuContext& ctx) {
+  if (size_t bytes = scratchpad_md_.get_size()) {
+    if (scratchpad_slot_ == kNoSlot) scratchpad_slot_ = bind(DNNL_ARG_SCRATCHPAD, scratchpad_md_, ctx.engine());
+    set(scratchpad_slot_, ctx.scratchpad(bytes));
+  }
+  dnnl::stream& stream = ctx.stream();
   dnnl_status_t status =
       dnnl_primitive_execute(prim_.get(), stream.get(), static_cast<int>(args_.size()), args_.data());
   TANDEM_ASSERT(status == dnnl_success, "oneDNN primitive execution failed with status " + std::to_string(status));

@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backends/cpu/cpu_context.h"
 #include "backends/kernel.h"
 #include "core/error.h"
 
@@ -91,23 +92,28 @@ class ScopedMaxThreads {
 };
 
 /// One oneDNN primitive with its memory objects, bound once; run() only swaps data
-/// pointers and calls the C API, so it builds no argument map of ours per call.
+/// pointers and calls the C API, so it builds no argument map of ours per call. The
+/// primitive must have been built with user_scratchpad_attr() (cpu_context.h): run() hands
+/// it the context's scratchpad.
 class DnnlCall {
  public:
   DnnlCall() = default;
-  explicit DnnlCall(dnnl::primitive prim) : prim_(std::move(prim)) {}
+  explicit DnnlCall(dnnl::primitive prim);
   /// Binds `arg` (DNNL_ARG_*) to a memory of `md`; returns its slot for set().
   size_t bind(int arg, const dnnl::memory::desc& md, dnnl::engine& engine, void* handle = DNNL_MEMORY_NONE);
   /// Binds `arg` to an existing (for example, owning) memory object.
   size_t bind(int arg, dnnl::memory mem);
   void set(size_t slot, const void* data) { mems_[slot].set_data_handle(const_cast<void*>(data)); }
-  void run(dnnl::stream& stream);
+  void run(CpuContext& ctx);
   bool valid() const { return static_cast<bool>(prim_); }
 
  private:
+  static constexpr size_t kNoSlot = ~size_t{0};
   dnnl::primitive prim_;
   std::vector<dnnl::memory> mems_;
   std::vector<dnnl_exec_arg_t> args_;  // {DNNL_ARG_*, mems_[i].get()}, built by bind()
+  dnnl::memory::desc scratchpad_md_;   // what the primitive asks for (empty: nothing)
+  size_t scratchpad_slot_ = kNoSlot;   // bound on the first run
 };
 
 }  // namespace tandem::cpu

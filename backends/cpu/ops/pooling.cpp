@@ -55,12 +55,13 @@ class Pool2dKernel final : public Kernel {
     dnnl::pooling_v2_forward::primitive_desc fwd_pd(
         dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_training, alg, src_md, dst_md, strides, kernel,
                                        dilation, pl, pr),
-        eng);
+        user_scratchpad_attr(), eng);
     fwd_ = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::pooling_v2_forward(fwd_pd); }));
     fwd_src_ = fwd_.bind(DNNL_ARG_SRC, src_md, eng);
     fwd_dst_ = fwd_.bind(DNNL_ARG_DST, dst_md, eng);
     dnnl::pooling_v2_backward::primitive_desc bwd_pd(
-        dnnl::pooling_v2_backward::desc(alg, src_md, dst_md, strides, kernel, dilation, pl, pr), eng, fwd_pd);
+        dnnl::pooling_v2_backward::desc(alg, src_md, dst_md, strides, kernel, dilation, pl, pr), user_scratchpad_attr(), eng,
+        fwd_pd);
     bwd_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd", [&] { return dnnl::pooling_v2_backward(bwd_pd); }));
     bwd_dy_ = bwd_.bind(DNNL_ARG_DIFF_DST, dst_md, eng);
     bwd_dx_ = bwd_.bind(DNNL_ARG_DIFF_SRC, src_md, eng);
@@ -76,7 +77,7 @@ class Pool2dKernel final : public Kernel {
     float* y = args.outputs[0].data<float>();
     fwd_.set(fwd_src_, args.inputs[0].data<float>());
     fwd_.set(fwd_dst_, y);
-    fwd_.run(ctx_.stream());
+    fwd_.run(ctx_);
     if (!scale_.empty()) apply_scale(y, y);
     has_workspace_ = true;
   }
@@ -95,7 +96,7 @@ class Pool2dKernel final : public Kernel {
     }
     bwd_.set(bwd_dy_, dy);
     bwd_.set(bwd_dx_, args.grad_inputs[0].data<float>());
-    bwd_.run(ctx_.stream());
+    bwd_.run(ctx_);
   }
 
  private:

@@ -119,11 +119,11 @@ class RnnKernel final : public Kernel {
       memory::desc fwd_wl, fwd_wi, bwd_wl, bwd_wi, ws;
       if (lstm_) {
         dnnl::lstm_forward::primitive_desc fpd(
-            dnnl::lstm_forward::desc(train, dir, src, iter, iter, wl_any, wi_any, bias, dst, iter, iter), eng);
+            dnnl::lstm_forward::desc(train, dir, src, iter, iter, wl_any, wi_any, bias, dst, iter, iter), user_scratchpad_attr(), eng);
         dnnl::lstm_backward::primitive_desc bpd(
             dnnl::lstm_backward::desc(bwd_kind, dir, src, iter, iter, wl_any, wi_any, bias, dst, iter, iter, src, iter,
                                       iter, wl_any, wi_any, bias, dst, iter, iter),
-            eng, fpd);
+            user_scratchpad_attr(), eng, fpd);
         fwd_prim = ctx_.cached_primitive(lkey + "#fwd", [&] { return dnnl::lstm_forward(fpd); });
         bwd_prim = ctx_.cached_primitive(lkey + "#bwd", [&] { return dnnl::lstm_backward(bpd); });
         fwd_wl = fpd.weights_layer_desc(), fwd_wi = fpd.weights_iter_desc(), ws = fpd.workspace_desc();
@@ -131,11 +131,11 @@ class RnnKernel final : public Kernel {
         L.dwl_md = bpd.diff_weights_layer_desc(), L.dwi_md = bpd.diff_weights_iter_desc();
       } else {
         dnnl::lbr_gru_forward::primitive_desc fpd(
-            dnnl::lbr_gru_forward::desc(train, dir, src, iter, wl_any, wi_any, bias, dst, iter), eng);
+            dnnl::lbr_gru_forward::desc(train, dir, src, iter, wl_any, wi_any, bias, dst, iter), user_scratchpad_attr(), eng);
         dnnl::lbr_gru_backward::primitive_desc bpd(
             dnnl::lbr_gru_backward::desc(bwd_kind, dir, src, iter, wl_any, wi_any, bias, dst, iter, src, iter, wl_any,
                                          wi_any, bias, dst, iter),
-            eng, fpd);
+            user_scratchpad_attr(), eng, fpd);
         fwd_prim = ctx_.cached_primitive(lkey + "#fwd", [&] { return dnnl::lbr_gru_forward(fpd); });
         bwd_prim = ctx_.cached_primitive(lkey + "#bwd", [&] { return dnnl::lbr_gru_backward(bpd); });
         fwd_wl = fpd.weights_layer_desc(), fwd_wi = fpd.weights_iter_desc(), ws = fpd.workspace_desc();
@@ -220,7 +220,7 @@ class RnnKernel final : public Kernel {
         L.fwd.set(L.f_src_iter_c, initial(args.inputs, 2, l));
         L.fwd.set(L.f_dst_iter_c, cn_.data() + l * state);
       }
-      L.fwd.run(ctx_.stream());
+      L.fwd.run(ctx_);
       if (dropping_ && l + 1 < layers_) {
         L.dropped.resize(L.out.size());
         cpu::apply_dropout(L.out.data(), L.dropped.data(), static_cast<int64_t>(L.out.size()),
@@ -300,7 +300,7 @@ class RnnKernel final : public Kernel {
       L.bwd.set(L.b_dwl, dwl);
       L.bwd.set(L.b_dwi, dwi);
       L.bwd.set(L.b_dbias, L.dbias.data());
-      L.bwd.run(ctx_.stream());
+      L.bwd.run(ctx_);
       L.dwl_out.finish(L.dwl.data());
       L.dwi_out.finish(L.dwi.data());
       accumulate_param_grads(l, args.grad_params);

@@ -36,10 +36,10 @@ class SoftmaxKernel final : public Kernel {
     dnnl::primitive prim = ctx.cached_primitive(cpu::spec_key(spec), [&]() -> dnnl::primitive {
       if (log) {
         dnnl::logsoftmax_forward::desc desc(dnnl::prop_kind::forward_inference, md, 1);
-        return dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(desc, ctx.engine()));
+        return dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(desc, user_scratchpad_attr(), ctx.engine()));
       }
       dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, md, 1);
-      return dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(desc, ctx.engine()));
+      return dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(desc, user_scratchpad_attr(), ctx.engine()));
     });
     call_ = cpu::DnnlCall(prim);
     src_ = call_.bind(DNNL_ARG_SRC, md, ctx.engine());
@@ -49,12 +49,13 @@ class SoftmaxKernel final : public Kernel {
         dnnl::logsoftmax_forward::primitive_desc hint(
             dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
         return dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
-            dnnl::logsoftmax_backward::desc(md, md, 1), ctx.engine(), hint));
+            dnnl::logsoftmax_backward::desc(md, md, 1), user_scratchpad_attr(), ctx.engine(), hint));
       }
       dnnl::softmax_forward::primitive_desc hint(
           dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
       return dnnl::softmax_backward(
-          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1), ctx.engine(), hint));
+          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1), user_scratchpad_attr(),
+                                                 ctx.engine(), hint));
     });
     bwd_ = cpu::DnnlCall(bwd);
     bwd_dst_ = bwd_.bind(DNNL_ARG_DST, md, ctx.engine());
@@ -73,7 +74,7 @@ class SoftmaxKernel final : public Kernel {
       bwd_.set(bwd_dst_, y);
       bwd_.set(bwd_diff_dst_, g);
       bwd_.set(bwd_diff_src_, dx);
-      bwd_.run(ctx_.stream());
+      bwd_.run(ctx_);
       return;
     }
     const int64_t axis = axis_, inner = inner_;
@@ -102,7 +103,7 @@ class SoftmaxKernel final : public Kernel {
     if (call_.valid()) {
       call_.set(src_, x);
       call_.set(dst_, y);
-      call_.run(ctx_.stream());
+      call_.run(ctx_);
       return;
     }
     // One "lane" is the axis_ elements at fixed (outer, inner), inner_ apart.

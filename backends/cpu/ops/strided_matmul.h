@@ -36,7 +36,7 @@ class StridedMatmul {
     std::string key = "strided_matmul:" + view_str(a) + view_str(b) + view_str(c) + std::to_string(scale) +
                       (accumulate ? "+=" : "=") + (bias ? "b" : "");
     dnnl::primitive prim = ctx.cached_primitive(key, [&] {
-      dnnl::primitive_attr attr;
+      dnnl::primitive_attr attr = user_scratchpad_attr();
       if (scale != 1.f) attr.set_output_scales(0, {scale});
       if (accumulate) {
         dnnl::post_ops ops;
@@ -59,7 +59,7 @@ class StridedMatmul {
     call_.set(b_, b);
     call_.set(c_, c);
     if (has_bias_) call_.set(bias_, bias);
-    call_.run(ctx_->stream());
+    call_.run(*ctx_);
   }
 
  private:
