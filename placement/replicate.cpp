@@ -149,17 +149,18 @@ class Replicator {
 
     const int replicas = static_cast<int>(chunks.size());
     std::vector<std::map<int, int>> replica_value(replicas);  // original value -> replica k's
+    // Of the values replica k reads, as its layers' shape inference sees them: concrete, but
+    // for the scattered dim, which stays the chunk symbol where the block's input had it, so
+    // that a layer naming it (reshape: {shape: [batch, 9, 64]}) infers as it did at load
+    // time; the replica's values get these types with the symbol bound to the chunk.
+    std::vector<std::map<int, TensorType>> replica_types(replicas);
+    std::vector<Bindings> replica_bindings(replicas, bindings_);
     int64_t offset = 0;
     for (int k = 0; k < replicas; ++k) {
       const std::string tag = std::to_string(k);
-      Bindings chunk_bindings = bindings_;
-      if (chunk_symbol) chunk_bindings[*chunk_symbol] = chunks[k];
+      if (chunk_symbol) replica_bindings[k][*chunk_symbol] = chunks[k];
       std::map<int, int>& remap = replica_value[k];
-      // Of the values replica k reads, as its layers' shape inference sees them: concrete,
-      // but for the scattered dim, which stays the chunk symbol where the block's input had
-      // it, so that a layer naming it (reshape: {shape: [batch, 9, 64]}) infers as it did at
-      // load time; the replica's values get these types with the symbol bound to the chunk.
-      std::map<int, TensorType> types;
+      std::map<int, TensorType>& types = replica_types[k];
       for (size_t i = 0; i < inputs.size(); ++i) {
         const int v = inputs[i];
         if (!scattered[i]) {  // broadcast: every replica reads it whole
@@ -188,23 +189,30 @@ class Replicator {
         types[scatter.output] = seen;
         out_->nodes.push_back(std::move(scatter));
       }
-      for (int n = first; n < end; ++n) {
+      offset += chunks[k];
+    }
+    // Layer by layer, each layer's replicas one after the other: the order a runtime submits
+    // them in, so that the replicas of a layer reach their devices together and can run side
+    // by side (runtime/replica_groups.h).
+    for (int n = first; n < end; ++n) {
+      for (int k = 0; k < replicas; ++k) {
+        std::map<int, int>& remap = replica_value[k];
+        std::map<int, TensorType>& types = replica_types[k];
         Node r = g_.nodes[n];
-        r.path = g_.nodes[n].path + "@" + tag;
+        r.path = g_.nodes[n].path + "@" + std::to_string(k);
         std::vector<TensorType> in_types;
         for (int& v : r.inputs) {
           v = remap.at(v);
           in_types.push_back(types.at(v));
         }
         const TensorType seen = r.schema->infer(in_types, r.attrs);
-        r.output = add_value(r.path, concrete(seen, chunk_bindings, r.path));
+        r.output = add_value(r.path, concrete(seen, replica_bindings[k], r.path));
         r.device = dp.devices[k];
         r.replica = ReplicaRole{ReplicaRole::Kind::replica, b, k, replicas};
         remap[g_.nodes[n].output] = r.output;
         types[r.output] = seen;
         out_->nodes.push_back(std::move(r));
       }
-      offset += chunks[k];
     }
     for (int o : outputs) {
       if (parallel_loss_ && o == g_.loss->input) {

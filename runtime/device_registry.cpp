@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "backends/sim/sim_trace.h"
 #include "core/error.h"
 #include "core/memory_size.h"
 
@@ -96,6 +97,7 @@ void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceI
     throw UserError("--sim-gpus " + std::to_string(sims) + " is out of range: ask for 0 to " +
                     std::to_string(max_sim_gpus) + " simulated GPUs, e.g. --sim-gpus 2");
   if (sims == -1) sims = sim_gpus_from_environment();
+  if (sims > 0) SimTrace::check_environment();
   sim_gpu_memory_ = sim_gpu_memory_from(options);
 
   inventory_.devices = {DeviceInfo{Device::cpu(), host_memory_bytes(), false, cpu_model_name()}};

@@ -118,6 +118,9 @@ MultiDeviceForward::MultiDeviceForward(const Graph& given, const Plan& plan, con
       if (a.kind == Action::Kind::op && !a.node->schema->is_view)
         a.kernel = make_cpu_kernel(*devices_[a.device]->context, graph, *a.node, value_shapes_, a.params);
   });
+  for (size_t i = 0; i < actions_.size(); ++i)
+    if (actions_[i].kind == Action::Kind::op && actions_[i].kernel)
+      replica_groups_.add(static_cast<int>(i), *actions_[i].node, actions_[i].queue);
   last_reader_.assign(slot_keys_.size(), -1);
   for (size_t i = 0; i < actions_.size(); ++i) {
     const Action& a = actions_[i];
@@ -177,7 +180,7 @@ void MultiDeviceForward::call_hook(const Action& a, SimQueue& queue) {
   queue.submit([hook = hook_, call = std::move(call)] { (*hook)(call); });  // after the layer, on its queue
 }
 
-void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
+void MultiDeviceForward::run_action(const Action& a, uint64_t params_version, std::shared_ptr<TaskGroup> group) {
   DeviceState& dev = *devices_[a.device];
   SimQueue& queue = *a.queue;
   auto wait_for = [&](int slot) {  // the host never waits: the queue does
@@ -221,9 +224,12 @@ void MultiDeviceForward::run_action(const Action& a, uint64_t params_version) {
   slots_[a.out_slot] = out;
   for (int s : a.in_slots) wait_for(s);
   uint64_t seed = static_cast<uint64_t>(a.step);
-  queue.submit([&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
-    forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, false, seed, params_version}, a.context);
-  });
+  queue.submit(
+      [&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
+        forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, false, seed, params_version},
+                             a.context);
+      },
+      std::move(group));
   call_hook(a, queue);
   // an event only where a reader runs on another queue
   ready_[a.out_slot] = read_elsewhere_[a.out_slot] ? queue.record() : Event();
@@ -243,8 +249,9 @@ std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, u
       ready_[i] = Event();
       ready_queue_[i] = nullptr;
     }
+    replica_groups_.start_pass();
     for (size_t i = 0; i < actions_.size(); ++i) {
-      run_action(actions_[i], params_version);
+      run_action(actions_[i], params_version, replica_groups_.group_of(static_cast<int>(i)));
       // the host lets go after the last reader is submitted; queued tasks keep what they read
       const Action& a = actions_[i];
       auto release = [&](int s) {

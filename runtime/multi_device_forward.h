@@ -35,6 +35,7 @@
 #include "placement/plan.h"
 #include "runtime/device_report.h"
 #include "runtime/forward_hook.h"
+#include "runtime/replica_groups.h"
 
 namespace tandem {
 
@@ -77,7 +78,8 @@ class MultiDeviceForward {
 
   int slot(int value, int device) const;
   void copy_parameters(uint64_t params_version);
-  void run_action(const Action& action, uint64_t params_version);
+  /// Submits `action`; an op beside the other members of `group` (replica_groups.h).
+  void run_action(const Action& action, uint64_t params_version, std::shared_ptr<TaskGroup> group);
   void call_hook(const Action& action, SimQueue& queue);
   void drain_queues() noexcept;
 
@@ -87,6 +89,7 @@ class MultiDeviceForward {
   std::vector<Shape> value_shapes_;
   std::vector<std::unique_ptr<DeviceState>> devices_;  // cpu first
   std::vector<Action> actions_;                         // op steps and copies, in plan order
+  ReplicaGroups replica_groups_;                        // which op actions are one layer's replicas
   std::vector<std::pair<int, int>> slot_keys_;          // slot -> (value, device)
   std::vector<Tensor> slots_;                           // a value's tensor on one device, during a run
   std::vector<Event> ready_;                            // per slot: reached once the tensor is written

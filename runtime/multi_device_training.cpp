@@ -111,13 +111,21 @@ TouchedRows* DeviceParameterCache::gradient_rows(const std::string& name, Device
 
 DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_version) {
   // On each GPU's compute queue, ahead of the kernels that read the weights: no waiting.
+  // A weight going up to several GPUs (a data_parallel block's replicas) goes to all of
+  // them side by side (a TaskGroup).
   Traffic uploaded;
-  for (auto& [key, e] : entries_) {
-    if (e.version == params_version) continue;
-    registry_.sim_gpu(key.second).copy_from_host(buffer_of(e.copy), buffer_of(e.host), e.host.nbytes());
-    e.version = params_version;
-    uploaded.bytes += e.host.nbytes();
-    ++uploaded.copies;
+  std::map<std::string, std::vector<Entry*>> stale;  // weight -> its stale device copies
+  for (auto& [key, e] : entries_)
+    if (e.version != params_version) stale[key.first].push_back(&e);
+  for (const auto& [name, copies] : stale) {
+    auto group = copies.size() > 1 ? std::make_shared<TaskGroup>(static_cast<int>(copies.size())) : nullptr;
+    for (Entry* e : copies) {
+      registry_.sim_gpu(e->copy.device())
+          .copy_from_host(buffer_of(e->copy), buffer_of(e->host), e->host.nbytes(), SimGpu::Stream::compute, group);
+      e->version = params_version;
+      uploaded.bytes += e->host.nbytes();
+      ++uploaded.copies;
+    }
   }
   return uploaded;
 }
@@ -267,6 +275,9 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
       if (a.kind == Action::Kind::op && !a.node->schema->is_view)
         a.kernel = make_cpu_kernel(*devices_[a.device]->context, graph, *a.node, shapes_, a.params);
   });
+  for (size_t i = 0; i < actions_.size(); ++i)
+    if (actions_[i].kind == Action::Kind::op && !actions_[i].node->schema->is_view)
+      replica_groups_.add(static_cast<int>(i), *actions_[i].node, devices_[actions_[i].device]->queue);
   for (Action& a : actions_) {
     if (a.kind != Action::Kind::op || !a.kernel) continue;
     for (size_t k = 0; k < a.node->params.size(); ++k) {
@@ -342,8 +353,8 @@ int64_t MultiDeviceTraining::primitives_created() const {
 }
 
 template <typename F>
-void MultiDeviceTraining::on_device(int device, F&& work) {
-  devices_[device]->queue->submit(std::forward<F>(work));
+void MultiDeviceTraining::on_device(int device, F&& work, std::shared_ptr<TaskGroup> group) {
+  devices_[device]->queue->submit(std::forward<F>(work), std::move(group));
   if (lockstep_) synchronize_devices(devices_);
 }
 
@@ -401,6 +412,7 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
   try {
     for (Tensor& t : values_) t = Tensor();
     for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[home_slot_[graph_.inputs[i].value]] = inputs[i];
+    replica_groups_.start_pass();
     for (size_t i = 0; i < actions_.size(); ++i) {
       Action& a = actions_[i];
       if (a.kind == Action::Kind::copy) {
@@ -414,10 +426,13 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
         Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context);
         values_[a.out_slot] = out;
         uint64_t step_seed = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
-        on_device(a.device, [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
-          forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, training, step_seed, params_version},
-                               a.context);
-        });
+        on_device(
+            a.device,
+            [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
+              forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, training, step_seed, params_version},
+                                   a.context);
+            },
+            replica_groups_.group_of(static_cast<int>(i)));
       }
       for (int s : release_after_forward_[i]) values_[s] = Tensor();
     }
@@ -563,6 +578,7 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
       devices_[0]->copies_in += downloaded.copies;
       bucket = GradientBucket{};
     };
+    replica_groups_.start_pass();
     for (size_t i = plan_.steps.size(); i-- > 0;) {
       Action& a = actions_[step_action_[i]];
       const Node& node = *a.node;
@@ -608,7 +624,7 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
           backward_naming_layer(*a.kernel, args, a.context);
           for (size_t k = 0; k < accumulate_into.size(); ++k)
             if (accumulate_into[k].defined()) add_into(accumulate_into[k], grad_inputs[k]);
-        });
+        }, replica_groups_.group_of(step_action_[i]));
         for (size_t k = 0; k < a.in_slots.size(); ++k)
           if (grad_inputs[k].defined()) grad_ready_[a.in_slots[k]] = true;
         grads_[out] = Tensor();

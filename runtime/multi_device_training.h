@@ -48,6 +48,7 @@
 #include "placement/plan.h"
 #include "runtime/device_report.h"
 #include "runtime/loss.h"
+#include "runtime/replica_groups.h"
 
 namespace tandem {
 
@@ -146,9 +147,10 @@ class MultiDeviceTraining {
 
   Tensor copy_between(const Tensor& src, int from, int to, const std::string& context);
   LossValue parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
-  /// Submits `work` (which must hold what it touches) to the device's queue.
+  /// Submits `work` (which must hold what it touches) to the device's queue, beside the
+  /// other members of `group` (replica_groups.h).
   template <typename F>
-  void on_device(int device, F&& work);
+  void on_device(int device, F&& work, std::shared_ptr<TaskGroup> group = nullptr);
   void add_on_device(int device, const Tensor& into, const Tensor& from);
   Tensor allocate_on(int device, const Shape& shape, DType dtype, const std::string& context);
   void finish_report();
@@ -161,6 +163,7 @@ class MultiDeviceTraining {
   std::vector<bool> requires_grad_;  // per value
   std::vector<std::unique_ptr<DeviceState>> devices_;  // cpu first
   std::vector<Action> actions_;                         // forward copies and op steps, in plan order
+  ReplicaGroups replica_groups_;                        // which op actions are one layer's replicas
   std::vector<int> step_action_;                        // op step -> its action
   std::vector<std::vector<int>> copies_after_backward_; // op step -> copy actions whose gradient goes back after its backward
   std::vector<std::pair<int, int>> slot_keys_;          // slot -> (value, device)

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include <omp.h>
+
+#include "backends/sim/sim_trace.h"
 #include "core/error.h"
 
 namespace tandem {
@@ -47,7 +50,9 @@ SimEngine& SimEngine::shared() {
 }
 
 SimEngine::SimEngine()
-    : compute_thread_([this] { run_lane(Lane::compute); }), copy_thread_([this] { run_lane(Lane::copy); }) {}
+    : cores_(std::max(1, omp_get_max_threads())),
+      compute_thread_([this] { run_lane(Lane::compute); }),
+      copy_thread_([this] { run_lane(Lane::copy); }) {}
 
 SimEngine::~SimEngine() {
   {
@@ -70,7 +75,28 @@ void SimEngine::detach(SimQueue* queue) {
   queues_.erase(std::remove(queues_.begin(), queues_.end(), queue), queues_.end());
 }
 
-SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor) {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::vector<SimQueue*> SimEngine::ready_members(const TaskGroup* group) const {
+  std::vector<SimQueue*> members;
+  for (SimQueue* q : queues_)
+    if (q->lane_ == Lane::compute && !q->running_ && !q->items_.empty() && q->items_.front().group.get() == group)
+      members.push_back(q);
+  return members;
+}
+
+bool SimEngine::missing_members(const TaskGroup* group) const {
+  return group->taken_ == 0 && static_cast<int>(ready_members(group).size()) < group->size();
+}
+
+SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor, bool skip_waiting_groups) {
   // Round robin from where this lane last took an item, so no queue starves another.
   const size_t n = queues_.size();
   for (size_t k = 0; k < n; ++k) {
@@ -78,18 +104,103 @@ SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor) {
     if (q->lane_ != lane || q->running_ || q->items_.empty()) continue;
     const SimQueue::Item& head = q->items_.front();
     if (head.kind == SimQueue::ItemKind::wait && !head.event->done.load(std::memory_order_acquire)) continue;
+    const TaskGroup* group = head.group.get();
+    if (skip_waiting_groups && group && missing_members(group)) continue;
     cursor = (cursor + k + 1) % n;
     return q;
   }
   return nullptr;
 }
 
+bool SimEngine::wait_for_group(TaskGroup& group) {
+  const int64_t now = now_ns();
+  if (group.first_ready_ns_ == 0) group.first_ready_ns_ = now;
+  return now - group.first_ready_ns_ < group_wait_ns;
+}
+
+struct SimEngine::Taken {
+  SimQueue* queue = nullptr;
+  SimQueue::Item item;
+  std::exception_ptr failed;  // the queue's error before this item
+  std::exception_ptr error;   // from this item: a failed task, or an upstream event's error
+  bool reached_event = false;
+};
+
+void SimEngine::run_items(std::vector<Taken>& taken) {
+  const int side_by_side = static_cast<int>(taken.size());
+  auto run_one = [side_by_side](Taken& t) {
+    SimQueue& q = *t.queue;
+    switch (t.item.kind) {
+      case SimQueue::ItemKind::task:
+        if (t.failed) break;  // after a failure, later tasks are skipped: their inputs may be garbage
+        {
+          auto start = std::chrono::steady_clock::now();
+          try {
+            t.item.task();
+          } catch (...) {
+            t.error = std::current_exception();
+          }
+          auto stop = std::chrono::steady_clock::now();
+          if (SimTrace* trace = SimTrace::active()) trace->add(q.name_, start, stop, side_by_side);
+          auto elapsed = stop - start;
+          q.busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+          q.tasks_run_.fetch_add(1);
+        }
+        break;
+      case SimQueue::ItemKind::record: {
+        std::lock_guard event_lock(t.item.event->mutex);
+        t.item.event->error = t.failed;
+        t.item.event->done.store(true, std::memory_order_release);
+        t.item.event->reached.notify_all();
+        t.reached_event = true;
+        break;
+      }
+      case SimQueue::ItemKind::wait:
+        t.error = t.item.event->error;  // reached (next_ready checked), so no longer written
+        break;
+    }
+    // Drop the task now: the buffers it holds go back to their pools before the queue
+    // counts the item as finished, so synchronize() sees them returned.
+    t.item = SimQueue::Item{};
+  };
+  const int n = static_cast<int>(taken.size());
+  if (n == 1) {
+    run_one(taken[0]);  // with the whole team, for its kernels' own parallel regions
+    return;
+  }
+  // One core each: inside this region a kernel's own parallel regions are single-threaded
+  // (nested parallelism is off), and oneDNN's primitives run single-threaded too.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::min(n, cores_))
+  for (int i = 0; i < n; ++i) run_one(taken[i]);
+}
+
 void SimEngine::run_lane(Lane lane) {
+  if (lane == Lane::compute) omp_set_max_active_levels(1);  // side by side tasks' kernels: one thread each
   size_t cursor = 0;
+  std::vector<Taken> taken;
   std::unique_lock lock(mutex_);
   for (;;) {
-    SimQueue* q = next_ready(lane, cursor);
-    if (!q) {
+    std::vector<SimQueue*> run;
+    if (SimQueue* q = next_ready(lane, cursor)) {
+      TaskGroup* group = q->items_.front().group.get();
+      if (lane != Lane::compute || !group || cores_ < 2) {
+        run = {q};
+      } else {
+        run = ready_members(group);
+        if (missing_members(group)) {
+          if (SimQueue* other = next_ready(lane, cursor, /*skip_waiting_groups=*/true)) {
+            run = {other};  // something else can run meanwhile
+          } else if (wait_for_group(*group)) {
+            const uint64_t seen = generation_.load();
+            lock.unlock();
+            spin_until([&] { return generation_.load() != seen; });
+            lock.lock();
+            continue;
+          }  // else: waited long enough; what is ready runs together
+        }
+      }
+    }
+    if (run.empty()) {
       if (stopping_) return;  // queues are destroyed (drained) before the engine
       const uint64_t seen = generation_.load();
       lock.unlock();
@@ -98,49 +209,28 @@ void SimEngine::run_lane(Lane lane) {
       if (generation_.load() == seen && !stopping_) wakeup(lane).wait(lock);
       continue;
     }
-    SimQueue::Item item = std::move(q->items_.front());
-    q->items_.pop_front();
-    q->running_ = true;
-    const std::exception_ptr failed = q->error_;
-    lock.unlock();
-
-    std::exception_ptr error;  // from this item: a failed task, or an upstream event's error
-    bool reached_event = false;
-    switch (item.kind) {
-      case SimQueue::ItemKind::task:
-        if (failed) break;  // after a failure, later tasks are skipped: their inputs may be garbage
-        {
-          auto start = std::chrono::steady_clock::now();
-          try {
-            item.task();
-          } catch (...) {
-            error = std::current_exception();
-          }
-          auto elapsed = std::chrono::steady_clock::now() - start;
-          q->busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
-          q->tasks_run_.fetch_add(1);
-        }
-        break;
-      case SimQueue::ItemKind::record: {
-        std::lock_guard event_lock(item.event->mutex);
-        item.event->error = failed;
-        item.event->done.store(true, std::memory_order_release);
-        item.event->reached.notify_all();
-        reached_event = true;
-        break;
-      }
-      case SimQueue::ItemKind::wait:
-        error = item.event->error;  // reached (next_ready checked), so no longer written
-        break;
+    taken.clear();
+    for (SimQueue* q : run) {
+      Taken t;
+      t.queue = q;
+      t.item = std::move(q->items_.front());
+      q->items_.pop_front();
+      q->running_ = true;
+      if (t.item.group) ++t.item.group->taken_;
+      t.failed = q->error_;
+      taken.push_back(std::move(t));
     }
-    // Drop the task now, on this thread: the buffers it holds go back to their pools before
-    // the queue counts the item as finished, so synchronize() sees them returned.
-    item = SimQueue::Item{};
-
+    lock.unlock();
+    run_items(taken);
     lock.lock();
-    if (error && !q->error_) q->error_ = error;
-    q->running_ = false;
-    if (--q->unfinished_ == 0) q->idle_.notify_all();
+    bool reached_event = false;
+    for (Taken& t : taken) {
+      SimQueue* q = t.queue;
+      if (t.error && !q->error_) q->error_ = t.error;
+      q->running_ = false;
+      if (--q->unfinished_ == 0) q->idle_.notify_all();
+      reached_event = reached_event || t.reached_event;
+    }
     // A reached event may free a wait on the other lane; this lane looks again anyway.
     if (reached_event) generation_.fetch_add(1);
     if (reached_event) wakeup(lane == Lane::compute ? Lane::copy : Lane::compute).notify_one();
@@ -173,12 +263,15 @@ void SimQueue::enqueue(Item item) {
   engine_.wakeup(lane_).notify_one();
 }
 
-void SimQueue::submit(std::function<void()> task) { enqueue({ItemKind::task, std::move(task), nullptr}); }
+void SimQueue::submit(std::function<void()> task, std::shared_ptr<TaskGroup> group) {
+  if (group && group->size() < 2) group.reset();
+  enqueue({ItemKind::task, std::move(task), nullptr, std::move(group)});
+}
 
 Event SimQueue::record() {
   Event event;
   event.state_ = std::make_shared<Event::State>();
-  enqueue({ItemKind::record, nullptr, event.state_});
+  enqueue({ItemKind::record, nullptr, event.state_, nullptr});
   return event;
 }
 
@@ -186,7 +279,7 @@ void SimQueue::submit_wait(const Event& event) {
   // Reached without an error: nothing to wait for. With one, the wait item carries it into
   // this queue at its place in the order, after the tasks submitted before.
   if (!event.state_ || (event.done() && !event.state_->error)) return;
-  enqueue({ItemKind::wait, nullptr, event.state_});
+  enqueue({ItemKind::wait, nullptr, event.state_, nullptr});
 }
 
 void SimQueue::synchronize() {

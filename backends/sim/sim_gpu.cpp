@@ -61,13 +61,16 @@ void copy_bytes(const BufferRef& dst, const BufferRef& src, size_t bytes) {
 
 }  // namespace
 
-void SimGpu::copy_from_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream) {
+void SimGpu::copy_from_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream,
+                            std::shared_ptr<TaskGroup> group) {
   check_copy(dst, device_, src, Device::cpu(), bytes);
-  queue(stream).submit([this, dst = std::move(dst), src = std::move(src), bytes] {
-    copy_bytes(dst, src, bytes);
-    bytes_in_.fetch_add(bytes);
-    copies_in_.fetch_add(1);
-  });
+  queue(stream).submit(
+      [this, dst = std::move(dst), src = std::move(src), bytes] {
+        copy_bytes(dst, src, bytes);
+        bytes_in_.fetch_add(bytes);
+        copies_in_.fetch_add(1);
+      },
+      std::move(group));
 }
 
 void SimGpu::copy_to_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream) {

@@ -69,8 +69,10 @@ class SimGpu {
   /// of a failed task.
   void synchronize();
 
-  /// Queues a copy of `bytes` bytes from host memory `src` to `dst` on this device.
-  void copy_from_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream = Stream::compute);
+  /// Queues a copy of `bytes` bytes from host memory `src` to `dst` on this device; with a
+  /// `group`, beside the group's other tasks (the same weight going up to every replica).
+  void copy_from_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream = Stream::compute,
+                      std::shared_ptr<TaskGroup> group = nullptr);
   /// Queues a copy of `bytes` bytes from `src` on this device to host memory `dst`.
   void copy_to_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream = Stream::compute);
   /// Queues, on this (the source) device's `stream`, a copy from `src` on this device to

@@ -1,14 +1,17 @@
 // The device registry: simulated GPUs from options and TANDEM_SIM_GPUS, bad values, real
-// GPUs, unknown devices; and `tandem devices`.
+// GPUs, unknown devices; `tandem devices`; the TANDEM_SIM_TRACE timeline.
 #include <catch2/catch.hpp>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "runtime/device_registry.h"
@@ -42,8 +45,10 @@ struct Result {
   std::string output;
 };
 
-Result run_cli(const std::string& args) {
-  std::string cmd = "env -u TANDEM_SIM_GPUS -u TANDEM_SIM_GPU_MEMORY " + std::string(TANDEM_CLI) + " " + args + " 2>&1";
+// Runs the CLI with `args`, the simulated-GPU variables cleared and `env` (NAME=VALUE ...) set.
+Result run_cli_with(const std::string& env, const std::string& args) {
+  std::string cmd = "env -u TANDEM_SIM_GPUS -u TANDEM_SIM_GPU_MEMORY -u TANDEM_SIM_TRACE " + env + " " +
+                    std::string(TANDEM_CLI) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
@@ -52,6 +57,8 @@ Result run_cli(const std::string& args) {
   int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+Result run_cli(const std::string& args) { return run_cli_with("", args); }
 
 CudaDeviceInfo fake_gpu(int index) { return {index, "NVIDIA H100", 80 * GiB, 79 * GiB, 9, 0}; }
 
@@ -168,4 +175,43 @@ TEST_CASE("tandem devices exits 2 for a bad memory size or GPU count", "[registr
   CHECK(run_cli("devices --sim-gpus -3").code == 2);
   Result env = run_cli("devices");  // TANDEM_SIM_GPUS is cleared by run_cli
   CHECK(env.code == 0);
+}
+
+TEST_CASE("TANDEM_SIM_TRACE writes each simulated queue's tasks, replicas side by side", "[registry][cli][trace]") {
+  const std::string path = "/tmp/tandem_trace_test_" + std::to_string(::getpid()) + ".json";
+  std::remove(path.c_str());
+  Result r = run_cli("run " + std::string(TANDEM_SOURCE_DIR) + "/configs/seed_nested_dp.yaml --sim-gpus 2 --batch 64 --repeat 20");
+  REQUIRE(r.code == 0);  // no trace asked for: nothing written
+  std::FILE* absent = std::fopen(path.c_str(), "r");
+  CHECK(absent == nullptr);
+  if (absent) std::fclose(absent);
+  r = run_cli_with("TANDEM_SIM_TRACE=" + path + " OMP_NUM_THREADS=2",
+                   "run " + std::string(TANDEM_SOURCE_DIR) + "/configs/seed_nested_dp.yaml --sim-gpus 2 --batch 64 --repeat 20");
+  REQUIRE(r.code == 0);
+  std::ifstream in(path);
+  REQUIRE(in);
+  nlohmann::json trace = nlohmann::json::parse(in);
+  std::set<std::string> tracks;
+  int slices = 0, side_by_side = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M") tracks.insert(e.at("args").at("name").get<std::string>());
+    if (e.at("ph") != "X") continue;
+    ++slices;
+    CHECK(e.at("dur").get<double>() >= 0.0);
+    if (e.at("args").at("side_by_side").get<int>() == 2) ++side_by_side;
+  }
+  CHECK(tracks.count("cpu") == 1);
+  CHECK(tracks.count("cuda:0") == 1);
+  CHECK(tracks.count("cuda:1") == 1);
+  CHECK(slices >= 20 * 4);   // per forward: block1, block2's two replicas, the gather, block3
+  CHECK(side_by_side >= 2);  // block2.fc's replicas ran together at least once
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a TANDEM_SIM_TRACE that cannot be written is refused at once with exit code 2", "[registry][cli][trace]") {
+  Result r = run_cli_with("TANDEM_SIM_TRACE=/nonexistent-dir/trace.json",
+                          "run " + std::string(TANDEM_SOURCE_DIR) + "/configs/seed_nested_dp.yaml --sim-gpus 2 --batch 8");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("TANDEM_SIM_TRACE='/nonexistent-dir/trace.json'") &&
+                           Catch::Contains("cannot write"));
 }
