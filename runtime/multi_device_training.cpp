@@ -148,6 +148,22 @@ void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::strin
   for (const auto& key : keys) entries_.at(key).grad_zeroed = false;  // the backward writes them
 }
 
+void DeviceParameterCache::make_room_on_host(size_t bytes) {
+  size_t bound = 0;  // one device's gradients: the largest device's
+  std::map<Device, size_t> per_device;
+  for (const auto& [key, e] : entries_)
+    if (e.grad.defined()) bound = std::max(bound, per_device[key.second] += e.grad.nbytes());
+  while (!on_host_.empty() && (on_host_.front().first.done() || on_host_bytes_ + bytes > bound)) {
+    try {
+      on_host_.front().first.wait();
+    } catch (...) {
+      // a failed task: the queue's synchronize() reports it, this wait only bounds memory
+    }
+    on_host_bytes_ -= on_host_.front().second;
+    on_host_.pop_front();
+  }
+}
+
 DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
     const std::vector<std::pair<std::string, Device>>& keys) {
   // Per device, as one bucket: the copy engine waits for the device's backward kernels so
@@ -160,6 +176,10 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
   for (const auto& key : keys)
     if (std::find(devices.begin(), devices.end(), key.second) == devices.end()) devices.push_back(key.second);
   for (Device device : devices) {
+    size_t bytes = 0;
+    for (const auto& key : keys)
+      if (key.second == device) bytes += entries_.at(key).grad.nbytes();
+    make_room_on_host(bytes);
     SimGpu& gpu = registry_.sim_gpu(device);
     gpu.copy_queue().submit_wait(gpu.record());
     std::vector<std::pair<Tensor, Tensor>> adds;  // (model's gradient, copy on the host)
@@ -191,6 +211,8 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
       for (auto& [into, from] : adds) add_into(into, from);
       for (TouchedRows* rows : whole) rows->mark_all();
     });
+    on_host_.emplace_back(cpu.record(), bytes);
+    on_host_bytes_ += bytes;
   }
   return downloaded;
 }
