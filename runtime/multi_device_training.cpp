@@ -148,20 +148,14 @@ void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::strin
   for (const auto& key : keys) entries_.at(key).grad_zeroed = false;  // the backward writes them
 }
 
-void DeviceParameterCache::make_room_on_host(size_t bytes) {
-  size_t bound = 0;  // one device's gradients: the largest device's
+void DeviceParameterCache::reserve_staging() {
+  // One device's gradients: the largest device's (a bucket is never more).
+  size_t largest = 0;
   std::map<Device, size_t> per_device;
   for (const auto& [key, e] : entries_)
-    if (e.grad.defined()) bound = std::max(bound, per_device[key.second] += e.grad.nbytes());
-  while (!on_host_.empty() && (on_host_.front().first.done() || on_host_bytes_ + bytes > bound)) {
-    try {
-      on_host_.front().first.wait();
-    } catch (...) {
-      // a failed task: the queue's synchronize() reports it, this wait only bounds memory
-    }
-    on_host_bytes_ -= on_host_.front().second;
-    on_host_.pop_front();
-  }
+    if (e.grad.defined())
+      largest = std::max(largest, per_device[key.second] += HostStagingRing::bytes_for(e.grad.shape()));
+  staging_.reserve(largest);
 }
 
 DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
@@ -176,10 +170,11 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
   for (const auto& key : keys)
     if (std::find(devices.begin(), devices.end(), key.second) == devices.end()) devices.push_back(key.second);
   for (Device device : devices) {
+    reserve_staging();
     size_t bytes = 0;
     for (const auto& key : keys)
-      if (key.second == device) bytes += entries_.at(key).grad.nbytes();
-    make_room_on_host(bytes);
+      if (key.second == device) bytes += HostStagingRing::bytes_for(entries_.at(key).grad.shape());
+    staging_.start(bytes);
     SimGpu& gpu = registry_.sim_gpu(device);
     gpu.copy_queue().submit_wait(gpu.record());
     std::vector<std::pair<Tensor, Tensor>> adds;  // (model's gradient, copy on the host)
@@ -188,9 +183,10 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
       if (key.second != device) continue;
       Entry& e = entries_.at(key);
       if (auto rows = grad_rows_.find(key.first); rows != grad_rows_.end()) whole.push_back(&rows->second);
-      Tensor host = Tensor::empty(e.grad.shape(), DType::float32);
-      gpu.copy_to_host(buffer_of(host), buffer_of(e.grad), e.grad.nbytes(), SimGpu::Stream::copy);
-      adds.emplace_back(e.host_grad, host);
+      HostStagingRing::Region host = staging_.take(e.grad.shape());
+      for (const Event& reader_done : host.free_after) gpu.copy_queue().submit_wait(reader_done);
+      gpu.copy_to_host(buffer_of(host.tensor), buffer_of(e.grad), e.grad.nbytes(), SimGpu::Stream::copy);
+      adds.emplace_back(e.host_grad, host.tensor);
       downloaded.bytes += e.grad.nbytes();
       ++downloaded.copies;
     }
@@ -211,8 +207,7 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
       for (auto& [into, from] : adds) add_into(into, from);
       for (TouchedRows* rows : whole) rows->mark_all();
     });
-    on_host_.emplace_back(cpu.record(), bytes);
-    on_host_bytes_ += bytes;
+    staging_.release_after(cpu.record());
   }
   return downloaded;
 }

@@ -34,7 +34,6 @@
 // replicas of a data_parallel block sum theirs into the one master gradient.
 #pragma once
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +47,7 @@
 #include "graph/symbolic.h"
 #include "placement/plan.h"
 #include "runtime/device_report.h"
+#include "runtime/host_staging_ring.h"
 #include "runtime/loss.h"
 #include "runtime/replica_groups.h"
 
@@ -87,10 +87,9 @@ class DeviceParameterCache {
   /// Zeroes the device gradient buffers of `keys`.
   void zero_gradients(const std::vector<std::pair<std::string, Device>>& keys);
   /// Queues, for each device gradient of `keys`, its copy to the host and its addition to
-  /// the model's gradient (on the cpu queue); what it copied. The copies wait on the host
-  /// until their addition is done, and no more than one device's gradients wait at a time:
-  /// first the host waits for the oldest additions (data_parallel replicas would otherwise
-  /// pile N copies of the gradients up on the host).
+  /// the model's gradient (on the cpu queue); what it copied. The copies land in a staging
+  /// ring of one device's gradients (host_staging_ring.h): data_parallel replicas would
+  /// otherwise pile N copies of the gradients up on the host.
   Traffic add_gradients_to_host(const std::vector<std::pair<std::string, Device>>& keys);
 
  private:
@@ -100,17 +99,15 @@ class DeviceParameterCache {
     bool grad_zeroed = false;  // zeroed since the last backward wrote it
   };
   Entry& entry(const std::string& name, Device device, const std::string& context);
-  /// Waits until `bytes` more gradient copies on the host stay within the bound above.
-  void make_room_on_host(size_t bytes);
+  /// Sizes the staging ring to one device's gradients.
+  void reserve_staging();
 
   const TensorMap& params_;
   const TensorMap& grads_;
   TouchedRowsMap& grad_rows_;
   DeviceRegistry& registry_;
   std::map<std::pair<std::string, Device>, Entry> entries_;
-  // gradient copies on the host awaiting their addition: (reached once added, bytes)
-  std::deque<std::pair<Event, size_t>> on_host_;
-  size_t on_host_bytes_ = 0;
+  HostStagingRing staging_;  // where the GPUs' gradients land on the host
 };
 
 /// Not thread-safe. Keeps references to the graph's nodes, the cpu context, the cache and
