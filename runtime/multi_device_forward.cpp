@@ -69,10 +69,10 @@ MultiDeviceForward::MultiDeviceForward(const Graph& given, const Plan& plan, con
                                           : "gathering output '" + graph.values[c.value].name + "' to the cpu";
       a.src_slot = find_slot(c.value, a.from_device, "the copy to " + c.to.str());
       a.dst_slot = new_slot(c.value, a.device);
-      // a GPU's copy engine does it: the source's, or the destination's from the host
+      // a GPU's queue does it: the source's, or the destination's from the host
       SimGpu* side = devices_[a.from_device]->gpu ? devices_[a.from_device]->gpu : devices_[a.device]->gpu;
       TANDEM_ASSERT(side, "a copy from the cpu to the cpu");
-      a.stream = SimGpu::stream_for(shape_numel(value_shapes_[c.value]) * dtype_size(graph.values[c.value].type.dtype));
+      a.stream = SimGpu::activation_stream;
       a.queue = &side->queue(a.stream);
       actions_.push_back(std::move(a));
     }

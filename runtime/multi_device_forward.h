@@ -3,10 +3,10 @@
 //
 // What runs where: each op step runs on its plan device's queue: a simulated GPU's compute
 // queue, or the registry's cpu queue (every device's kernels run on the engine's one compute
-// thread, sim_engine.h). Each forward CopyStep of the plan becomes a copy on a GPU's copy
-// engine (the destination's from the host, else the source's; a small one on its compute
-// queue, SimGpu::stream_for) into a buffer of the
-// destination's pool, so it overlaps the kernels that do not read it. An event is recorded
+// thread, sim_engine.h). Each forward CopyStep of the plan becomes a copy on a GPU's queue
+// (the destination's from the host, else the source's; SimGpu::activation_stream) into a
+// buffer of the destination's pool, ordered by events against the other queues, so it
+// overlaps the kernels that do not read it. An event is recorded
 // after a tensor is written only when a reader runs on another queue, and that reader's queue
 // waits on it (submit_wait): the calling thread only allocates and submits, then waits once
 // for every queue at the end. Graph inputs start on the cpu; the outputs are gathered to

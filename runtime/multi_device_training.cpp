@@ -394,11 +394,11 @@ Tensor MultiDeviceTraining::copy_between(const Tensor& src, int from, int to, co
   DeviceState& t = *devices_[to];
   Tensor dst = allocate_on(to, src.shape(), src.dtype(), context);
   size_t bytes = src.nbytes();
-  // On a GPU's queue (its copy engine when large), after the source device's work so far
-  // (the writer among it), before the destination's next kernels.
+  // On a GPU's compute queue (SimGpu::activation_stream), after the source device's work
+  // so far (the writer among it), before the destination's next kernels.
   SimGpu* side = f.gpu ? f.gpu : t.gpu;
   TANDEM_ASSERT(side, "a copy from the cpu to the cpu");
-  const SimGpu::Stream stream = SimGpu::stream_for(bytes);
+  const SimGpu::Stream stream = SimGpu::activation_stream;
   SimQueue& engine = side->queue(stream);
   if (&engine != f.queue) engine.submit_wait(f.queue->record());
   if (!f.gpu) {

@@ -2,8 +2,8 @@
 // for one set of symbol values. The placed twin of CompiledTraining.
 //
 // Execution: every kernel runs on its device's queue (a simulated GPU's compute queue, or
-// the registry's cpu queue; sim_engine.h) and every copy on a GPU's copy engine, ordered by
-// events; the calling thread allocates and submits, and waits only where it needs a value
+// the registry's cpu queue; sim_engine.h) and every copy on a GPU's queue (activations on
+// its compute queue, gradients to the host on its copy engine), ordered by events; the calling thread allocates and submits, and waits only where it needs a value
 // (the loss, the end of forward and of backward). So copies overlap the kernels that do
 // not depend on them, and the host's bookkeeping overlaps the kernels. Running ahead must
 // not cost memory: a buffer the host has let go of returns to its pool only once its last
