@@ -26,6 +26,20 @@ std::unique_ptr<SimEngine> engine_with_cores(int cores) {
   return engine;
 }
 
+// Two devices' compute queues on an engine of `cores` cores: a layer's two replicas.
+struct TwoQueues {
+  std::unique_ptr<SimEngine> engine;
+  SimQueue a, b;
+  explicit TwoQueues(int cores)
+      : engine(engine_with_cores(cores)),
+        a("cuda:0", SimEngine::Lane::compute, *engine),
+        b("cuda:1", SimEngine::Lane::compute, *engine) {}
+  void synchronize() {
+    a.synchronize();
+    b.synchronize();
+  }
+};
+
 // What a task saw of its surroundings.
 struct Seen {
   std::atomic<bool> met_sibling{false};  // the sibling had started while this one ran
@@ -49,8 +63,8 @@ auto rendezvous(std::atomic<int>& started, int expected, Seen& seen, std::chrono
 }  // namespace
 
 TEST_CASE("a task group's members run side by side, one core each", "[sim_engine]") {
-  auto engine = engine_with_cores(2);
-  SimQueue a("cuda:0", SimEngine::Lane::compute, *engine), b("cuda:1", SimEngine::Lane::compute, *engine);
+  TwoQueues q(2);
+  SimQueue &a = q.a, &b = q.b;
   for (int round = 0; round < 5; ++round) {  // fresh groups, as each pass makes them
     std::atomic<int> started{0};
     Seen seen_a, seen_b;
@@ -58,8 +72,7 @@ TEST_CASE("a task group's members run side by side, one core each", "[sim_engine
     a.submit(rendezvous(started, 2, seen_a, 2000ms), group);
     std::this_thread::sleep_for(20us);  // the host submits the replicas a moment apart
     b.submit(rendezvous(started, 2, seen_b, 2000ms), group);
-    a.synchronize();
-    b.synchronize();
+    q.synchronize();
     CHECK(seen_a.met_sibling);
     CHECK(seen_b.met_sibling);
     // inside the engine's parallel region: a kernel's own regions are single-threaded
@@ -86,8 +99,8 @@ TEST_CASE("a lone task runs with the whole team", "[sim_engine]") {
 }
 
 TEST_CASE("a group member whose sibling never comes runs after a short wait", "[sim_engine]") {
-  auto engine = engine_with_cores(2);
-  SimQueue a("cuda:0", SimEngine::Lane::compute, *engine), b("cuda:1", SimEngine::Lane::compute, *engine);
+  TwoQueues q(2);
+  SimQueue &a = q.a, &b = q.b;
   auto group = std::make_shared<TaskGroup>(2);
   std::atomic<bool> ran{false};
   auto start = std::chrono::steady_clock::now();
@@ -106,8 +119,8 @@ TEST_CASE("a group member whose sibling never comes runs after a short wait", "[
 TEST_CASE("replicas that fell out of step run side by side again", "[sim_engine]") {
   // Replica a's first layer ran alone (b's came late); from the next layer on, both are
   // at their queues' heads together again and must run at once.
-  auto engine = engine_with_cores(2);
-  SimQueue a("cuda:0", SimEngine::Lane::compute, *engine), b("cuda:1", SimEngine::Lane::compute, *engine);
+  TwoQueues q(2);
+  SimQueue &a = q.a, &b = q.b;
   auto first = std::make_shared<TaskGroup>(2);
   a.submit([] {}, first);
   a.synchronize();
@@ -117,15 +130,14 @@ TEST_CASE("replicas that fell out of step run side by side again", "[sim_engine]
   auto second = std::make_shared<TaskGroup>(2);
   a.submit(rendezvous(started, 2, seen_a, 2000ms), second);
   b.submit(rendezvous(started, 2, seen_b, 2000ms), second);
-  a.synchronize();
-  b.synchronize();
+  q.synchronize();
   CHECK(seen_a.met_sibling);
   CHECK(seen_b.met_sibling);
 }
 
 TEST_CASE("a failed group member fails its own queue only", "[sim_engine]") {
-  auto engine = engine_with_cores(2);
-  SimQueue a("cuda:0", SimEngine::Lane::compute, *engine), b("cuda:1", SimEngine::Lane::compute, *engine);
+  TwoQueues q(2);
+  SimQueue &a = q.a, &b = q.b;
   auto group = std::make_shared<TaskGroup>(2);
   std::atomic<bool> b_ran{false}, a_after{false};
   a.submit([] { throw std::runtime_error("replica 0 failed"); }, group);
@@ -138,15 +150,14 @@ TEST_CASE("a failed group member fails its own queue only", "[sim_engine]") {
 }
 
 TEST_CASE("with one core a group's members run one after the other", "[sim_engine]") {
-  auto engine = engine_with_cores(1);
-  SimQueue a("cuda:0", SimEngine::Lane::compute, *engine), b("cuda:1", SimEngine::Lane::compute, *engine);
+  TwoQueues q(1);
+  SimQueue &a = q.a, &b = q.b;
   std::atomic<int> started{0};
   Seen seen_a, seen_b;
   auto group = std::make_shared<TaskGroup>(2);
   a.submit(rendezvous(started, 2, seen_a, 50ms), group);
   b.submit(rendezvous(started, 2, seen_b, 50ms), group);
-  a.synchronize();
-  b.synchronize();
+  q.synchronize();
   CHECK(started == 2);
   // the first to run waited for the other in vain: they did not overlap
   CHECK_FALSE((seen_a.met_sibling && seen_b.met_sibling));
