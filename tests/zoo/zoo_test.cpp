@@ -47,7 +47,11 @@ struct ScratchDir {
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
 
-uint32_t fresh_seed() { return std::random_device{}() % 100000; }
+// A fresh seed per run, or TANDEM_ZOO_SEED to repeat one that failed.
+uint32_t fresh_seed() {
+  if (const char* s = std::getenv("TANDEM_ZOO_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
+  return std::random_device{}() % 100000;
+}
 
 /// Bad arguments to a data script: each run (`script` + args) exits 2 with its message,
 /// and none writes `out`.
@@ -252,16 +256,21 @@ TEST_CASE("the DLRM click model's validation AUC rises epoch by epoch, the same 
   CHECK(cpu.loss[3] < cpu.loss[0]);
 
   // the MLPs data-parallel over two GPUs, each replica scoring its rows: the same training.
-  // Summed in another order, the gradients differ by rounding, and SGD at lr 1 grows that
-  // like any chaotic map: 1e-9 apart over the first steps, 1e-5 by step 10, 1e-3 by step 40
-  // (60,000 samples, seed 32721). So the first steps must agree to rounding, the epochs' mean training loss
+  // Summed in another order (and by replicas' kernels run one core each, side by side), the
+  // gradients differ by rounding, and SGD at lr 1 grows that like any chaotic map: 1e-9 to
+  // 1e-8 apart over the first steps, up to 3e-6 by step 4 (seed 76811), 1e-5 by step 10,
+  // 1e-3 by step 40 (60,000 samples, seed 32721). So the first steps must agree to rounding, the epochs' mean training loss
   // and the ranking (AUC) closely; the validation loss, taken at wherever the last steps left
   // the weights, differed by 0.9% after the first epoch of seed 32721 with AUC equal to 1e-4.
   // Two epochs show it; the other two would only add time.
   DlrmRun sim = train_dlrm(yaml, data, seed, "--sim-gpus 2 --epochs 2");
   REQUIRE(sim.auc.size() == 2);
   REQUIRE(sim.first_steps.size() == 5);
-  for (size_t i = 0; i < 5; ++i) CHECK(sim.first_steps[i] == Approx(cpu.first_steps[i]).epsilon(1e-6));
+  for (size_t i = 0; i < 5; ++i) {
+    const double apart = std::fabs(sim.first_steps[i] - cpu.first_steps[i]) / std::fabs(cpu.first_steps[i]);
+    INFO("step " << i << ": cpu " << cpu.first_steps[i] << ", sim " << sim.first_steps[i] << ", apart " << apart);
+    CHECK(apart <= 2e-5);
+  }
   CHECK(sim.train_loss[0] == Approx(cpu.train_loss[0]).epsilon(1e-3));
   CHECK(sim.auc[0] == Approx(cpu.auc[0]).margin(2e-3));
   CHECK(sim.loss[0] == Approx(cpu.loss[0]).epsilon(3e-2));
