@@ -10,6 +10,7 @@
 #include "core/memory_size.h"
 #include "placement/place.h"
 #include "placement/plan_dot.h"
+#include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/device_registry.h"
@@ -29,19 +30,7 @@ struct PlanOptions {
 
 PlacementPolicy make_policy(const PlanOptions& o, const Graph& g) {
   PlacementPolicy p = placement_policy(o.placement, g);
-  for (const std::string& item : o.binds) {
-    size_t eq = item.find('=');
-    int64_t v = 0;
-    try {
-      if (eq == std::string::npos) throw std::invalid_argument(item);
-      size_t used = 0;
-      v = std::stoll(item.substr(eq + 1), &used);
-      if (used != item.size() - eq - 1 || v < 1) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw UserError("--bind '" + item + "' must be NAME=VALUE with a positive integer VALUE");
-    }
-    p.bindings[item.substr(0, eq)] = v;
-  }
+  for (const auto& [name, value] : parse_bind_options(o.binds, g)) p.bindings[name] = value;
   p.training = o.train;
   p.batch = o.batch;
   return p;

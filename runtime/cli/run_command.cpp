@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/memory_size.h"
+#include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/placement_options.h"
@@ -37,26 +38,11 @@ bool wants_placement(const RunOptions& o) {
   return o.placement.any_given() || o.report || (env && *env);
 }
 
-Bindings parse_bindings(const RunOptions& o) {
-  Bindings b;
+Bindings parse_bindings(const RunOptions& o, const Graph& graph) {
+  Bindings b = parse_bind_options(o.binds, graph);
   if (o.batch) {
     if (*o.batch < 1) throw UserError("--batch must be at least 1");
     b["batch"] = *o.batch;
-  }
-  for (const std::string& text : o.binds) {
-    auto eq = text.find('=');
-    int64_t v = 0;
-    std::string name = text.substr(0, eq);
-    try {
-      size_t used = 0;
-      if (eq == std::string::npos) throw std::invalid_argument("");
-      v = std::stoll(text.substr(eq + 1), &used);
-      if (used != text.size() - eq - 1) throw std::invalid_argument("");
-    } catch (const std::exception&) {
-      throw UserError("--bind expects NAME=VALUE with an integer value, such as --bind seq=16; got '" + text + "'");
-    }
-    if (v < 1) throw UserError("--bind " + name + " must be at least 1");
-    b[name] = v;
   }
   return b;
 }
@@ -92,7 +78,7 @@ int run_inference(const RunOptions& o) {
   if (!o.save_weights.empty()) model.save_weights(o.save_weights);
 
   TensorMap inputs;
-  Bindings requested = parse_bindings(o);
+  Bindings requested = parse_bindings(o, model.graph());
   if (!o.inputs.empty()) {
     inputs = read_safetensors(o.inputs);
     Bindings actual = model.bind(inputs);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/placement_options.h"
@@ -60,12 +61,8 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
 
 // Times `steps` optimizer steps on one random batch: the training benchmark's half.
 int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o) {
-  Bindings b{{"batch", spec.batch}};
-  for (const std::string& text : o.binds) {
-    auto eq = text.find('=');
-    if (eq == std::string::npos) throw UserError("--bind expects NAME=VALUE; got '" + text + "'");
-    b[text.substr(0, eq)] = std::stoll(text.substr(eq + 1));
-  }
+  Bindings b = parse_bind_options(o.binds, model.graph());
+  b["batch"] = spec.batch;
   TensorMap batch = model.random_inputs(b, spec.seed);
   batch.merge(model.random_targets(b, spec.seed));
   Trainer trainer(model, spec);

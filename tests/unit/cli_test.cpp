@@ -76,7 +76,14 @@ TEST_CASE("user errors exit with code 2 and say what is wrong", "[cli][errors]")
   CHECK(run_cli("run " + config("seed_mlp.yaml") + " --batch 0").code == 2);
   Result bind = run_cli("run " + config("seed_mlp.yaml") + " --bind seq");
   CHECK(bind.code == 2);
-  CHECK_THAT(bind.output, Catch::Contains("--bind expects NAME=VALUE"));
+  CHECK_THAT(bind.output, Catch::Contains("--bind 'seq' must be NAME=VALUE"));
+  Result unknown = run_cli("run " + config("seed_mlp.yaml") + " --bind seq=4");
+  CHECK(unknown.code == 2);
+  CHECK_THAT(unknown.output, Catch::Contains("has no symbol 'seq'") && Catch::Contains("its symbols: batch"));
+  Result text = run_cli("train " + config("dp_classifier.yaml") + " --bench-steps 1 --bind batch=abc");
+  CHECK(text.code == 2);  // was std::stoll's exception, exit code 1
+  CHECK_THAT(text.output, Catch::Contains("whole number VALUE"));
+  CHECK(run_cli("plan " + config("recommender.yaml") + " --bind tags=0").code == 2);
   Result unbound = run_cli("run " + config("recommender.yaml") + " --batch 2");
   CHECK(unbound.code == 2);
   CHECK_THAT(unbound.output, Catch::Contains("give its value with --bind tags=N"));
