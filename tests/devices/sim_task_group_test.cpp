@@ -40,6 +40,23 @@ struct TwoQueues {
   }
 };
 
+// Holds the engine's compute thread until open(), so that tasks submitted meanwhile are
+// all at their queues' heads when it lets go, however late the host got to them.
+struct Hold {
+  std::atomic<bool> release{false};
+  SimQueue queue;
+  explicit Hold(SimEngine& engine) : queue("hold", SimEngine::Lane::compute, engine) {
+    queue.submit([this] {
+      while (!release.load()) std::this_thread::yield();
+    });
+  }
+  void open() { release = true; }
+  ~Hold() {
+    release = true;
+    queue.synchronize();
+  }
+};
+
 // What a task saw of its surroundings.
 struct Seen {
   std::atomic<bool> met_sibling{false};  // the sibling had started while this one ran
@@ -69,9 +86,10 @@ TEST_CASE("a task group's members run side by side, one core each", "[sim_engine
     std::atomic<int> started{0};
     Seen seen_a, seen_b;
     auto group = std::make_shared<TaskGroup>(2);
+    Hold hold(*q.engine);
     a.submit(rendezvous(started, 2, seen_a, 2000ms), group);
-    std::this_thread::sleep_for(20us);  // the host submits the replicas a moment apart
     b.submit(rendezvous(started, 2, seen_b, 2000ms), group);
+    hold.open();
     q.synchronize();
     CHECK(seen_a.met_sibling);
     CHECK(seen_b.met_sibling);
@@ -124,12 +142,16 @@ TEST_CASE("replicas that fell out of step run side by side again", "[sim_engine]
   auto first = std::make_shared<TaskGroup>(2);
   a.submit([] {}, first);
   a.synchronize();
-  b.submit([] {}, first);
   std::atomic<int> started{0};
   Seen seen_a, seen_b;
   auto second = std::make_shared<TaskGroup>(2);
-  a.submit(rendezvous(started, 2, seen_a, 2000ms), second);
-  b.submit(rendezvous(started, 2, seen_b, 2000ms), second);
+  {
+    Hold hold(*q.engine);
+    b.submit([] {}, first);  // the late sibling, then the next layer on both
+    a.submit(rendezvous(started, 2, seen_a, 2000ms), second);
+    b.submit(rendezvous(started, 2, seen_b, 2000ms), second);
+    hold.open();
+  }
   q.synchronize();
   CHECK(seen_a.met_sibling);
   CHECK(seen_b.met_sibling);
