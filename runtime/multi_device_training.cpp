@@ -98,8 +98,11 @@ Tensor DeviceParameterCache::weight(const std::string& name, Device device, cons
 Tensor DeviceParameterCache::gradient(const std::string& name, Device device, const std::string& context) {
   if (device == Device::cpu()) return grads_.at(name);
   Entry& e = entry(name, device, context);
-  if (!e.grad.defined())  // inference never asks: its devices hold no gradient buffers
+  if (!e.grad.defined()) {  // inference never asks: its devices hold no gradient buffers
     e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);
+    // the staging ring holds one device's gradients: the largest device's
+    staging_.reserve(gradient_bytes_[device] += HostStagingRing::bytes_for(e.grad.shape()));
+  }
   return e.grad;
 }
 
@@ -114,16 +117,20 @@ DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_vers
   // A weight going up to several GPUs (a data_parallel block's replicas) goes to all of
   // them side by side (a TaskGroup).
   Traffic uploaded;
-  std::map<std::string, std::vector<Entry*>> stale;  // weight -> its stale device copies
-  for (auto& [key, e] : entries_)
-    if (e.version != params_version) stale[key.first].push_back(&e);
-  for (const auto& [name, copies] : stale) {
-    auto group = copies.size() > 1 ? std::make_shared<TaskGroup>(static_cast<int>(copies.size())) : nullptr;
-    for (Entry* e : copies) {
-      registry_.sim_gpu(e->copy.device())
-          .copy_from_host(buffer_of(e->copy), buffer_of(e->host), e->host.nbytes(), SimGpu::Stream::compute, group);
-      e->version = params_version;
-      uploaded.bytes += e->host.nbytes();
+  // entries_ is ordered by (name, device): one weight's copies are neighbours
+  for (auto first = entries_.begin(); first != entries_.end();) {
+    auto last = first;
+    int stale = 0;
+    for (; last != entries_.end() && last->first.first == first->first.first; ++last)
+      stale += last->second.version != params_version;
+    auto group = stale > 1 ? std::make_shared<TaskGroup>(stale) : nullptr;
+    for (; first != last; ++first) {
+      Entry& e = first->second;
+      if (e.version == params_version) continue;
+      registry_.sim_gpu(first->first.second)
+          .copy_from_host(buffer_of(e.copy), buffer_of(e.host), e.host.nbytes(), SimGpu::Stream::compute, group);
+      e.version = params_version;
+      uploaded.bytes += e.host.nbytes();
       ++uploaded.copies;
     }
   }
@@ -148,16 +155,6 @@ void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::strin
   for (const auto& key : keys) entries_.at(key).grad_zeroed = false;  // the backward writes them
 }
 
-void DeviceParameterCache::reserve_staging() {
-  // One device's gradients: the largest device's (a bucket is never more).
-  size_t largest = 0;
-  std::map<Device, size_t> per_device;
-  for (const auto& [key, e] : entries_)
-    if (e.grad.defined())
-      largest = std::max(largest, per_device[key.second] += HostStagingRing::bytes_for(e.grad.shape()));
-  staging_.reserve(largest);
-}
-
 DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
     const std::vector<std::pair<std::string, Device>>& keys) {
   // Per device, as one bucket: the copy engine waits for the device's backward kernels so
@@ -170,7 +167,6 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
   for (const auto& key : keys)
     if (std::find(devices.begin(), devices.end(), key.second) == devices.end()) devices.push_back(key.second);
   for (Device device : devices) {
-    reserve_staging();
     size_t bytes = 0;
     for (const auto& key : keys)
       if (key.second == device) bytes += HostStagingRing::bytes_for(entries_.at(key).grad.shape());

@@ -99,14 +99,13 @@ class DeviceParameterCache {
     bool grad_zeroed = false;  // zeroed since the last backward wrote it
   };
   Entry& entry(const std::string& name, Device device, const std::string& context);
-  /// Sizes the staging ring to one device's gradients.
-  void reserve_staging();
 
   const TensorMap& params_;
   const TensorMap& grads_;
   TouchedRowsMap& grad_rows_;
   DeviceRegistry& registry_;
   std::map<std::pair<std::string, Device>, Entry> entries_;
+  std::map<Device, size_t> gradient_bytes_;  // per GPU: its gradient buffers, as the ring counts them
   HostStagingRing staging_;  // where the GPUs' gradients land on the host
 };
 
