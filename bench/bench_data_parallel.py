@@ -24,6 +24,13 @@ weights that changed and sends its gradients to the master on the host: on simul
 GPUs those copies are memcpys on the same two cores and memory bus as the kernels (a real
 GPU's copy engines do them without the SMs), so their cost against the arithmetic is what
 separates the two models.
+
+After the timed rounds, one more training run of each under TANDEM_SIM_TRACE splits a
+step by what the compute lane did (bench/trace_breakdown.py): "data-parallel work" is what
+the data-parallel step spends beyond the one device on uploads (replicate), copies
+(scatter, gather), gradient additions and the lane's idle waits (reduce), as a fraction
+of its step (the issue's measure); "kernels' loss" is what the same arithmetic costs more
+as N smaller kernels side by side, one core each, than as one kernel on both cores.
 OMP_NUM_THREADS=2, alternating rounds, medians; a 0.5 s pause before every process.
 """
 import argparse
@@ -34,6 +41,7 @@ import sys
 import tempfile
 
 import bench_common as bc
+import trace_breakdown
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -65,6 +73,44 @@ def measure(tandem, path, gpus, batch, steps, repeat, place_all, timeout):
     return bc.tandem_timing(train)[0], bc.tandem_timing(run)[0]
 
 
+def traced_breakdown(tandem, path, gpus, batch, steps, place_all, timeout):
+    """One more training run under TANDEM_SIM_TRACE: where its steps' time went."""
+    place = ["--place", "*=cuda:0"] if place_all else []
+    fd, trace = tempfile.mkstemp(suffix=".json", prefix="dp_bench_trace_")
+    os.close(fd)
+    os.environ["TANDEM_SIM_TRACE"] = trace
+    try:
+        bc.run_tandem_json([tandem, "train", path, "--sim-gpus", str(gpus), "--batch", str(batch),
+                            "--bench-steps", str(steps), "--json"] + place, timeout, THREADS)
+        return trace_breakdown.breakdown(trace)
+    finally:
+        del os.environ["TANDEM_SIM_TRACE"]
+        os.unlink(trace)
+
+
+def print_breakdowns(breakdowns, counts):
+    """What data parallelism added to a step, by kind, from the traced runs."""
+    keys = ["step"] + trace_breakdown.CATEGORIES[:-1] + ["idle", "copy_engines"]
+    print("\nWhere a training step went (ms, medians over a traced run; bench/trace_breakdown.py):")
+    print("| model | devices | " + " | ".join(keys) + " | data-parallel work | kernels' loss |")
+    print("| --- | --- |" + " ---: |" * (len(keys) + 2))
+    for m in MODELS:
+        one = breakdowns[(m, 0)]
+        for n in [0] + counts:
+            b = breakdowns[(m, n)]
+            cells = " | ".join("%.2f" % (b[k] / 1000) for k in keys)
+            if n == 0:
+                print("| %s | one | %s | | |" % (m, cells))
+                continue
+            # replicate (uploads), scatter and gather (copies), reduce (reduction, and the
+            # lane idle while gradients travel), beyond what one device spends on the same
+            dp_work = sum(b[k] - one[k] for k in ["uploads", "copies", "reduction", "idle"])
+            b["data_parallel_fraction"] = dp_work / b["step"]
+            b["kernel_loss_fraction"] = (b["kernels"] - one["kernels"]) / b["step"]
+            print("| %s | %d | %s | %.1f%% | %.1f%% |" % (m, n, cells, 100 * b["data_parallel_fraction"],
+                                                         100 * b["kernel_loss_fraction"]))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tandem", default=os.environ.get("TANDEM", "build/tandem"))
@@ -80,12 +126,15 @@ def main(argv=None):
     counts = [int(x) for x in args.devices.split(",")]
     paths = {(m, n): config_for(m, n) for m in MODELS for n in [0] + counts}
     samples = {key: [] for key in paths}
+    breakdowns = {}
     try:
         for r in range(args.rounds):
             for (m, n), path in paths.items():
                 samples[(m, n)].append(measure(tandem, path, max(n, 1), args.batch, args.steps, args.repeat, n == 0,
                                                args.timeout))
             print("round %d/%d done" % (r + 1, args.rounds), file=sys.stderr)
+        for (m, n), path in paths.items():
+            breakdowns[(m, n)] = traced_breakdown(tandem, path, max(n, 1), args.batch, args.steps, n == 0, args.timeout)
     finally:
         for p in paths.values():
             os.unlink(p)
@@ -109,9 +158,11 @@ def main(argv=None):
             print("| %s | %d | %.2f / %.2f | %.1f%% | %s | %.2f / %.2f | %.1f%% |" % (
                 m, n, one_train, t, 100 * row["train_overhead"], "yes" if row["train_overhead"] <= 0.05 else "NO",
                 one_run, f, 100 * row["forward_overhead"]))
+    print_breakdowns(breakdowns, counts)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "samples": {"%s/%d" % k: v for k, v in samples.items()}}, f, indent=2)
+            json.dump({"rows": rows, "samples": {"%s/%d" % k: v for k, v in samples.items()},
+                       "breakdowns_us": {"%s/%d" % k: v for k, v in breakdowns.items()}}, f, indent=2)
     return 0
 
 

@@ -3,20 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/ops/op_util.h"
 #include "runtime/node_kernels.h"
 
 namespace tandem {
-namespace {
-
-void add_into(Tensor& into, const Tensor& from) {
-  float* a = into.data<float>();
-  const float* b = from.data<float>();
-  const int64_t n = into.numel();
-#pragma omp parallel for if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
-}
-
-}  // namespace
 
 CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
                                    const TensorMap& params, const TensorMap& param_grads,
@@ -125,7 +115,7 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
       int in = node.inputs[0];
       if (requires_grad_[in]) {
         Tensor g = grads_[out].view(shapes_[in]);
-        if (grad_ready_[in]) add_into(grads_[in], g);
+        if (grad_ready_[in]) cpu::add_into(grads_[in], g);
         else grads_[in] = g;  // the same storage: nothing to copy
         grad_ready_[in] = true;
       }
@@ -162,7 +152,7 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int v = node.inputs[k];
       if (!grad_inputs[k].defined()) continue;
-      if (!written_now[k]) add_into(grads_[v], grad_inputs[k]);
+      if (!written_now[k]) cpu::add_into(grads_[v], grad_inputs[k]);
       grad_ready_[v] = true;
     }
     // this was the last step to read the output and its gradient

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "backends/sim/sim_trace.h"
 #include "core/error.h"
 #include "runtime/device_registry.h"
 #include "runtime/multi_device_training.h"
@@ -164,6 +165,8 @@ void MultiDeviceForward::copy_parameters(uint64_t params_version) {
   if (shared_) uploaded = shared_->refresh(params_version);
   for (const auto& d : devices_)
     for (const auto& [host, copy] : d->parameter_copies) {
+      static const std::string uploading = "a weight's upload";
+      TraceLabel label(uploading);
       d->gpu->copy_from_host(buffer_of(copy), buffer_of(host), host.nbytes());
       uploaded.bytes += host.nbytes();
       ++uploaded.copies;
@@ -192,6 +195,7 @@ void MultiDeviceForward::run_action(const Action& a, uint64_t params_version, st
     Tensor dst = allocate(src.shape(), src.dtype(), *dev.allocator, a.context);
     size_t bytes = src.nbytes();
     wait_for(a.src_slot);
+    TraceLabel label(a.context, "copy");
     const auto engine = a.stream;
     if (!from.gpu) {
       dev.gpu->copy_from_host(buffer_of(dst), buffer_of(src), bytes, engine);
@@ -224,6 +228,7 @@ void MultiDeviceForward::run_action(const Action& a, uint64_t params_version, st
   slots_[a.out_slot] = out;
   for (int s : a.in_slots) wait_for(s);
   uint64_t seed = static_cast<uint64_t>(a.step);
+  TraceLabel label(a.context, "forward");
   queue.submit(
       [&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
         forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, false, seed, params_version},

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backends/cpu/ops/op_util.h"
+#include "backends/sim/sim_trace.h"
 #include "core/error.h"
 #include "runtime/device_registry.h"
 #include "runtime/node_kernels.h"
@@ -38,14 +39,6 @@ struct MultiDeviceTraining::Action {
 
 namespace {
 
-void add_into(const Tensor& into, const Tensor& from) {  // `into` shares its storage: written
-  float* a = into.data<float>();
-  const float* b = from.data<float>();
-  // over the cores (a queue's task runs on the compute thread, in its OpenMP team)
-  cpu::parallel_for(into.numel(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) a[i] += b[i];
-  });
-}
 
 /// Rows [start, start + length) of `t` along `dim`, copied into a new host tensor.
 Tensor narrow_copy(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
@@ -65,148 +58,6 @@ Tensor narrow_copy(const Tensor& t, int64_t dim, int64_t start, int64_t length) 
 }
 
 }  // namespace
-
-// ---- DeviceParameterCache ------------------------------------------------------------------
-
-DeviceParameterCache::DeviceParameterCache(const TensorMap& params, const TensorMap& grads, TouchedRowsMap& grad_rows,
-                                           DeviceRegistry& registry)
-    : params_(params), grads_(grads), grad_rows_(grad_rows), registry_(registry) {}
-
-DeviceParameterCache::Entry& DeviceParameterCache::entry(const std::string& name, Device device,
-                                                         const std::string& context) {
-  auto [it, fresh] = entries_.try_emplace({name, device});
-  Entry& e = it->second;
-  if (fresh) {
-    try {
-      e.host = params_.at(name);
-      if (auto g = grads_.find(name); g != grads_.end()) e.host_grad = g->second;  // a buffer has none
-      Allocator& allocator = registry_.allocator(device);
-      e.copy = allocate(e.host.shape(), e.host.dtype(), allocator, context);
-    } catch (...) {
-      entries_.erase(it);
-      throw;
-    }
-  }
-  return e;
-}
-
-Tensor DeviceParameterCache::weight(const std::string& name, Device device, const std::string& context) {
-  if (device == Device::cpu()) return params_.at(name);
-  return entry(name, device, context).copy;  // filled by the next refresh()
-}
-
-Tensor DeviceParameterCache::gradient(const std::string& name, Device device, const std::string& context) {
-  if (device == Device::cpu()) return grads_.at(name);
-  Entry& e = entry(name, device, context);
-  if (!e.grad.defined()) {  // inference never asks: its devices hold no gradient buffers
-    e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);
-    // the staging ring holds one device's gradients: the largest device's
-    staging_.reserve(gradient_bytes_[device] += HostStagingRing::bytes_for(e.grad.shape()));
-  }
-  return e.grad;
-}
-
-TouchedRows* DeviceParameterCache::gradient_rows(const std::string& name, Device device) {
-  if (device != Device::cpu()) return nullptr;
-  auto it = grad_rows_.find(name);
-  return it == grad_rows_.end() ? nullptr : &it->second;
-}
-
-DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_version) {
-  // On each GPU's compute queue, ahead of the kernels that read the weights: no waiting.
-  // A weight going up to several GPUs (a data_parallel block's replicas) goes to all of
-  // them side by side (a TaskGroup).
-  Traffic uploaded;
-  // entries_ is ordered by (name, device): one weight's copies are neighbours
-  for (auto first = entries_.begin(); first != entries_.end();) {
-    auto last = first;
-    int stale = 0;
-    for (; last != entries_.end() && last->first.first == first->first.first; ++last)
-      stale += last->second.version != params_version;
-    auto group = stale > 1 ? std::make_shared<TaskGroup>(stale) : nullptr;
-    for (; first != last; ++first) {
-      Entry& e = first->second;
-      if (e.version == params_version) continue;
-      registry_.sim_gpu(first->first.second)
-          .copy_from_host(buffer_of(e.copy), buffer_of(e.host), e.host.nbytes(), SimGpu::Stream::compute, group);
-      e.version = params_version;
-      uploaded.bytes += e.host.nbytes();
-      ++uploaded.copies;
-    }
-  }
-  return uploaded;
-}
-
-Tensor DeviceParameterCache::master(const std::string& name) const { return params_.at(name); }
-
-void DeviceParameterCache::invalidate(const std::string& name) {
-  for (auto& [key, e] : entries_)
-    if (key.first == name) e.version = ~uint64_t{0};
-}
-
-void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::string, Device>>& keys) {
-  // On each device's compute queue, before the backward kernels that accumulate into them;
-  // only those not already zeroed by the copy engine after their last trip to the host.
-  for (const auto& key : keys) {
-    Entry& e = entries_.at(key);
-    if (e.grad_zeroed) continue;
-    registry_.sim_gpu(key.second).submit([g = e.grad]() mutable { std::memset(g.raw_data(), 0, g.nbytes()); });
-  }
-  for (const auto& key : keys) entries_.at(key).grad_zeroed = false;  // the backward writes them
-}
-
-DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
-    const std::vector<std::pair<std::string, Device>>& keys) {
-  // Per device, as one bucket: the copy engine waits for the device's backward kernels so
-  // far (one event), copies every gradient of the bucket out, and the cpu queue, where the
-  // cpu layers' kernels accumulate theirs, adds them to the model's gradients after one
-  // event more. Nothing waits on the host until the caller synchronises.
-  SimQueue& cpu = registry_.cpu_queue();
-  Traffic downloaded;
-  std::vector<Device> devices;
-  for (const auto& key : keys)
-    if (std::find(devices.begin(), devices.end(), key.second) == devices.end()) devices.push_back(key.second);
-  for (Device device : devices) {
-    size_t bytes = 0;
-    for (const auto& key : keys)
-      if (key.second == device) bytes += HostStagingRing::bytes_for(entries_.at(key).grad.shape());
-    staging_.start(bytes);
-    SimGpu& gpu = registry_.sim_gpu(device);
-    gpu.copy_queue().submit_wait(gpu.record());
-    std::vector<std::pair<Tensor, Tensor>> adds;  // (model's gradient, copy on the host)
-    std::vector<TouchedRows*> whole;               // their touched rows: all of them now
-    for (const auto& key : keys) {
-      if (key.second != device) continue;
-      Entry& e = entries_.at(key);
-      if (auto rows = grad_rows_.find(key.first); rows != grad_rows_.end()) whole.push_back(&rows->second);
-      HostStagingRing::Region host = staging_.take(e.grad.shape());
-      for (const Event& reader_done : host.free_after) gpu.copy_queue().submit_wait(reader_done);
-      gpu.copy_to_host(buffer_of(host.tensor), buffer_of(e.grad), e.grad.nbytes(), SimGpu::Stream::copy);
-      adds.emplace_back(e.host_grad, host.tensor);
-      downloaded.bytes += e.grad.nbytes();
-      ++downloaded.copies;
-    }
-    // Zeroed for the next backward right behind the copies, off the kernels' path.
-    std::vector<Tensor> sent;
-    for (const auto& key : keys)
-      if (key.second == device) {
-        sent.push_back(entries_.at(key).grad);
-        entries_.at(key).grad_zeroed = true;
-      }
-    gpu.copy_queue().submit([sent = std::move(sent)]() mutable {
-      for (Tensor& g : sent) std::memset(g.raw_data(), 0, g.nbytes());
-    });
-    cpu.submit_wait(gpu.copy_queue().record());
-    // On the cpu queue, after the cpu kernels that record rows of the same gradients (a
-    // table replicated on the cpu and a GPU): one writer of the touched rows at a time.
-    cpu.submit([adds = std::move(adds), whole = std::move(whole)]() mutable {
-      for (auto& [into, from] : adds) add_into(into, from);
-      for (TouchedRows* rows : whole) rows->mark_all();
-    });
-    staging_.release_after(cpu.record());
-  }
-  return downloaded;
-}
 
 // ---- MultiDeviceTraining -------------------------------------------------------------------
 
@@ -372,7 +223,9 @@ void MultiDeviceTraining::on_device(int device, F&& work, std::shared_ptr<TaskGr
 }
 
 void MultiDeviceTraining::add_on_device(int device, const Tensor& into, const Tensor& from) {
-  on_device(device, [into, from]() mutable { add_into(into, from); });
+  static const std::string accumulating = "gradient accumulated";
+  TraceLabel label(accumulating);
+  on_device(device, [into, from]() mutable { cpu::add_into(into, from); });
 }
 
 Tensor MultiDeviceTraining::allocate_on(int device, const Shape& shape, DType dtype, const std::string& context) {
@@ -396,6 +249,7 @@ Tensor MultiDeviceTraining::copy_between(const Tensor& src, int from, int to, co
   TANDEM_ASSERT(side, "a copy from the cpu to the cpu");
   const SimGpu::Stream stream = SimGpu::activation_stream;
   SimQueue& engine = side->queue(stream);
+  TraceLabel label(context, "copy");
   if (&engine != f.queue) engine.submit_wait(f.queue->record());
   if (!f.gpu) {
     t.gpu->copy_from_host(buffer_of(dst), buffer_of(src), bytes, stream);
@@ -439,6 +293,7 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
         Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context);
         values_[a.out_slot] = out;
         uint64_t step_seed = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
+        TraceLabel label(a.context, "forward");
         on_device(
             a.device,
             [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
@@ -454,6 +309,7 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
       for (const auto& [name, device] : buffers_to_master_) {
         Tensor on_device = cache_.weight(name, device, "");
         Tensor host = Tensor::empty(on_device.shape(), on_device.dtype());
+        TraceLabel label(name, "buffer to the master");
         devices_[plan_device_index(devices_, device)]->gpu->copy_to_host(buffer_of(host), buffer_of(on_device),
                                                                           on_device.nbytes());
         updated_buffers.emplace_back(cache_.master(name), host);
@@ -489,6 +345,7 @@ LossValue MultiDeviceTraining::loss(const LossSpec& spec, const Tensor& target, 
   LossValue value;
   try {
     // the host needs the value: it waits, so the task may use what lives here
+    TraceLabel label(context);
     devices_[device]->queue->submit([&] { value = compute_loss(spec, values_[slot], on_device_target, grad); });
     synchronize_devices(devices_);
   } catch (...) {
@@ -528,6 +385,7 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
         loss_seeds_.push_back(part.value);
       }
       // the host waits below before it reads `values`
+      TraceLabel label(context);
       devices_[devices[k]]->queue->submit([&spec, &value = values[k], input = values_[slots[k]], on_device, grad]() mutable {
         value = compute_loss(spec, input, on_device, grad.defined() ? &grad : nullptr);
       });
@@ -553,6 +411,8 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
     if (!with_gradient || !mean) continue;
     // each replica's gradient was of its own mean: rescale it to the batch's
     const float scale = total.counted > 0 ? static_cast<float>(static_cast<double>(v.counted) / total.counted) : 0.0f;
+    static const std::string rescaling = "the parallel loss's gradient rescaled to the batch's mean";
+    TraceLabel label(rescaling);
     on_device(devices[k], [grad = grads_[slots[k]], scale]() mutable {
       float* g = grad.data<float>();
       const int64_t size = grad.numel();
@@ -628,6 +488,7 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
           }
         }
         uint64_t step_seed = seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
+        TraceLabel label(a.context, "backward");
         on_device(a.device, [&a, in_values = std::move(in_values), out_value = values_[out], out_grad = grads_[out],
                              grad_inputs, accumulate_into = std::move(accumulate_into), training = training_,
                              step_seed, version = params_version_]() mutable {
@@ -636,7 +497,7 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
           for (TouchedRows* rows : a.unrecorded_rows) rows->mark_all();  // first: a backward may throw
           backward_naming_layer(*a.kernel, args, a.context);
           for (size_t k = 0; k < accumulate_into.size(); ++k)
-            if (accumulate_into[k].defined()) add_into(accumulate_into[k], grad_inputs[k]);
+            if (accumulate_into[k].defined()) cpu::add_into(accumulate_into[k], grad_inputs[k]);
         }, replica_groups_.group_of(step_action_[i]));
         for (size_t k = 0; k < a.in_slots.size(); ++k)
           if (grad_inputs[k].defined()) grad_ready_[a.in_slots[k]] = true;

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_context.h"
 #include "backends/sim/sim_gpu.h"
+#include "backends/sim/sim_trace.h"
 #include "core/error.h"
 #include "placement/plan.h"
 #include "runtime/device_report.h"
@@ -168,6 +169,7 @@ std::vector<DeviceReport> device_reports(const std::vector<std::unique_ptr<State
 /// Runs every device's queues dry; rethrows the first error (after draining all).
 template <class State>
 void synchronize_devices(const std::vector<std::unique_ptr<State>>& devices) {
+  HostSpan span("waiting for the devices");
   std::exception_ptr error;
   for (const auto& d : devices) {
     try {

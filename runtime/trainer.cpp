@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "backends/sim/sim_trace.h"
 #include "runtime/io/safetensors.h"
 
 namespace tandem {
@@ -57,8 +58,12 @@ double Trainer::current_lr() const {
 double Trainer::step(const TensorMap& batch) {
   // Zeroing, clipping and the update read the rows backward touched: on an embedding table
   // only its lookups' rows where that gives the dense result's bits (core/touched_rows.h).
-  model_.zero_gradients();
+  {
+    HostSpan span("gradients zeroed");
+    model_.zero_gradients();
+  }
   LossValue loss = model_.loss_and_backward(batch, step_seed(spec_.seed, step_));
+  HostSpan span("optimizer step");
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_);
   optimizer_->step_rows(params_, grads_, rows_, current_lr());
   model_.parameters_changed();

@@ -141,7 +141,7 @@ void SimEngine::run_items(std::vector<Taken>& taken) {
             t.error = std::current_exception();
           }
           auto stop = std::chrono::steady_clock::now();
-          if (SimTrace* trace = SimTrace::active()) trace->add(q.name_, start, stop, side_by_side);
+          if (SimTrace* trace = SimTrace::active()) trace->add(q.name_, t.item.label, start, stop, side_by_side);
           auto elapsed = stop - start;
           q.busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
           q.tasks_run_.fetch_add(1);
@@ -265,7 +265,8 @@ void SimQueue::enqueue(Item item) {
 
 void SimQueue::submit(std::function<void()> task, std::shared_ptr<TaskGroup> group) {
   if (group && group->size() < 2) group.reset();
-  enqueue({ItemKind::task, std::move(task), nullptr, std::move(group)});
+  enqueue({ItemKind::task, std::move(task), nullptr, std::move(group),
+           SimTrace::active() ? TraceLabel::current() : std::string()});
 }
 
 Event SimQueue::record() {

@@ -186,6 +186,7 @@ class SimQueue {
     std::function<void()> task;             // kind task
     std::shared_ptr<Event::State> event;    // kind record or wait
     std::shared_ptr<TaskGroup> group;       // kind task: run it beside these (may be null)
+    std::string label;                      // kind task, under a trace: its TraceLabel
   };
   void enqueue(Item item);
 

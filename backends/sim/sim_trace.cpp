@@ -11,7 +11,7 @@ namespace tandem {
 
 namespace {
 
-// Queue names are device names ("cuda:0 copies"); escaped anyway.
+// Queue names are device names ("cuda:0 copies"), task names name layers and tensors.
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -49,20 +49,21 @@ void SimTrace::check_environment() {
                     "unset TANDEM_SIM_TRACE");
 }
 
-void SimTrace::add(const std::string& queue, std::chrono::steady_clock::time_point start,
+void SimTrace::add(const std::string& queue, const std::string& name, std::chrono::steady_clock::time_point start,
                    std::chrono::steady_clock::time_point stop, int side_by_side) {
   std::lock_guard lock(mutex_);
   auto it = std::find(tracks_.begin(), tracks_.end(), queue);
   const int track = static_cast<int>(it - tracks_.begin());
   if (it == tracks_.end()) tracks_.push_back(queue);
-  slices_.push_back({track, start, stop, side_by_side});
+  slices_.push_back({track, name, start, stop, side_by_side});
 }
 
 bool SimTrace::write() const {
   std::lock_guard lock(mutex_);
   std::ofstream out(path_);
   if (!out) return false;
-  const auto origin = slices_.empty() ? std::chrono::steady_clock::time_point{} : slices_.front().start;
+  auto origin = slices_.empty() ? std::chrono::steady_clock::time_point{} : slices_.front().start;
+  for (const Slice& s : slices_) origin = std::min(origin, s.start);  // they are added as they end
   auto us = [&](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - origin).count();
   };
@@ -79,11 +80,42 @@ bool SimTrace::write() const {
   }
   for (const Slice& s : slices_) {
     comma();
-    out << "{\"ph\": \"X\", \"name\": \"task\", \"pid\": 0, \"tid\": " << s.track << ", \"ts\": " << us(s.start)
+    out << "{\"ph\": \"X\", \"name\": " << json_string(s.name) << ", \"pid\": 0, \"tid\": " << s.track
+        << ", \"ts\": " << us(s.start)
         << ", \"dur\": " << us(s.stop) - us(s.start) << ", \"args\": {\"side_by_side\": " << s.side_by_side << "}}";
   }
   out << "\n]}\n";
   return static_cast<bool>(out);
+}
+
+// ---- TraceLabel, HostSpan ----------------------------------------------------------------
+
+namespace {
+thread_local const std::string* label_what = nullptr;
+thread_local const char* label_phase = "";
+}  // namespace
+
+TraceLabel::TraceLabel(const std::string& what, const char* phase) : outer_what_(label_what), outer_phase_(label_phase) {
+  label_what = &what;
+  label_phase = phase;
+}
+
+TraceLabel::~TraceLabel() {
+  label_what = outer_what_;
+  label_phase = outer_phase_;
+}
+
+std::string TraceLabel::current() {
+  if (!label_what) return "task";
+  return *label_phase ? *label_what + " " + label_phase : *label_what;
+}
+
+HostSpan::HostSpan(const char* name) : name_(name), trace_(SimTrace::active()) {
+  if (trace_) start_ = std::chrono::steady_clock::now();
+}
+
+HostSpan::~HostSpan() {
+  if (trace_) trace_->add("host", name_, start_, std::chrono::steady_clock::now(), 1);
 }
 
 }  // namespace tandem

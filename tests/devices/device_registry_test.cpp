@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -205,6 +206,39 @@ TEST_CASE("TANDEM_SIM_TRACE writes each simulated queue's tasks, replicas side b
   CHECK(tracks.count("cuda:1") == 1);
   CHECK(slices >= 20 * 4);   // per forward: block1, block2's two replicas, the gather, block3
   CHECK(side_by_side >= 2);  // block2.fc's replicas ran together at least once
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a traced training step names each task and shows the host's optimizer step", "[registry][cli][trace]") {
+  const std::string path = "/tmp/tandem_trace_train_test_" + std::to_string(::getpid()) + ".json";
+  std::remove(path.c_str());
+  Result r = run_cli_with("TANDEM_SIM_TRACE=" + path + " OMP_NUM_THREADS=2",
+                          "train " + std::string(TANDEM_SOURCE_DIR) +
+                              "/configs/dp_classifier.yaml --sim-gpus 4 --batch 16 --bench-steps 2");
+  REQUIRE(r.code == 0);
+  std::ifstream in(path);
+  REQUIRE(in);
+  nlohmann::json trace = nlohmann::json::parse(in);
+  std::map<int, std::string> tracks;
+  std::map<std::string, int> by_name;  // "track: name" -> slices
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "M") tracks[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") ++by_name[tracks.at(e.at("tid").get<int>()) + ": " + e.at("name").get<std::string>()];
+  INFO(trace.dump().substr(0, 4000));
+  const int steps = 3 + 2;  // warm-up steps, then the timed ones
+  // a replica's kernels, forward and backward, on its own GPU
+  CHECK(by_name["cuda:1: layer 'net.hidden@1' (linear) forward"] == steps);
+  CHECK(by_name["cuda:1: layer 'net.hidden@1' (linear) backward"] == steps);
+  // the weight going up to each replica, its gradient coming back on the copy engine
+  CHECK(by_name["cuda:0: net.hidden.weight upload"] == steps);
+  CHECK(by_name["cuda:1: net.hidden.weight upload"] == steps);
+  CHECK(by_name["cuda:1 copies: net.hidden.weight gradient to the host"] == steps);
+  CHECK(by_name["cpu: gradients added into the master's"] >= steps);
+  // and what the host did meanwhile
+  CHECK(by_name["host: optimizer step"] == steps);
+  CHECK(by_name["host: waiting for the devices"] >= steps);
+  CHECK(by_name.count("cuda:0: task") == 0);  // every GPU task is named
   std::remove(path.c_str());
 }
 

@@ -49,4 +49,13 @@ void DnnlCall::run(CpuContext& ctx) {
   stream.wait();
 }
 
+void add_into(const Tensor& into, const Tensor& from) {
+  TANDEM_ASSERT(into.numel() == from.numel(), "add_into of tensors of different sizes");
+  float* a = into.data<float>();
+  const float* b = from.data<float>();
+  parallel_for(into.numel(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) a[i] += b[i];
+  });
+}
+
 }  // namespace tandem::cpu

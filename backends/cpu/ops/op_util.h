@@ -116,4 +116,8 @@ class DnnlCall {
   size_t scratchpad_slot_ = kNoSlot;   // bound on the first run
 };
 
+/// into += from, elementwise over float32 tensors of one size (`into`'s storage is written:
+/// gradients accumulated), over the calling thread's OpenMP team.
+void add_into(const Tensor& into, const Tensor& from);
+
 }  // namespace tandem::cpu

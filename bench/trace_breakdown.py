@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Where a training step's time goes, from a TANDEM_SIM_TRACE file.
+
+    TANDEM_SIM_TRACE=trace.json build/tandem train MODEL.yaml --sim-gpus 2 --bench-steps 20
+    /usr/bin/python3 bench/trace_breakdown.py trace.json
+
+Steps are cut at the host's "optimizer step" spans (the first `--skip` are warm-up). Each
+step's wall time is split by what the simulated GPUs' compute lane was doing; every queue
+but the copy engines ("... copies") and the host runs on that lane, with the host's cores:
+
+  kernels    layers' forward and backward kernels and the loss
+  uploads    weights going up to the GPUs (every replica's copy)
+  copies     activations and their gradients crossing devices (scatter, gather)
+  reduction  gradients added into the master's on the cpu queue, and accumulated on a device
+  idle       nothing on the lane: waiting for the copy engines or for the host
+
+Slices that ran side by side (a data-parallel layer's replicas) count once, as wall time.
+The copy engines' own busy time is given apart (it overlaps the lane).
+"""
+import argparse
+import json
+import statistics
+import sys
+
+CATEGORIES = ["kernels", "uploads", "copies", "reduction", "other"]
+
+
+def category(name):
+    if name.endswith(" forward") or name.endswith(" backward") or name.startswith("the loss") \
+            or name.startswith("the parallel loss"):
+        return "kernels"
+    if name.endswith(" upload") or name == "a weight's upload":
+        return "uploads"
+    if name.endswith(" copy"):
+        return "copies"
+    if "added into the master" in name or name == "gradient accumulated" or "rescaled" in name:
+        return "reduction"
+    return "other"
+
+
+def union_length(intervals):
+    total, end = 0.0, None
+    start = None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            if end is not None:
+                total += end - start
+            start, end = a, b
+        else:
+            end = max(end, b)
+    if end is not None:
+        total += end - start
+    return total
+
+
+def breakdown(path, skip=3):
+    """Per-step medians (microseconds): {"step", "idle", "copy_engines", category...}."""
+    with open(path) as f:
+        doc = json.load(f)
+    tracks = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
+    slices = [(e["ts"], e["ts"] + e["dur"], tracks[e["tid"]], e["name"]) for e in doc["traceEvents"] if e["ph"] == "X"]
+    steps = sorted(b for a, b, track, name in slices if track == "host" and name == "optimizer step")
+    if len(steps) < skip + 2:
+        raise ValueError("%s: %d optimizer steps, need at least %d (train with --bench-steps)" % (path, len(steps), skip + 2))
+    rows = []
+    for begin, end in zip(steps[skip:], steps[skip + 1:]):
+        inside = [s for s in slices if begin <= s[0] < end]
+        lane = [s for s in inside if s[2] != "host" and not s[2].endswith("copies")]
+        row = {"step": end - begin}
+        for c in CATEGORIES:
+            row[c] = union_length([(a, b) for a, b, _, name in lane if category(name) == c])
+        row["idle"] = row["step"] - union_length([(a, b) for a, b, _, _ in lane])
+        row["copy_engines"] = sum(b - a for a, b, track, _ in inside if track.endswith("copies"))
+        rows.append(row)
+    return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--skip", type=int, default=3, help="warm-up steps left out")
+    args = ap.parse_args(argv)
+    keys = ["step"] + CATEGORIES + ["idle", "copy_engines"]
+    print("| trace | " + " | ".join(keys) + " |")
+    print("| --- |" + " ---: |" * len(keys))
+    for path in args.traces:
+        try:
+            b = breakdown(path, args.skip)
+        except (OSError, ValueError, KeyError) as e:
+            print("trace_breakdown: %s" % e, file=sys.stderr)
+            return 2
+        print("| %s | " % path + " | ".join("%.2f" % (b[k] / 1000) for k in keys) + " |")
+    print("(ms per step, medians)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

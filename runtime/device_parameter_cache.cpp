@@ -1,0 +1,160 @@
+#include "runtime/device_parameter_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/ops/op_util.h"
+#include "backends/sim/sim_trace.h"
+#include "runtime/device_registry.h"
+#include "runtime/plan_devices.h"
+
+namespace tandem {
+
+DeviceParameterCache::DeviceParameterCache(const TensorMap& params, const TensorMap& grads, TouchedRowsMap& grad_rows,
+                                           DeviceRegistry& registry)
+    : params_(params), grads_(grads), grad_rows_(grad_rows), registry_(registry) {}
+
+DeviceParameterCache::Entry& DeviceParameterCache::entry(const std::string& name, Device device,
+                                                         const std::string& context) {
+  auto [it, fresh] = entries_.try_emplace({name, device});
+  Entry& e = it->second;
+  if (fresh) {
+    try {
+      e.host = params_.at(name);
+      if (auto g = grads_.find(name); g != grads_.end()) e.host_grad = g->second;  // a buffer has none
+      Allocator& allocator = registry_.allocator(device);
+      e.copy = allocate(e.host.shape(), e.host.dtype(), allocator, context);
+    } catch (...) {
+      entries_.erase(it);
+      throw;
+    }
+  }
+  return e;
+}
+
+Tensor DeviceParameterCache::weight(const std::string& name, Device device, const std::string& context) {
+  if (device == Device::cpu()) return params_.at(name);
+  return entry(name, device, context).copy;  // filled by the next refresh()
+}
+
+Tensor DeviceParameterCache::gradient(const std::string& name, Device device, const std::string& context) {
+  if (device == Device::cpu()) return grads_.at(name);
+  Entry& e = entry(name, device, context);
+  if (!e.grad.defined()) {  // inference never asks: its devices hold no gradient buffers
+    e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);
+    // the staging ring holds one device's gradients: the largest device's
+    staging_.reserve(gradient_bytes_[device] += HostStagingRing::bytes_for(e.grad.shape()));
+  }
+  return e.grad;
+}
+
+TouchedRows* DeviceParameterCache::gradient_rows(const std::string& name, Device device) {
+  if (device != Device::cpu()) return nullptr;
+  auto it = grad_rows_.find(name);
+  return it == grad_rows_.end() ? nullptr : &it->second;
+}
+
+DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_version) {
+  // On each GPU's compute queue, ahead of the kernels that read the weights: no waiting.
+  // A weight going up to several GPUs (a data_parallel block's replicas) goes to all of
+  // them side by side (a TaskGroup).
+  Traffic uploaded;
+  // entries_ is ordered by (name, device): one weight's copies are neighbours
+  for (auto first = entries_.begin(); first != entries_.end();) {
+    auto last = first;
+    int stale = 0;
+    for (; last != entries_.end() && last->first.first == first->first.first; ++last)
+      stale += last->second.version != params_version;
+    auto group = stale > 1 ? std::make_shared<TaskGroup>(stale) : nullptr;
+    for (; first != last; ++first) {
+      Entry& e = first->second;
+      if (e.version == params_version) continue;
+      TraceLabel label(first->first.first, "upload");
+      registry_.sim_gpu(first->first.second)
+          .copy_from_host(buffer_of(e.copy), buffer_of(e.host), e.host.nbytes(), SimGpu::Stream::compute, group);
+      e.version = params_version;
+      uploaded.bytes += e.host.nbytes();
+      ++uploaded.copies;
+    }
+  }
+  return uploaded;
+}
+
+Tensor DeviceParameterCache::master(const std::string& name) const { return params_.at(name); }
+
+void DeviceParameterCache::invalidate(const std::string& name) {
+  for (auto& [key, e] : entries_)
+    if (key.first == name) e.version = ~uint64_t{0};
+}
+
+void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::string, Device>>& keys) {
+  // On each device's compute queue, before the backward kernels that accumulate into them;
+  // only those not already zeroed by the copy engine after their last trip to the host.
+  for (const auto& key : keys) {
+    Entry& e = entries_.at(key);
+    if (e.grad_zeroed) continue;
+    TraceLabel label(key.first, "gradient zeroed");
+    registry_.sim_gpu(key.second).submit([g = e.grad]() mutable { std::memset(g.raw_data(), 0, g.nbytes()); });
+  }
+  for (const auto& key : keys) entries_.at(key).grad_zeroed = false;  // the backward writes them
+}
+
+DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
+    const std::vector<std::pair<std::string, Device>>& keys) {
+  // Per device, as one bucket: the copy engine waits for the device's backward kernels so
+  // far (one event), copies every gradient of the bucket out, and the cpu queue, where the
+  // cpu layers' kernels accumulate theirs, adds them to the model's gradients after one
+  // event more. Nothing waits on the host until the caller synchronises.
+  SimQueue& cpu = registry_.cpu_queue();
+  Traffic downloaded;
+  std::vector<Device> devices;
+  for (const auto& key : keys)
+    if (std::find(devices.begin(), devices.end(), key.second) == devices.end()) devices.push_back(key.second);
+  for (Device device : devices) {
+    size_t bytes = 0;
+    for (const auto& key : keys)
+      if (key.second == device) bytes += HostStagingRing::bytes_for(entries_.at(key).grad.shape());
+    staging_.start(bytes);
+    SimGpu& gpu = registry_.sim_gpu(device);
+    gpu.copy_queue().submit_wait(gpu.record());
+    std::vector<std::pair<Tensor, Tensor>> adds;  // (model's gradient, copy on the host)
+    std::vector<TouchedRows*> whole;               // their touched rows: all of them now
+    for (const auto& key : keys) {
+      if (key.second != device) continue;
+      Entry& e = entries_.at(key);
+      if (auto rows = grad_rows_.find(key.first); rows != grad_rows_.end()) whole.push_back(&rows->second);
+      HostStagingRing::Region host = staging_.take(e.grad.shape());
+      TraceLabel label(key.first, "gradient to the host");
+      for (const Event& reader_done : host.free_after) gpu.copy_queue().submit_wait(reader_done);
+      gpu.copy_to_host(buffer_of(host.tensor), buffer_of(e.grad), e.grad.nbytes(), SimGpu::Stream::copy);
+      adds.emplace_back(e.host_grad, host.tensor);
+      downloaded.bytes += e.grad.nbytes();
+      ++downloaded.copies;
+    }
+    // Zeroed for the next backward right behind the copies, off the kernels' path.
+    std::vector<Tensor> sent;
+    for (const auto& key : keys)
+      if (key.second == device) {
+        sent.push_back(entries_.at(key).grad);
+        entries_.at(key).grad_zeroed = true;
+      }
+    static const std::string zeroing = "gradients sent: zeroed";
+    TraceLabel zero_label(zeroing);
+    gpu.copy_queue().submit([sent = std::move(sent)]() mutable {
+      for (Tensor& g : sent) std::memset(g.raw_data(), 0, g.nbytes());
+    });
+    cpu.submit_wait(gpu.copy_queue().record());
+    // On the cpu queue, after the cpu kernels that record rows of the same gradients (a
+    // table replicated on the cpu and a GPU): one writer of the touched rows at a time.
+    static const std::string adding = "gradients added into the master's";
+    TraceLabel add_label(adding);
+    cpu.submit([adds = std::move(adds), whole = std::move(whole)]() mutable {
+      for (auto& [into, from] : adds) cpu::add_into(into, from);
+      for (TouchedRows* rows : whole) rows->mark_all();
+    });
+    staging_.release_after(cpu.record());
+  }
+  return downloaded;
+}
+
+}  // namespace tandem
