@@ -39,17 +39,11 @@ def category(name):
 
 
 def union_length(intervals):
-    total, end = 0.0, None
-    start = None
+    """The length the intervals cover together (overlaps once)."""
+    total, covered_to = 0.0, float("-inf")
     for a, b in sorted(intervals):
-        if end is None or a > end:
-            if end is not None:
-                total += end - start
-            start, end = a, b
-        else:
-            end = max(end, b)
-    if end is not None:
-        total += end - start
+        total += max(0.0, b - max(a, covered_to))
+        covered_to = max(covered_to, b)
     return total
 
 

@@ -138,16 +138,14 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
         sent.push_back(entries_.at(key).grad);
         entries_.at(key).grad_zeroed = true;
       }
-    static const std::string zeroing = "gradients sent: zeroed";
-    TraceLabel zero_label(zeroing);
+    TraceLabel zero_label("gradients sent: zeroed");
     gpu.copy_queue().submit([sent = std::move(sent)]() mutable {
       for (Tensor& g : sent) std::memset(g.raw_data(), 0, g.nbytes());
     });
     cpu.submit_wait(gpu.copy_queue().record());
     // On the cpu queue, after the cpu kernels that record rows of the same gradients (a
     // table replicated on the cpu and a GPU): one writer of the touched rows at a time.
-    static const std::string adding = "gradients added into the master's";
-    TraceLabel add_label(adding);
+    TraceLabel add_label("gradients added into the master's");
     cpu.submit([adds = std::move(adds), whole = std::move(whole)]() mutable {
       for (auto& [into, from] : adds) cpu::add_into(into, from);
       for (TouchedRows* rows : whole) rows->mark_all();

@@ -165,8 +165,7 @@ void MultiDeviceForward::copy_parameters(uint64_t params_version) {
   if (shared_) uploaded = shared_->refresh(params_version);
   for (const auto& d : devices_)
     for (const auto& [host, copy] : d->parameter_copies) {
-      static const std::string uploading = "a weight's upload";
-      TraceLabel label(uploading);
+      TraceLabel label("a weight's upload");
       d->gpu->copy_from_host(buffer_of(copy), buffer_of(host), host.nbytes());
       uploaded.bytes += host.nbytes();
       ++uploaded.copies;

@@ -223,8 +223,7 @@ void MultiDeviceTraining::on_device(int device, F&& work, std::shared_ptr<TaskGr
 }
 
 void MultiDeviceTraining::add_on_device(int device, const Tensor& into, const Tensor& from) {
-  static const std::string accumulating = "gradient accumulated";
-  TraceLabel label(accumulating);
+  TraceLabel label("gradient accumulated");
   on_device(device, [into, from]() mutable { cpu::add_into(into, from); });
 }
 
@@ -411,8 +410,7 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
     if (!with_gradient || !mean) continue;
     // each replica's gradient was of its own mean: rescale it to the batch's
     const float scale = total.counted > 0 ? static_cast<float>(static_cast<double>(v.counted) / total.counted) : 0.0f;
-    static const std::string rescaling = "the parallel loss's gradient rescaled to the batch's mean";
-    TraceLabel label(rescaling);
+    TraceLabel label("the parallel loss's gradient rescaled to the batch's mean");
     on_device(devices[k], [grad = grads_[slots[k]], scale]() mutable {
       float* g = grad.data<float>();
       const int64_t size = grad.numel();

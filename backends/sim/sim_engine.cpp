@@ -272,7 +272,7 @@ void SimQueue::submit(std::function<void()> task, std::shared_ptr<TaskGroup> gro
 Event SimQueue::record() {
   Event event;
   event.state_ = std::make_shared<Event::State>();
-  enqueue({ItemKind::record, nullptr, event.state_, nullptr});
+  enqueue({ItemKind::record, nullptr, event.state_, nullptr, {}});
   return event;
 }
 
@@ -280,7 +280,7 @@ void SimQueue::submit_wait(const Event& event) {
   // Reached without an error: nothing to wait for. With one, the wait item carries it into
   // this queue at its place in the order, after the tasks submitted before.
   if (!event.state_ || (event.done() && !event.state_->error)) return;
-  enqueue({ItemKind::wait, nullptr, event.state_, nullptr});
+  enqueue({ItemKind::wait, nullptr, event.state_, nullptr, {}});
 }
 
 void SimQueue::synchronize() {

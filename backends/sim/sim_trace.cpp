@@ -91,12 +91,11 @@ bool SimTrace::write() const {
 // ---- TraceLabel, HostSpan ----------------------------------------------------------------
 
 namespace {
-thread_local const std::string* label_what = nullptr;
-thread_local const char* label_phase = "";
+thread_local std::string_view label_what, label_phase;
 }  // namespace
 
-TraceLabel::TraceLabel(const std::string& what, const char* phase) : outer_what_(label_what), outer_phase_(label_phase) {
-  label_what = &what;
+TraceLabel::TraceLabel(std::string_view what, std::string_view phase) : outer_what_(label_what), outer_phase_(label_phase) {
+  label_what = what;
   label_phase = phase;
 }
 
@@ -106,8 +105,10 @@ TraceLabel::~TraceLabel() {
 }
 
 std::string TraceLabel::current() {
-  if (!label_what) return "task";
-  return *label_phase ? *label_what + " " + label_phase : *label_what;
+  if (label_what.empty()) return "task";
+  std::string name(label_what);
+  if (!label_phase.empty()) name.append(" ").append(label_phase);
+  return name;
 }
 
 HostSpan::HostSpan(const char* name) : name_(name), trace_(SimTrace::active()) {

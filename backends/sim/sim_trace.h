@@ -11,6 +11,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tandem {
@@ -50,11 +51,11 @@ class SimTrace {
 
 /// Names the tasks this thread submits while it is in scope, for the trace: `what` and
 /// `phase` joined ("layer 'fc1' (linear)" "backward"). Free when no trace is active: it
-/// keeps two pointers, and the name is built only when a task is submitted under a trace.
-/// Scopes nest; the innermost names.
+/// keeps two views, and the name is built only when a task is submitted under a trace.
+/// Both must outlive the scope (a member, a key, a literal). Scopes nest; the innermost names.
 class TraceLabel {
  public:
-  explicit TraceLabel(const std::string& what, const char* phase = "");
+  explicit TraceLabel(std::string_view what, std::string_view phase = {});
   ~TraceLabel();
   TraceLabel(const TraceLabel&) = delete;
   TraceLabel& operator=(const TraceLabel&) = delete;
@@ -62,8 +63,7 @@ class TraceLabel {
   static std::string current();
 
  private:
-  const std::string* outer_what_;
-  const char* outer_phase_;
+  std::string_view outer_what_, outer_phase_;
 };
 
 /// A span of the host thread's time on the trace's "host" track, from construction to
