@@ -1,10 +1,43 @@
 #include "core/touched_rows.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
 namespace tandem {
+
+void TouchedRows::mark_all() {
+  TANDEM_ASSERT(!holds_values(), "a row gradient (sparse: true) cannot take a dense one");
+  all_ = true;
+}
+
+void TouchedRows::hold_values(int64_t width) {
+  TANDEM_ASSERT(width > 0 && list_.empty() && !all_, "hold_values: on a fresh, unmarked gradient");
+  width_ = width;
+}
+
+void TouchedRows::add_slot(int64_t row) {
+  const int64_t slot = static_cast<int64_t>(slot_of_.size());
+  const int64_t capacity = values_.defined() ? values_.size(0) : 0;
+  if (slot == capacity) {  // grow by doubling: a step's rows settle after a few steps
+    Tensor grown = Tensor::empty({std::max<int64_t>(64, capacity * 2), width_}, DType::float32);
+    if (capacity > 0) std::memcpy(grown.raw_data(), values_.raw_data(), values_.nbytes());
+    values_ = std::move(grown);
+  }
+  std::memset(values_.data<float>() + slot * width_, 0, sizeof(float) * static_cast<size_t>(width_));
+  slot_of_.emplace(row, slot);
+}
+
+float* TouchedRows::values_of(int64_t row) {
+  auto it = slot_of_.find(row);
+  return it == slot_of_.end() ? nullptr : values_.data<float>() + it->second * width_;
+}
+
+const float* TouchedRows::values_of(int64_t row) const {
+  auto it = slot_of_.find(row);
+  return it == slot_of_.end() ? nullptr : values_.data<float>() + it->second * width_;
+}
 
 void TouchedRows::mark(std::span<const int64_t> ids, int64_t skip) {
   if (all_) return;  // nothing more to learn until clear()
@@ -16,12 +49,13 @@ void TouchedRows::mark(std::span<const int64_t> ids, int64_t skip) {
     const uint64_t bit = uint64_t{1} << (id & 63);
     if (word & bit) continue;
     word |= bit;
+    if (holds_values()) add_slot(id);
     sorted_ = sorted_ && (list_.empty() || list_.back() < id);
     list_.push_back(id);
   }
 }
 
-std::span<const int64_t> TouchedRows::list() {
+std::span<const int64_t> TouchedRows::list() const {
   if (!sorted_) {
     std::sort(list_.begin(), list_.end());
     sorted_ = true;
@@ -33,6 +67,7 @@ void TouchedRows::clear() {
   // O(rows listed), not O(rows): a step on a huge table clears what it marked
   for (int64_t id : list_) bits_[static_cast<size_t>(id >> 6)] &= ~(uint64_t{1} << (id & 63));
   list_.clear();
+  slot_of_.clear();  // the values' storage stays for the next step's rows
   sorted_ = true;
   all_ = false;
 }

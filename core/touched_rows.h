@@ -10,13 +10,24 @@
 // gradient; a listed row may hold zero too. A writer that does not record its rows (a
 // kernel without the ability, a reduction of device gradients into the host's) marks all
 // of them, which falls back to the dense behaviour exactly.
+//
+// Note [row gradient]: a table declared `sparse: true` (torch's argument, which makes its
+// gradient a sparse tensor) has no dense gradient at all: its gradient is the listed rows'
+// values, held here (hold_values()). A 1,000,000 x 64 table then takes its own 256 MiB in
+// training, not twice that. Its rows are kept in the order they were first marked, each
+// starting at zero; values_of(row) finds one. Nothing can mark all of them: the model keeps
+// a table this way only when embedding kernels on the cpu are its only writers, and refuses
+// a placement that would put it on a GPU (runtime/device_parameter_cache.cpp).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "core/tensor.h"
 
 namespace tandem {
 
@@ -26,16 +37,30 @@ class TouchedRows {
   /// For a gradient whose first dimension has `rows` rows (a bias or scalar: 1).
   explicit TouchedRows(int64_t rows = 1) : rows_(rows) {}
 
-  /// Every row may be non-zero: the gradient is dense until the next clear().
-  void mark_all() { all_ = true; }
+  /// Every row may be non-zero: the gradient is dense until the next clear(). Not for a
+  /// row gradient (hold_values()), which has no dense form to fall back to.
+  void mark_all();
   /// Rows `ids` (each in [0, rows)), except any equal to `skip` (an embedding's
-  /// padding_idx, which receives no gradient).
+  /// padding_idx, which receives no gradient). A row gradient gives each new row its
+  /// values, zeroed.
   void mark(std::span<const int64_t> ids, int64_t skip = -1);
+
+  /// From now on the gradient itself is kept here, as rows of `width` values (Note [row
+  /// gradient]). Before any mark().
+  void hold_values(int64_t width);
+  bool holds_values() const { return width_ > 0; }
+  int64_t width() const { return width_; }
+  /// The gradient row of a listed `row` (`width()` floats), else null. Valid until the
+  /// next mark() or clear().
+  float* values_of(int64_t row);
+  const float* values_of(int64_t row) const;
+  /// The bytes the held rows take (their capacity): what the allocator counts.
+  size_t values_bytes() const { return values_.defined() ? values_.nbytes() : 0; }
 
   bool all() const { return all_; }
   int64_t rows() const { return rows_; }
   /// The rows marked since the last clear(), ascending; meaningful when !all().
-  std::span<const int64_t> list();
+  std::span<const int64_t> list() const;
   /// How many rows may be non-zero: rows() when all().
   int64_t count() const { return all_ ? rows_ : static_cast<int64_t>(list_.size()); }
   /// The gradient was zeroed: nothing is touched.
@@ -44,9 +69,16 @@ class TouchedRows {
  private:
   int64_t rows_;
   bool all_ = false;
-  bool sorted_ = true;
+  mutable bool sorted_ = true;  // list() sorts on demand: logically const
   std::vector<uint64_t> bits_;  // a bit per row, allocated by the first mark()
-  std::vector<int64_t> list_;   // the rows whose bit is set
+  mutable std::vector<int64_t> list_;  // the rows whose bit is set
+  // a row gradient (hold_values()): the rows' values, [capacity, width], a row per slot in
+  // the order rows were first marked; from the cpu allocator, so reports count them
+  int64_t width_ = 0;
+  Tensor values_;
+  std::unordered_map<int64_t, int64_t> slot_of_;
+
+  void add_slot(int64_t row);
 };
 
 /// Touched rows by parameter name, beside a model's gradients. A std::map: its elements

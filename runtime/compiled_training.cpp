@@ -26,7 +26,9 @@ CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const B
     requires_grad_[node.output] = needs && graph.values[node.output].type.dtype == DType::float32;
     for (const ParamSpec& p : node.params) {
       step.params.push_back(params.at(p.name));
-      step.param_grads.push_back(p.trainable ? param_grads.at(p.name) : Tensor());  // a buffer has none
+      // a buffer has none; a row gradient (sparse: true) has no dense one: its rows below
+      auto grad = p.trainable ? param_grads.find(p.name) : param_grads.end();
+      step.param_grads.push_back(grad == param_grads.end() ? Tensor() : grad->second);
     }
     if (!node.schema->is_view) {
       step.kernel = make_cpu_kernel(cpu, graph, node, shapes_, step.params);

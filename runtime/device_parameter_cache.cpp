@@ -38,7 +38,14 @@ Tensor DeviceParameterCache::weight(const std::string& name, Device device, cons
 }
 
 Tensor DeviceParameterCache::gradient(const std::string& name, Device device, const std::string& context) {
-  if (device == Device::cpu()) return grads_.at(name);
+  if (device == Device::cpu()) {
+    auto it = grads_.find(name);
+    return it == grads_.end() ? Tensor() : it->second;  // a row gradient has no dense tensor
+  }
+  if (auto rows = grad_rows_.find(name); rows != grad_rows_.end() && rows->second.holds_values())
+    throw UserError(context + ": '" + name + "' belongs to a table declared sparse: true, whose gradient is kept " +
+                    "as rows on the cpu; training places it on " + device.str() + ". Keep the table on the cpu " +
+                    "(device: cpu), or drop sparse: true to give it a dense gradient");
   Entry& e = entry(name, device, context);
   if (!e.grad.defined()) {  // inference never asks: its devices hold no gradient buffers
     e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "graph/load_graph.h"
 #include "graph/text_similarity.h"
@@ -17,14 +18,37 @@ namespace tandem {
 
 Model Model::load(const std::string& yaml_path) { return Model(load_graph(yaml_path)); }
 
+namespace {
+
+/// The weights of `sparse: true` tables that only embedding ops read: their gradients are
+/// kept as rows (core/touched_rows.h, Note [row gradient]). A table another op also reads
+/// (a tied output projection) needs a dense gradient, as torch's sparse flag cannot give.
+std::set<std::string> row_gradient_tables(const Graph& graph) {
+  std::map<std::string, int> readers;
+  std::set<std::string> sparse;
+  for (const Node& node : graph.nodes) {
+    for (const ParamSpec& p : node.params) ++readers[p.name];
+    const bool table = node.op == "embedding" || node.op == "embedding_bag";
+    if (table && node.attrs.has("sparse") && node.attrs.get_bool("sparse")) sparse.insert(node.params.at(0).name);
+  }
+  std::set<std::string> out;
+  for (const std::string& name : sparse)
+    if (readers[name] == 1) out.insert(name);
+  return out;
+}
+
+}  // namespace
+
 Model::Model(Graph graph)
     : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(std::make_unique<CpuContext>()) {
+  const std::set<std::string> row_tables = row_gradient_tables(*graph_);
   for (const ParamSpec& p : graph_->parameters()) {
     try {
       params_.emplace(p.name, Tensor::empty(p.shape, p.dtype));
       if (p.trainable) {  // buffers have no gradient
-        grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));
-        grad_rows_.emplace(p.name, TouchedRows(p.shape.empty() ? 1 : p.shape[0]));
+        TouchedRows& rows = grad_rows_.emplace(p.name, TouchedRows(p.shape.empty() ? 1 : p.shape[0])).first->second;
+        if (row_tables.count(p.name)) rows.hold_values(p.shape.at(1));
+        else grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));
       }
     } catch (const UserError& e) {
       throw UserError("parameter '" + p.name + "' of model '" + graph_->name + "': " + e.what());
@@ -243,9 +267,27 @@ TensorMap Model::forward(const TensorMap& inputs) {
 
 namespace tandem {
 
+Tensor Model::gradient(const std::string& name) const {
+  if (auto it = grads_.find(name); it != grads_.end()) return it->second;
+  auto rows = grad_rows_.find(name);
+  if (rows == grad_rows_.end()) throw UserError("model '" + graph_->name + "' has no trainable parameter '" + name + "'");
+  // a row gradient (sparse: true), spread out: what torch's to_dense() gives
+  const Tensor& weight = params_.at(name);
+  Tensor dense = Tensor::zeros(weight.shape(), DType::float32);
+  const int64_t width = rows->second.width();
+  for (int64_t r : rows->second.list())
+    std::memcpy(dense.data<float>() + r * width, rows->second.values_of(r), sizeof(float) * static_cast<size_t>(width));
+  return dense;
+}
+
 void Model::zero_gradients() {
-  for (auto& [name, g] : grads_) {
-    TouchedRows& rows = grad_rows_.at(name);
+  for (auto& [name, rows] : grad_rows_) {
+    auto it = grads_.find(name);
+    if (it == grads_.end()) {  // a row gradient: forgetting its rows is zeroing it
+      rows.clear();
+      continue;
+    }
+    Tensor& g = it->second;
     if (rows.all() || rows.rows() == 0) {
       std::memset(g.raw_data(), 0, g.nbytes());
     } else {

@@ -66,7 +66,12 @@ class Model {
   /// Gradients by parameter name (trainable ones only: buffers have none): zero until a
   /// backward, then accumulated by each one. Only backward writes them: the touched rows
   /// below must cover every non-zero row.
+  /// A `sparse: true` table's gradient is not among them: it is kept as rows, in
+  /// gradient_rows() (Note [row gradient]); gradient() gives any one dense.
   const TensorMap& gradients() const { return grads_; }
+  /// The gradient of trainable parameter `name` as a dense tensor: a row gradient's rows
+  /// spread into a new tensor the table's size (torch's to_dense()), else gradients()'s.
+  Tensor gradient(const std::string& name) const;
   /// Per gradient, the rows a backward may have written since the last zero_gradients():
   /// an embedding table's lookups, or all of them (core/touched_rows.h). The trainer reads
   /// them to clip and update only those rows where that is exact.

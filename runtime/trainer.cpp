@@ -42,12 +42,21 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)) {
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
-  // what has a gradient is what the optimizer updates: buffers (running statistics) are not
-  for (const auto& [name, g] : model_.gradients()) {
+  // what has a gradient is what the optimizer updates: buffers (running statistics) are
+  // not. A row gradient (sparse: true) has no dense tensor: its rows hold it.
+  for (auto& [name, rows] : model_.gradient_rows()) {
+    auto dense = model_.gradients().find(name);
+    if (dense == model_.gradients().end() && !optimizer_->takes_row_gradients())
+      throw UserError("parameter '" + name + "' belongs to a table declared sparse: true, whose gradient is kept " +
+                      "as the rows its batches looked up; only sgd without momentum and weight_decay can " +
+                      "update such a gradient, and this model trains with " + spec_.optimizer.name +
+                      (spec_.optimizer.name == "sgd" ? " with momentum or weight_decay" : "") +
+                      ". Drop sparse: true to give the table a dense gradient (torch's optimizers refuse " +
+                      "sparse gradients likewise)");
     names_.push_back(name);
     params_.push_back(model_.parameters().at(name));
-    grads_.push_back(g);
-    rows_.push_back(&model_.gradient_rows().at(name));
+    grads_.push_back(dense == model_.gradients().end() ? Tensor() : dense->second);
+    rows_.push_back(&rows);
   }
 }
 

@@ -56,6 +56,39 @@ double sum_of_squares_rows(const float* x, int64_t n, std::span<const int64_t> r
   return total;
 }
 
+/// sum_of_squares of a row gradient (core/touched_rows.h) as if spread into its dense
+/// tensor of `n` elements, to the bit: each element goes to the block and lane the dense
+/// loop would add it to (a full group of 8: its offset mod 8; the block's tail: lane 0), in
+/// ascending order, and the zeros between add nothing.
+double sum_of_squares_held(const TouchedRows& rows, int64_t n) {
+  const int64_t width = rows.width();
+  double total = 0, lanes[8] = {};
+  int64_t block = -1, tail = 0;  // the block being summed; where its tail starts
+  auto finish_block = [&] {
+    if (block < 0) return;
+    double s = 0;
+    for (double lane : lanes) s += lane;
+    total += s;
+  };
+  for (int64_t r : rows.list()) {
+    const float* v = rows.values_of(r);
+    for (int64_t d = 0; d < width; ++d) {
+      const int64_t at = r * width + d;
+      if (at / kBlock != block) {
+        finish_block();
+        block = at / kBlock;
+        std::fill(std::begin(lanes), std::end(lanes), 0.0);
+        const int64_t start = block * kBlock, end = std::min(n, start + kBlock);
+        tail = start + (end - start) / 8 * 8;
+      }
+      const double x = static_cast<double>(v[d]);
+      lanes[at < tail ? (at - block * kBlock) % 8 : 0] += x * x;
+    }
+  }
+  finish_block();
+  return total;
+}
+
 void scale(float* x, int64_t n, float factor) {
 #pragma omp parallel for if (n > optim_detail::kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
@@ -75,6 +108,12 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
   double sum = 0;
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
+    if (!g.defined()) {  // a row gradient: its rows, no dense tensor
+      TANDEM_ASSERT(!rows.empty() && rows[i] && rows[i]->holds_values(), "clip_grad_norm: gradient " +
+                                                                             std::to_string(i) + " is missing");
+      sum += sum_of_squares_held(*rows[i], rows[i]->rows() * rows[i]->width());
+      continue;
+    }
     if (g.device() != Device::cpu())
       throw UserError("clip_grad_norm: gradient " + std::to_string(i) + " is on " + g.device().str() +
                       "; clipping runs on host tensors");
@@ -92,6 +131,10 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
     // touched ones are zero, and stay so whatever the factor that is not NaN.
     const float factor = static_cast<float>(clip_coef);
     for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) {
+        for (int64_t r : rows[i]->list()) scale(rows[i]->values_of(r), rows[i]->width(), factor);
+        continue;
+      }
       float* g = grads[i].data<float>();
       if (TouchedRows* touched = partial_rows(rows, i)) {
         const int64_t width = grads[i].numel() / touched->rows();

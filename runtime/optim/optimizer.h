@@ -33,6 +33,11 @@ class Optimizer {
                          double lr) {
     step(params, grads, lr);
   }
+  /// Whether step_rows() takes row gradients (core/touched_rows.h, Note [row gradient]):
+  /// grads[i] undefined, and rows[i] holding the gradient's rows. Only an update that is
+  /// the identity where the gradient is zero can: SGD without momentum and weight decay.
+  /// (torch's SGD refuses weight decay on sparse gradients, its Adam refuses them all.)
+  virtual bool takes_row_gradients() const { return false; }
   /// The state as tensors named "<names[i]>.<buffer>" (momentum_buffer, exp_avg,
   /// exp_avg_sq) plus "step" (int64 [1]); empty before the first step.
   virtual TensorMap state(std::span<const std::string> names) const = 0;

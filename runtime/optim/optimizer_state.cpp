@@ -93,6 +93,11 @@ bool BufferedOptimizer::begin_step(std::span<Tensor> params, std::span<const Ten
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     const Tensor& g = grads[i];
+    if (!g.defined()) {  // a row gradient: step_rows() reads it from its rows
+      TANDEM_ASSERT(takes_row_gradients(), kind_ + " step: parameter " + std::to_string(i) + " has a row gradient");
+      TANDEM_ASSERT(p.device() == Device::cpu() && p.dtype() == DType::float32, kind_ + " step: a row gradient's table");
+      continue;
+    }
     if (p.device() != Device::cpu() || g.device() != Device::cpu())
       throw UserError(kind_ + " optimizer: parameter " + std::to_string(i) + " or its gradient is on " +
                       (p.device() != Device::cpu() ? p.device() : g.device()).str() +

@@ -65,6 +65,7 @@ class Sgd final : public BufferedOptimizer {
         config_(config) {}
 
   void step(std::span<Tensor> params, std::span<const Tensor> grads, double lr) override {
+    for (const Tensor& g : grads) TANDEM_ASSERT(g.defined(), "sgd step: a row gradient goes to step_rows()");
     bool first = begin_step(params, grads);
     const SgdScalars s = sgd_scalars(config_, lr);
     for (size_t i = 0; i < params.size(); ++i) {
@@ -75,16 +76,23 @@ class Sgd final : public BufferedOptimizer {
 
   // Without momentum and weight decay, p = fma(g, -lr, p) is p itself where g is +0 (as
   // zeroing writes it), so the rows nobody touched can be skipped: the bits of step().
+  bool takes_row_gradients() const override { return config_.momentum == 0 && config_.weight_decay == 0; }
+
   void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
                  double lr) override {
-    if (config_.momentum != 0 || config_.weight_decay != 0) return step(params, grads, lr);
+    if (!takes_row_gradients()) return step(params, grads, lr);
     TANDEM_ASSERT(rows.size() == params.size(), "sgd: one touched-rows entry per parameter");
     bool first = begin_step(params, grads);
     const SgdScalars s = sgd_scalars(config_, lr);
     for (size_t i = 0; i < params.size(); ++i) {
       float* p = params[i].data<float>();
-      const float* g = grads[i].data<float>();
+      const float* g = grads[i].defined() ? grads[i].data<float>() : nullptr;
       TouchedRows* touched = rows[i];
+      if (touched && touched->holds_values()) {  // a row gradient: its rows are the gradient
+        const int64_t width = touched->width();
+        for (int64_t r : touched->list()) sgd_update(p + r * width, touched->values_of(r), nullptr, width, s, first);
+        continue;
+      }
       if (!touched || touched->all() || touched->rows() <= 0) {
         sgd_update(p, g, nullptr, params[i].numel(), s, first);
         continue;

@@ -646,7 +646,7 @@ class _Builder:
             if p is not None:
                 need(_is_int(p) and -n <= p < n, "padding_idx must be an int in [-num_embeddings, num_embeddings)")
             # sparse: torch's gradient is a sparse tensor (SGD then updates only the rows
-            # looked up); Tandem's tables are row-sparse whatever it says (docs/training.md)
+            # looked up); Tandem's is kept as those rows too (docs/training.md)
             if op == "embedding":
                 return nn.Embedding(n, a["embedding_dim"], padding_idx=p, sparse=a["sparse"])
             need(a["mode"] in ("sum", "mean", "max"), "mode must be sum, mean or max")

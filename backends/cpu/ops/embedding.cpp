@@ -9,8 +9,9 @@
 // Backward: only the weight gets a gradient (indices and offsets are int64), accumulated
 // into the dense dweight [num, dim], touching only the rows that were used; entries equal
 // to padding_idx give nothing. Those rows are recorded (records_touched_rows), so that
-// the trainer zeroes and updates only them (core/touched_rows.h). Threads split the dim
-// columns, so that repeated indices never race.
+// the trainer zeroes and updates only them (core/touched_rows.h); a `sparse: true`
+// table's gradient is those rows alone, with no dense dweight (Note [row gradient]).
+// Threads split the dim columns, so that repeated indices never race.
 //   embedding:     dweight[idx[i]] += dy[i]
 //   embedding_bag: sum:  dweight[idx] += dy[bag] for each entry of the bag;
 //                  mean: the same divided by the bag's count of non-padding entries;
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
@@ -36,11 +38,34 @@ void check_indices(const int64_t* idx, int64_t n, int64_t num_embeddings, const 
   }
 }
 
-/// Adds the rows `idx` (but padding_idx) to the touched rows of the weight's gradient,
-/// when the caller tracks them. On the calling thread, before the parallel backward.
-void record_rows(const BackwardArgs& args, const int64_t* idx, int64_t count, int64_t padding_idx) {
-  if (args.grad_param_rows.empty() || args.grad_param_rows[0] == nullptr) return;
-  args.grad_param_rows[0]->mark({idx, static_cast<size_t>(count)}, padding_idx);
+/// The touched rows of the weight's gradient, when the caller tracks them, else null.
+TouchedRows* weight_rows(const BackwardArgs& args) {
+  return args.grad_param_rows.empty() ? nullptr : args.grad_param_rows[0];
+}
+
+/// Whether backward has a weight gradient to add to: a dense one, or a row gradient
+/// (`sparse: true`, core/touched_rows.h), which has no dense tensor.
+bool wants_weight_gradient(const BackwardArgs& args) {
+  const TouchedRows* rows = weight_rows(args);
+  return args.grad_params[0].defined() || (rows && rows->holds_values());
+}
+
+/// Records the rows `idx` (but padding_idx) as touched and returns, per entry, where its
+/// gradient row adds: row idx[i] of the dense gradient, or that row's values in a row
+/// gradient; null for padding_idx. On the calling thread, before the parallel backward:
+/// recording may move a row gradient's values, and then no pointer is handed out yet.
+std::vector<float*> gradient_destinations(const BackwardArgs& args, const int64_t* idx, int64_t count, int64_t dim,
+                                          int64_t padding_idx) {
+  TouchedRows* rows = weight_rows(args);
+  if (rows) rows->mark({idx, static_cast<size_t>(count)}, padding_idx);
+  std::vector<float*> out(static_cast<size_t>(count), nullptr);
+  const bool held = rows && rows->holds_values();
+  float* dense = held ? nullptr : args.grad_params[0].data<float>();
+  for (int64_t i = 0; i < count; ++i) {
+    if (idx[i] == padding_idx) continue;
+    out[static_cast<size_t>(i)] = held ? rows->values_of(idx[i]) : dense + idx[i] * dim;
+  }
+  return out;
 }
 
 class EmbeddingKernel final : public Kernel {
@@ -58,16 +83,15 @@ class EmbeddingKernel final : public Kernel {
 
   void backward(const BackwardArgs& args) override {
     if (scale_grad_by_freq_) throw UserError("embedding: scale_grad_by_freq is not supported in backward");
-    if (!args.grad_params[0].defined()) return;
+    if (!wants_weight_gradient(args)) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
-    record_rows(args, idx, count_, padding_idx_);
+    const std::vector<float*> dst = gradient_destinations(args, idx, count_, dim_, padding_idx_);
     const float* g = args.grad_outputs[0].data<float>();
-    float* dw = args.grad_params[0].data<float>();
-    const int64_t dim = dim_, count = count_, padding = padding_idx_;
+    const int64_t dim = dim_, count = count_;
     cpu::parallel_for(dim, count, [&](int64_t begin, int64_t end) {
       for (int64_t i = 0; i < count; ++i) {
-        if (idx[i] == padding) continue;
-        float* row = dw + idx[i] * dim;
+        float* row = dst[static_cast<size_t>(i)];
+        if (!row) continue;  // padding_idx
         const float* gr = g + i * dim;
 #pragma omp simd
         for (int64_t d = begin; d < end; ++d) row[d] += gr[d];
@@ -146,14 +170,13 @@ class EmbeddingBagKernel final : public Kernel {
 
   void backward(const BackwardArgs& args) override {
     if (scale_grad_by_freq_) throw UserError("embedding_bag: scale_grad_by_freq is not supported in backward");
-    if (!args.grad_params[0].defined()) return;
+    if (!wants_weight_gradient(args)) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
     // every index may be written (max mode writes a subset of them: a superset is allowed)
-    record_rows(args, idx, count_, padding_idx_);
+    const std::vector<float*> dst = gradient_destinations(args, idx, count_, dim_, padding_idx_);
     const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
     const float* w = args.params[0].data<float>();
     const float* g = args.grad_outputs[0].data<float>();
-    float* dw = args.grad_params[0].data<float>();
     const int64_t dim = dim_, padding = padding_idx_;
     cpu::parallel_for(dim, std::max<int64_t>(count_, bags_), [&](int64_t begin, int64_t end) {
       for (int64_t b = 0; b < bags_; ++b) {
@@ -162,12 +185,12 @@ class EmbeddingBagKernel final : public Kernel {
         const float* gb = g + b * dim;
         if (mode_ == BagMode::max) {
           for (int64_t d = begin; d < end; ++d) {
-            int64_t best = -1;
+            int64_t best = -1;  // the entry whose row forward chose
             for (int64_t i = first; i < last; ++i) {
               if (idx[i] == padding) continue;
-              if (best < 0 || w[idx[i] * dim + d] > w[best * dim + d]) best = idx[i];
+              if (best < 0 || w[idx[i] * dim + d] > w[idx[best] * dim + d]) best = i;
             }
-            if (best >= 0) dw[best * dim + d] += gb[d];
+            if (best >= 0) dst[static_cast<size_t>(best)][d] += gb[d];
           }
           continue;
         }
@@ -179,8 +202,8 @@ class EmbeddingBagKernel final : public Kernel {
           scale = 1.f / static_cast<float>(used);
         }
         for (int64_t i = first; i < last; ++i) {
-          if (idx[i] == padding) continue;
-          float* row = dw + idx[i] * dim;
+          float* row = dst[static_cast<size_t>(i)];
+          if (!row) continue;  // padding_idx
 #pragma omp simd
           for (int64_t d = begin; d < end; ++d) row[d] += gb[d] * scale;
         }

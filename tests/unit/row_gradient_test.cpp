@@ -1,0 +1,273 @@
+// Row gradients (core/touched_rows.h, Note [row gradient]): a `sparse: true` table keeps its
+// gradient as the rows its batches looked up, with no dense buffer the table's size, and
+// trains to the dense table's weights bit for bit; what cannot update such a gradient (an
+// optimizer that moves every row, a placement on a GPU) is refused with a message.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <set>
+
+#include "graph/load_graph.h"
+#include "runtime/device_registry.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/trainer.h"
+
+using namespace tandem;
+
+namespace {
+
+std::mt19937_64 make_rng(const char* test) {
+  uint64_t seed = std::random_device{}();
+  std::cout << test << ": seed " << seed << "\n";
+  return std::mt19937_64(seed);
+}
+
+/// Three tables, each `sparse` or not: a summed bag with padding row 0, a max bag (whose
+/// backward picks one entry per column), a plain embedding; and a dense branch. `table_device`
+/// places the tables; the dense layers sit on `head_device`.
+std::string tables_yaml(int64_t rows, bool sparse, const std::string& table_device = "cpu",
+                        const std::string& head_device = "cpu") {
+  const std::string flag = sparse ? "true" : "false", rows_str = std::to_string(rows);
+  return "name: row_gradients\n"
+         "inputs:\n"
+         "  dense: {shape: [batch, 5]}\n"
+         "  ids: {shape: [batch, 3], dtype: int64}\n"
+         "  word: {shape: [batch], dtype: int64}\n"
+         "targets:\n"
+         "  y: {shape: [batch, 1]}\n"
+         "layers:\n"
+         "  - name: tables\n"
+         "    device: " + table_device + "\n"
+         "    layers:\n"
+         "      - {name: bag, op: embedding_bag, inputs: ids, num_embeddings: " + rows_str +
+         ", embedding_dim: 8, mode: sum, padding_idx: 0, sparse: " + flag + "}\n"
+         "      - {name: top, op: embedding_bag, inputs: ids, num_embeddings: " + rows_str +
+         ", embedding_dim: 8, mode: max, sparse: " + flag + "}\n"
+         "      - {name: emb, op: embedding, inputs: word, num_embeddings: 50, embedding_dim: 8, sparse: " + flag + "}\n"
+         "  - name: head\n"
+         "    device: " + head_device + "\n"
+         "    layers:\n"
+         "      - {name: fc_in, op: linear, in_features: 5, out_features: 8, inputs: dense}\n"
+         "      - {name: act, op: relu}\n"
+         "      - {name: both, op: cat, inputs: [tables.bag, tables.top, tables.emb, act], dim: 1}\n"
+         "      - {name: out, op: linear, in_features: 32, out_features: 1}\n"
+         "loss: {op: binary_cross_entropy_with_logits, input: head.out, target: y}\n";
+}
+
+Model load(int64_t rows, bool sparse, const std::string& table_device = "cpu", const std::string& head_device = "cpu") {
+  return Model(load_graph_from_string(tables_yaml(rows, sparse, table_device, head_device), "row_gradients.yaml"));
+}
+
+TensorMap random_batch(int64_t batch, int64_t table_rows, std::mt19937_64& rng) {
+  Tensor dense = Tensor::empty({batch, 5}, DType::float32), ids = Tensor::empty({batch, 3}, DType::int64);
+  Tensor word = Tensor::empty({batch}, DType::int64), y = Tensor::empty({batch, 1}, DType::float32);
+  std::normal_distribution<float> normal(0, 1);
+  for (float& x : dense.span<float>()) x = normal(rng);
+  // some padding entries (row 0) and repeats, the rest anywhere in the table
+  for (int64_t& i : ids.span<int64_t>()) i = rng() % 6 == 0 ? 0 : static_cast<int64_t>(rng() % table_rows);
+  ids.data<int64_t>()[1] = ids.data<int64_t>()[4];
+  for (int64_t& i : word.span<int64_t>()) i = static_cast<int64_t>(rng() % 50);
+  for (float& x : y.span<float>()) x = static_cast<float>(rng() % 2);
+  return {{"dense", dense}, {"ids", ids}, {"word", word}, {"y", y}};
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+const char* kTables[] = {"tables.bag.weight", "tables.top.weight", "tables.emb.weight"};
+
+std::shared_ptr<DeviceRegistry> sim_gpus(int n) {
+  return std::make_shared<DeviceRegistry>(DeviceOptions{.sim_gpus = n, .sim_gpu_memory = size_t{256} << 20},
+                                          std::vector<CudaDeviceInfo>{});
+}
+
+PlacementPolicy annotations() {
+  PlacementPolicy p;
+  p.name = "annotations";
+  return p;
+}
+
+/// Trains `rows_model` (sparse: true) and `dense_model` (the same, sparse: false, same
+/// weights) `steps` steps on the same batches; their weights after each step must match bit
+/// for bit, and so must the gradients of the last one.
+void train_side_by_side(Model& rows_model, Model& dense_model, const TrainingSpec& spec, int64_t table_rows,
+                        std::mt19937_64& rng, int steps) {
+  Trainer with_rows(rows_model, spec), with_dense(dense_model, spec);
+  for (int step = 0; step < steps; ++step) {
+    INFO("step " << step);
+    TensorMap batch = random_batch(3 + static_cast<int64_t>(rng() % 20), table_rows, rng);
+    const double a = with_rows.step(batch), b = with_dense.step(batch);
+    CHECK(a == b);
+    for (const auto& [name, p] : dense_model.parameters()) {
+      INFO(name);
+      REQUIRE(same_bits(rows_model.parameters().at(name), p));
+    }
+  }
+  for (const char* name : kTables) {
+    INFO(name);
+    CHECK(rows_model.gradients().count(name) == 0);  // no dense buffer
+    CHECK(rows_model.gradient_rows().at(name).holds_values());
+    CHECK(same_bits(rows_model.gradient(name), dense_model.gradients().at(name)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a sparse: true table keeps its gradient as rows and trains to the dense table's bits",
+          "[train][touched_rows][row_gradient]") {
+  auto rng = make_rng("row gradients");
+  const int64_t rows = 20000;
+  OptimizerConfig sgd;
+  sgd.lr = 0.4;
+  for (std::optional<double> clip : {std::optional<double>(), std::optional<double>(0.05)}) {
+    INFO((clip ? "clipped to 0.05" : "not clipped"));
+    Model rows_model = load(rows, true), dense_model = load(rows, false);
+    const uint64_t seed = rng() % 1000;
+    rows_model.init_parameters(seed);
+    dense_model.init_parameters(seed);
+    TrainingSpec spec;
+    spec.optimizer = sgd;
+    spec.clip_grad_norm = clip;  // 0.05 clips every step: the norm over held rows is the dense one to the bit
+    train_side_by_side(rows_model, dense_model, spec, rows, rng, 6);
+  }
+}
+
+TEST_CASE("a sparse: true table's gradient holds the rows looked up, zeroes by forgetting them, and takes no "
+          "table-sized buffer",
+          "[train][touched_rows][row_gradient]") {
+  auto rng = make_rng("row gradient memory");
+  const int64_t rows = 1'000'000;
+  Allocator& host = cpu_allocator();
+  const size_t before = host.current_bytes();
+  Model model = load(rows, true);
+  const size_t table_bytes = size_t{rows} * 8 * sizeof(float);
+  // the two big tables' weights, no gradient buffers: a dense model holds twice this
+  CHECK(host.current_bytes() - before < 2 * table_bytes + (size_t{1} << 20));
+  TrainingSpec spec;
+  spec.optimizer.lr = 0.5;
+  Trainer trainer(model, spec);
+  TensorMap batch = random_batch(16, rows, rng);
+  std::set<int64_t> looked_up;
+  for (int64_t id : batch.at("ids").span<int64_t>())
+    if (id != 0) looked_up.insert(id);
+  const Tensor before_step = model.parameters().at("tables.bag.weight").clone();
+  host.reset_peak();
+  const size_t at_start = host.current_bytes();
+  trainer.step(batch);
+  CHECK(host.peak_bytes() - at_start < (size_t{1} << 20));  // the step's rows, not a table's 32 MiB
+
+  const TouchedRows& bag = model.gradient_rows().at("tables.bag.weight");
+  CHECK(bag.count() == static_cast<int64_t>(looked_up.size()));  // padding row 0 gets nothing
+  CHECK(std::set<int64_t>(bag.list().begin(), bag.list().end()) == looked_up);
+  CHECK(bag.values_bytes() < size_t{1} << 16);
+  const Tensor& weight = model.parameters().at("tables.bag.weight");
+  for (int64_t r : looked_up) {  // each row looked up moved by -lr times its held gradient
+    INFO("row " << r);
+    const float* g = bag.values_of(r);
+    REQUIRE(g != nullptr);
+    for (int64_t d = 0; d < 8; ++d)
+      CHECK(weight.data<float>()[r * 8 + d] == std::fma(g[d], -0.5f, before_step.data<float>()[r * 8 + d]));
+  }
+  CHECK(std::memcmp(weight.data<float>(), before_step.data<float>(), 8 * sizeof(float)) == 0);  // padding row
+  model.zero_gradients();
+  CHECK(bag.count() == 0);
+  CHECK(bag.values_of(*looked_up.begin()) == nullptr);
+  const Tensor dense = model.gradient("tables.bag.weight");  // torch's to_dense(): all zero now
+  for (float v : dense.span<float>()) REQUIRE(v == 0.0f);
+}
+
+TEST_CASE("placed training keeps a cpu table's row gradient while the head trains on a simulated GPU",
+          "[multidevice][train][row_gradient]") {
+  auto rng = make_rng("placed row gradients");
+  const int64_t rows = 5000;
+  Model rows_model = load(rows, true, "cpu", "cuda:0"), dense_model = load(rows, false, "cpu", "cuda:0");
+  const uint64_t seed = rng() % 1000;
+  rows_model.init_parameters(seed);
+  dense_model.init_parameters(seed);
+  rows_model.use_devices(sim_gpus(1), annotations());
+  dense_model.use_devices(sim_gpus(1), annotations());
+  TrainingSpec spec;
+  spec.optimizer.lr = 0.3;
+  spec.clip_grad_norm = 0.1;
+  train_side_by_side(rows_model, dense_model, spec, rows, rng, 4);
+}
+
+TEST_CASE("what cannot update a row gradient is refused with a message: other optimizers, a table on a GPU",
+          "[train][errors][row_gradient]") {
+  auto rng = make_rng("row gradient refusals");
+  struct Case {
+    std::string optimizer;
+    double momentum, weight_decay;
+    std::string says;
+  } cases[] = {{"adam", 0, 0, "trains with adam"},
+               {"adamw", 0, 0, "trains with adamw"},
+               {"sgd", 0.9, 0, "trains with sgd with momentum or weight_decay"},
+               {"sgd", 0, 1e-4, "trains with sgd with momentum or weight_decay"}};
+  for (const Case& c : cases) {
+    INFO(c.optimizer << " momentum " << c.momentum << " weight_decay " << c.weight_decay);
+    Model model = load(100, true);
+    TrainingSpec spec;
+    spec.optimizer.name = c.optimizer;
+    spec.optimizer.momentum = c.momentum;
+    spec.optimizer.weight_decay = c.weight_decay;
+    CHECK_THROWS_WITH(Trainer(model, spec), Catch::Contains("'tables.bag.weight' belongs to a table declared sparse: "
+                                                            "true") &&
+                                                Catch::Contains(c.says) && Catch::Contains("Drop sparse: true"));
+    Model dense = load(100, false);  // the same without sparse: true trains
+    Trainer trainer(dense, spec);
+    CHECK(std::isfinite(trainer.step(random_batch(4, 100, rng))));
+  }
+
+  // on a (simulated) GPU the table's gradient would come back dense: refused, naming the layer
+  Model on_gpu = load(100, true, "cuda:0", "cuda:0");
+  on_gpu.use_devices(sim_gpus(1), annotations());
+  TrainingSpec spec;
+  Trainer trainer(on_gpu, spec);
+  CHECK_THROWS_WITH(trainer.step(random_batch(4, 100, rng)),
+                    Catch::Contains("layer 'tables.bag' (embedding_bag)") && Catch::Contains("sparse: true") &&
+                        Catch::Contains("on cuda:0") && Catch::Contains("(device: cpu)"));
+  // inference on the GPU is fine: only the gradient is kept as rows
+  TensorMap inputs = random_batch(4, 100, rng);
+  inputs.erase("y");
+  const TensorMap outputs = on_gpu.forward(inputs);
+  REQUIRE(outputs.size() == 1);
+  CHECK(outputs.begin()->second.size(0) == 4);
+}
+
+TEST_CASE("tandem train exits with 2 and says why when a sparse: true table meets adam", "[train][errors][cli]") {
+  auto rng = make_rng("row gradient cli");
+  const std::string dir = (std::filesystem::temp_directory_path() / ("tandem-rowgrad-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/model.yaml") << tables_yaml(100, true)
+                                     << "train: {epochs: 1, batch: 8, optimizer: {name: sgd, lr: 0.1}}\n";
+  TensorMap data = random_batch(32, 100, rng);
+  write_safetensors(dir + "/data.safetensors", data);
+  auto run = [&](const std::string& extra, int* code) {
+    std::string cmd = std::string(TANDEM_CLI) + " train " + dir + "/model.yaml --data " + dir + "/data.safetensors" +
+                      extra + " 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+    int status = pclose(pipe);
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+  };
+  int code = 0;
+  std::string out = run(" --optimizer adam", &code);
+  INFO(out);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("sparse: true") && Catch::Contains("trains with adam"));
+  out = run("", &code);  // plain sgd trains
+  CHECK(code == 0);
+  std::filesystem::remove_all(dir);
+}
