@@ -11,8 +11,8 @@ namespace {
 using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
-// The CPU ops not here yet: gru, lstm and multi_head_attention (docs/cuda-backend.md).
-constexpr std::array<std::pair<std::string_view, Factory>, 22> kTable{{
+// The CPU ops not here yet: gru and lstm (docs/cuda-backend.md).
+constexpr std::array<std::pair<std::string_view, Factory>, 23> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
@@ -35,6 +35,7 @@ constexpr std::array<std::pair<std::string_view, Factory>, 22> kTable{{
     {"narrow", make_narrow_kernel},
     {"flatten", make_flatten_kernel},
     {"reshape", make_reshape_kernel},
+    {"multi_head_attention", make_multi_head_attention_kernel},
 }};
 
 Factory find(std::string_view op) {
@@ -53,7 +54,9 @@ std::string check_dtypes(const KernelSpec& spec) {
   const bool indexed = spec.op == "embedding" || spec.op == "embedding_bag";
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const DType want = indexed ? DType::int64 : DType::float32;
-    if (spec.inputs[i].dtype != want)
+    // attention's masks (after its query, key and value) may be int64, as the graph checked
+    const bool mask = spec.op == "multi_head_attention" && i > 0 && spec.inputs[i].dtype == DType::int64;
+    if (spec.inputs[i].dtype != want && !mask)
       return spec.op + ": input " + std::to_string(i) + " is " + std::string(dtype_name(spec.inputs[i].dtype)) +
              ", the CUDA kernel takes " + std::string(dtype_name(want));
   }

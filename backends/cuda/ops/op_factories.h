@@ -42,5 +42,6 @@ std::unique_ptr<Kernel> make_cat_kernel(CudaContext& ctx, const KernelSpec& spec
 std::unique_ptr<Kernel> make_narrow_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_flatten_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_reshape_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_multi_head_attention_kernel(CudaContext& ctx, const KernelSpec& spec);
 
 }  // namespace tandem::cuda
