@@ -4,7 +4,6 @@
 // optimizer that moves every row, a placement on a GPU) is refused with a message.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -19,16 +18,13 @@
 #include "runtime/device_registry.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/trainer.h"
+#include "unit_test_support.h"
 
 using namespace tandem;
+using tandem::testing::run_cli;
+using tandem::testing::seeded_rng;
 
 namespace {
-
-std::mt19937_64 make_rng(const char* test) {
-  uint64_t seed = std::random_device{}();
-  std::cout << test << ": seed " << seed << "\n";
-  return std::mt19937_64(seed);
-}
 
 /// Three tables, each `sparse` or not: a summed bag with padding row 0, a max bag (whose
 /// backward picks one entry per column), a plain embedding; and a dense branch. `table_device`
@@ -124,7 +120,7 @@ void train_side_by_side(Model& rows_model, Model& dense_model, const TrainingSpe
 
 TEST_CASE("a sparse: true table keeps its gradient as rows and trains to the dense table's bits",
           "[train][touched_rows][row_gradient]") {
-  auto rng = make_rng("row gradients");
+  auto rng = seeded_rng("row gradients");
   const int64_t rows = 20000;
   OptimizerConfig sgd;
   sgd.lr = 0.4;
@@ -144,7 +140,7 @@ TEST_CASE("a sparse: true table keeps its gradient as rows and trains to the den
 TEST_CASE("a sparse: true table's gradient holds the rows looked up, zeroes by forgetting them, and takes no "
           "table-sized buffer",
           "[train][touched_rows][row_gradient]") {
-  auto rng = make_rng("row gradient memory");
+  auto rng = seeded_rng("row gradient memory");
   const int64_t rows = 1'000'000;
   Allocator& host = cpu_allocator();
   const size_t before = host.current_bytes();
@@ -187,7 +183,7 @@ TEST_CASE("a sparse: true table's gradient holds the rows looked up, zeroes by f
 
 TEST_CASE("placed training keeps a cpu table's row gradient while the head trains on a simulated GPU",
           "[multidevice][train][row_gradient]") {
-  auto rng = make_rng("placed row gradients");
+  auto rng = seeded_rng("placed row gradients");
   const int64_t rows = 5000;
   Model rows_model = load(rows, true, "cpu", "cuda:0"), dense_model = load(rows, false, "cpu", "cuda:0");
   const uint64_t seed = rng() % 1000;
@@ -203,7 +199,7 @@ TEST_CASE("placed training keeps a cpu table's row gradient while the head train
 
 TEST_CASE("what cannot update a row gradient is refused with a message: other optimizers, a table on a GPU",
           "[train][errors][row_gradient]") {
-  auto rng = make_rng("row gradient refusals");
+  auto rng = seeded_rng("row gradient refusals");
   struct Case {
     std::string optimizer;
     double momentum, weight_decay;
@@ -244,7 +240,7 @@ TEST_CASE("what cannot update a row gradient is refused with a message: other op
 }
 
 TEST_CASE("tandem train exits with 2 and says why when a sparse: true table meets adam", "[train][errors][cli]") {
-  auto rng = make_rng("row gradient cli");
+  auto rng = seeded_rng("row gradient cli");
   const std::string dir = (std::filesystem::temp_directory_path() / ("tandem-rowgrad-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/model.yaml") << tables_yaml(100, true)
@@ -252,15 +248,7 @@ TEST_CASE("tandem train exits with 2 and says why when a sparse: true table meet
   TensorMap data = random_batch(32, 100, rng);
   write_safetensors(dir + "/data.safetensors", data);
   auto run = [&](const std::string& extra, int* code) {
-    std::string cmd = std::string(TANDEM_CLI) + " train " + dir + "/model.yaml --data " + dir + "/data.safetensors" +
-                      extra + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-    int status = pclose(pipe);
-    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return out;
+    return run_cli("train " + dir + "/model.yaml --data " + dir + "/data.safetensors" + extra, code);
   };
   int code = 0;
   std::string out = run(" --optimizer adam", &code);

@@ -12,17 +12,13 @@
 #include <set>
 
 #include "graph/load_graph.h"
+#include "unit_test_support.h"
 #include "runtime/trainer.h"
 
 using namespace tandem;
+using tandem::testing::seeded_rng;
 
 namespace {
-
-std::mt19937_64 make_rng(const char* test) {
-  uint64_t seed = std::random_device{}();
-  std::cout << test << ": seed " << seed << "\n";
-  return std::mt19937_64(seed);
-}
 
 /// Two tables (a bag table with padding row 0, a plain embedding) and a dense branch, as a
 /// small recommender: bag [batch, 3] ids, word [batch] ids, dense [batch, 5] -> a click logit.
@@ -71,7 +67,7 @@ float* row(const Tensor& t, int64_t r) { return t.data<float>() + r * t.size(1);
 
 TEST_CASE("a step on a million-row table zeroes and updates only the rows its batch looked up",
           "[train][touched_rows]") {
-  auto rng = make_rng("million-row table");
+  auto rng = seeded_rng("million-row table");
   const int64_t rows = 1'000'000, batch = 16;
   Model model(load_graph_from_string(recommender_yaml(rows), "sparse_tables.yaml"));
   model.init_parameters(rng() % 1000);
@@ -121,7 +117,7 @@ TEST_CASE("a step on a million-row table zeroes and updates only the rows its ba
 }
 
 TEST_CASE("row-sparse training steps end with the dense steps' weights bit for bit", "[train][touched_rows]") {
-  auto rng = make_rng("sparse equals dense");
+  auto rng = seeded_rng("sparse equals dense");
   const int64_t rows = 3000;
   OptimizerConfig sgd;
   sgd.lr = 0.3;

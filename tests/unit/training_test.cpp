@@ -17,8 +17,10 @@
 #include "graph/load_graph.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/trainer.h"
+#include "unit_test_support.h"
 
 using namespace tandem;
+using tandem::testing::run_cli;
 
 namespace {
 
@@ -31,17 +33,6 @@ struct Interrupted {};
 
 Dataset digits(const Model& model) {
   return load_dataset(*model.graph().training->data, data_columns(model.graph()));
-}
-
-std::string run_cli(const std::string& args, int* code) {
-  std::string cmd = std::string(TANDEM_CLI) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  int status = pclose(pipe);
-  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
 }
 
 }  // namespace

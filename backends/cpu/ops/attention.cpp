@@ -29,6 +29,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/attention_plan.h"
 #include "backends/cpu/ops/apply_dropout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
@@ -43,43 +44,19 @@ using cpu::StridedMatmul;
 
 class AttentionKernel final : public Kernel {
  public:
-  AttentionKernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
-    const Attributes& a = *spec.attrs;
-    e_ = a.get_int("embed_dim");
-    h_ = a.get_int("num_heads");
-    d_ = e_ / h_;
-    has_bias_ = a.get_bool("bias");
-    batch_first_ = a.get_bool("batch_first");
-    causal_ = a.get_bool("causal");
-    dropout_ = a.get_float("dropout");
-    const std::string& masks = a.get_string("masks");
-    const int64_t n_masks = masks == "none" ? 0 : masks == "both" ? 2 : 1;
-    qkv_ = static_cast<int64_t>(spec.inputs.size()) - n_masks;
-    TANDEM_ASSERT(qkv_ == 1 || qkv_ == 3, "multi_head_attention: wrong input count");
-    int64_t slot = qkv_;
-    if (masks == "key_padding_mask" || masks == "both") kpm_slot_ = slot++;
-    if (masks == "attn_mask" || masks == "both") {
-      mask_slot_ = slot++;
-      mask_float_ = spec.inputs[static_cast<size_t>(mask_slot_)].dtype == DType::float32;
-      mask_per_head_ = spec.inputs[static_cast<size_t>(mask_slot_)].shape.size() == 3;
-    }
-    const Shape& q = spec.inputs[0].shape;
-    const Shape& k = spec.inputs[static_cast<size_t>(qkv_ == 3 ? 1 : 0)].shape;
-    n_ = batch_first_ ? q[0] : q[1];
-    l_ = batch_first_ ? q[1] : q[0];
-    s_ = batch_first_ ? k[1] : k[0];
-    const int64_t rq = l_ * n_, rk = s_ * n_, e = e_;
-    const float scale = 1.f / std::sqrt(static_cast<float>(d_));
+  AttentionKernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx), p_(plan_attention(spec)) {
+    const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, e = p_.e;
+    const float scale = 1.f / std::sqrt(static_cast<float>(p_.d));
 
     // projections: rows [r, E] times W^T, W [out, in] read transposed through strides
     const MatView wt{{e, e}, {1, e}}, w{{e, e}, {e, 1}};
     const MatView xq{{rq, e}, {e, 1}}, xk{{rk, e}, {e, 1}};
-    proj_q_ = StridedMatmul(ctx, xq, wt, xq, 1.f, false, has_bias_);
-    proj_k_ = StridedMatmul(ctx, xk, wt, xk, 1.f, false, has_bias_);
+    proj_q_ = StridedMatmul(ctx, xq, wt, xq, 1.f, false, p_.has_bias);
+    proj_k_ = StridedMatmul(ctx, xk, wt, xk, 1.f, false, p_.has_bias);
     // scores [N, H, L, S] = Q_h K_h^T
-    const MatView qh = heads(l_), kh = heads(s_), kt = heads_t(s_);
-    const MatView scores{{n_, h_, l_, s_}, {h_ * l_ * s_, l_ * s_, s_, 1}};
-    const MatView scores_t{{n_, h_, s_, l_}, {h_ * l_ * s_, l_ * s_, 1, s_}};
+    const MatView qh = heads(p_.l), kh = heads(p_.s), kt = heads_t(p_.s);
+    const MatView scores{{p_.n, p_.heads, p_.l, p_.s}, {p_.heads * p_.l * p_.s, p_.l * p_.s, p_.s, 1}};
+    const MatView scores_t{{p_.n, p_.heads, p_.s, p_.l}, {p_.heads * p_.l * p_.s, p_.l * p_.s, 1, p_.s}};
     qk_ = StridedMatmul(ctx, qh, kt, scores, scale);
     pv_ = StridedMatmul(ctx, scores, kh, qh);
     // backward
@@ -87,13 +64,13 @@ class AttentionKernel final : public Kernel {
     dw_q_ = StridedMatmul(ctx, xq_t, xq, {{e, e}, {e, 1}}, 1.f, true);
     dw_k_ = StridedMatmul(ctx, xk_t, xk, {{e, e}, {e, 1}}, 1.f, true);
     dx_q_ = StridedMatmul(ctx, xq, w, xq);
-    dx_k_ = StridedMatmul(ctx, xk, w, xk, 1.f, qkv_ == 1);  // self-attention: add to dq
+    dx_k_ = StridedMatmul(ctx, xk, w, xk, 1.f, p_.qkv == 1);  // self-attention: add to dq
     dp_ = StridedMatmul(ctx, qh, kt, scores);                // dC_h V_h^T
     dv_ = StridedMatmul(ctx, scores_t, qh, kh);              // P^T dC_h
     dq_ = StridedMatmul(ctx, scores, kh, qh, scale);         // dS K_h
     dk_ = StridedMatmul(ctx, scores_t, qh, kh, scale);       // dS^T Q_h
 
-    memory::desc md({n_ * h_ * l_, s_}, memory::data_type::f32, memory::format_tag::ab);
+    memory::desc md({p_.n * p_.heads * p_.l, p_.s}, memory::data_type::f32, memory::format_tag::ab);
     const std::string key = cpu::spec_key(spec);
     dnnl::softmax_forward::primitive_desc fwd_pd(
         dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), user_scratchpad_attr(), ctx.engine());
@@ -113,20 +90,20 @@ class AttentionKernel final : public Kernel {
     kp_.resize(static_cast<size_t>(rk * e));
     vp_.resize(kp_.size());
     ctx_buf_.resize(qp_.size());
-    probs_.resize(static_cast<size_t>(n_ * h_ * l_ * s_));
+    probs_.resize(static_cast<size_t>(p_.n * p_.heads * p_.l * p_.s));
   }
 
   void forward(const KernelArgs& args) override {
-    dropping_ = args.training && dropout_ > 0;
+    dropping_ = args.training && p_.dropout > 0;
     seed_ = args.seed;
     const float* w_in = args.params[0].data<float>();
-    const float* b_in = has_bias_ ? args.params[1].data<float>() : nullptr;
-    const float* w_out = args.params[has_bias_ ? 2 : 1].data<float>();
-    const float* b_out = has_bias_ ? args.params[3].data<float>() : nullptr;
-    const int64_t ee = e_ * e_;
+    const float* b_in = p_.has_bias ? args.params[1].data<float>() : nullptr;
+    const float* w_out = args.params[p_.has_bias ? 2 : 1].data<float>();
+    const float* b_out = p_.has_bias ? args.params[3].data<float>() : nullptr;
+    const int64_t ee = p_.e * p_.e;
     proj_q_.run(input(args.inputs, 0), w_in, qp_.data(), b_in);
-    proj_k_.run(input(args.inputs, 1), w_in + ee, kp_.data(), b_in ? b_in + e_ : nullptr);
-    proj_k_.run(input(args.inputs, 2), w_in + 2 * ee, vp_.data(), b_in ? b_in + 2 * e_ : nullptr);
+    proj_k_.run(input(args.inputs, 1), w_in + ee, kp_.data(), b_in ? b_in + p_.e : nullptr);
+    proj_k_.run(input(args.inputs, 2), w_in + 2 * ee, vp_.data(), b_in ? b_in + 2 * p_.e : nullptr);
     scores_.resize(probs_.size());
     qk_.run(qp_.data(), kp_.data(), scores_.data());
     apply_masks(args.inputs, scores_.data());
@@ -136,7 +113,7 @@ class AttentionKernel final : public Kernel {
     if (dropping_) {
       dropped_.resize(probs_.size());
       cpu::apply_dropout(probs_.data(), dropped_.data(), static_cast<int64_t>(probs_.size()), seed_,
-                         static_cast<float>(dropout_));
+                         static_cast<float>(p_.dropout));
     }
     pv_.run(weights(), vp_.data(), ctx_buf_.data());
     proj_q_.run(ctx_buf_.data(), w_out, args.outputs[0].data<float>(), b_out);  // same shapes as Q's projection
@@ -146,13 +123,13 @@ class AttentionKernel final : public Kernel {
 
   void backward(const BackwardArgs& args) override {
     const float* w_in = args.params[0].data<float>();
-    const float* w_out = args.params[has_bias_ ? 2 : 1].data<float>();
+    const float* w_out = args.params[p_.has_bias ? 2 : 1].data<float>();
     float* dw_in = grad(args.grad_params, 0);
-    float* db_in = has_bias_ ? grad(args.grad_params, 1) : nullptr;
-    float* dw_out = grad(args.grad_params, has_bias_ ? 2 : 1);
-    float* db_out = has_bias_ ? grad(args.grad_params, 3) : nullptr;
+    float* db_in = p_.has_bias ? grad(args.grad_params, 1) : nullptr;
+    float* dw_out = grad(args.grad_params, p_.has_bias ? 2 : 1);
+    float* db_out = p_.has_bias ? grad(args.grad_params, 3) : nullptr;
     const float* d_o = args.grad_outputs[0].data<float>();
-    const int64_t rq = l_ * n_, rk = s_ * n_, ee = e_ * e_;
+    const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, ee = p_.e * p_.e;
 
     if (dw_out) dw_q_.run(d_o, ctx_buf_.data(), dw_out);  // dWo += dO^T C (C has Q's rows)
     if (db_out) column_sums(d_o, rq, db_out);
@@ -165,13 +142,13 @@ class AttentionKernel final : public Kernel {
     dv_.run(weights(), d_ctx_.data(), d_vp_.data());
     if (dropping_)  // dP' -> dP through the same mask
       cpu::apply_dropout(d_probs_.data(), d_probs_.data(), static_cast<int64_t>(d_probs_.size()), seed_,
-                         static_cast<float>(dropout_));
+                         static_cast<float>(p_.dropout));
     softmax_bwd_.set(smb_dst_, probs_.data());
     softmax_bwd_.set(smb_ddst_, d_probs_.data());
     softmax_bwd_.set(smb_dsrc_, d_scores_.data());
     softmax_bwd_.run(ctx_);
-    if (mask_float_ && args.grad_inputs[static_cast<size_t>(mask_slot_)].defined())
-      mask_grad(args.grad_inputs[static_cast<size_t>(mask_slot_)].data<float>());
+    if (p_.mask_float && args.grad_inputs[static_cast<size_t>(p_.mask_slot)].defined())
+      mask_grad(args.grad_inputs[static_cast<size_t>(p_.mask_slot)].data<float>());
     d_qp_.resize(qp_.size());
     d_kp_.resize(kp_.size());
     dq_.run(d_scores_.data(), kp_.data(), d_qp_.data());
@@ -183,8 +160,8 @@ class AttentionKernel final : public Kernel {
       const float* x = input(args.inputs, p);
       StridedMatmul& dw = p == 0 ? dw_q_ : dw_k_;
       if (dw_in) dw.run(dproj[p], x, dw_in + p * ee);
-      if (db_in) column_sums(dproj[p], p == 0 ? rq : rk, db_in + p * e_);
-      const size_t slot = static_cast<size_t>(qkv_ == 1 ? 0 : p);
+      if (db_in) column_sums(dproj[p], p == 0 ? rq : rk, db_in + p * p_.e);
+      const size_t slot = static_cast<size_t>(p_.qkv == 1 ? 0 : p);
       if (!args.grad_inputs[slot].defined()) continue;
       (p == 0 ? dx_q_ : dx_k_).run(dproj[p], w_in + p * ee, args.grad_inputs[slot].data<float>());
     }
@@ -193,11 +170,11 @@ class AttentionKernel final : public Kernel {
  private:
   /// The view [N, H, X, D] of the heads of a projected [rows, E] tensor of X positions.
   MatView heads(int64_t x) const {
-    return batch_first_ ? MatView{{n_, h_, x, d_}, {x * e_, d_, e_, 1}} : MatView{{n_, h_, x, d_}, {e_, d_, n_ * e_, 1}};
+    return p_.batch_first ? MatView{{p_.n, p_.heads, x, p_.d}, {x * p_.e, p_.d, p_.e, 1}} : MatView{{p_.n, p_.heads, x, p_.d}, {p_.e, p_.d, p_.n * p_.e, 1}};
   }
   /// The same heads transposed: [N, H, D, X].
   MatView heads_t(int64_t x) const {
-    return batch_first_ ? MatView{{n_, h_, d_, x}, {x * e_, d_, 1, e_}} : MatView{{n_, h_, d_, x}, {e_, d_, 1, n_ * e_}};
+    return p_.batch_first ? MatView{{p_.n, p_.heads, p_.d, x}, {x * p_.e, p_.d, 1, p_.e}} : MatView{{p_.n, p_.heads, p_.d, x}, {p_.e, p_.d, 1, p_.n * p_.e}};
   }
 
   /// The attention weights the values were averaged with: P, or P' after dropout.
@@ -205,7 +182,7 @@ class AttentionKernel final : public Kernel {
 
   /// query, key or value (p = 0, 1, 2); all the first input in self-attention.
   const float* input(std::span<const Tensor> inputs, int p) const {
-    return inputs[static_cast<size_t>(qkv_ == 1 ? 0 : p)].data<float>();
+    return inputs[static_cast<size_t>(p_.qkv == 1 ? 0 : p)].data<float>();
   }
 
   static float* grad(std::span<Tensor> grads, size_t i) { return grads[i].defined() ? grads[i].data<float>() : nullptr; }
@@ -213,29 +190,29 @@ class AttentionKernel final : public Kernel {
   /// out[j] += sum over rows of x[r, j].
   void column_sums(const float* x, int64_t rows, float* out) const {
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < e_; ++j) out[j] += x[r * e_ + j];
+      for (int64_t j = 0; j < p_.e; ++j) out[j] += x[r * p_.e + j];
   }
 
   /// Adds attn_mask, key_padding_mask and the causal mask to scores [N, H, L, S].
   void apply_masks(std::span<const Tensor> inputs, float* scores) const {
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    const int64_t* kpm = kpm_slot_ >= 0 ? inputs[static_cast<size_t>(kpm_slot_)].data<int64_t>() : nullptr;
-    const Tensor* mask = mask_slot_ >= 0 ? &inputs[static_cast<size_t>(mask_slot_)] : nullptr;
-    if (!kpm && !mask && !causal_) return;
-    const int64_t n_rows = n_ * h_;
-    cpu::parallel_for(n_rows, l_ * s_, [&](int64_t begin, int64_t end) {
+    const int64_t* kpm = p_.key_padding_slot >= 0 ? inputs[static_cast<size_t>(p_.key_padding_slot)].data<int64_t>() : nullptr;
+    const Tensor* mask = p_.mask_slot >= 0 ? &inputs[static_cast<size_t>(p_.mask_slot)] : nullptr;
+    if (!kpm && !mask && !p_.causal) return;
+    const int64_t n_rows = p_.n * p_.heads;
+    cpu::parallel_for(n_rows, p_.l * p_.s, [&](int64_t begin, int64_t end) {
       for (int64_t nh = begin; nh < end; ++nh) {
-        const int64_t n = nh / h_;
-        for (int64_t l = 0; l < l_; ++l) {
-          float* row = scores + (nh * l_ + l) * s_;
-          const int64_t m_off = ((mask_per_head_ ? nh * l_ : 0) + l) * s_;
-          for (int64_t s = 0; s < s_; ++s) {
+        const int64_t n = nh / p_.heads;
+        for (int64_t l = 0; l < p_.l; ++l) {
+          float* row = scores + (nh * p_.l + l) * p_.s;
+          const int64_t m_off = ((p_.mask_per_head ? nh * p_.l : 0) + l) * p_.s;
+          for (int64_t s = 0; s < p_.s; ++s) {
             if (mask) {
-              if (mask_float_) row[s] += mask->data<float>()[m_off + s];
+              if (p_.mask_float) row[s] += mask->data<float>()[m_off + s];
               else if (mask->data<int64_t>()[m_off + s] != 0) row[s] = neg_inf;
             }
-            if (kpm && kpm[n * s_ + s] != 0) row[s] = neg_inf;
-            if (causal_ && s > l) row[s] = neg_inf;
+            if (kpm && kpm[n * p_.s + s] != 0) row[s] = neg_inf;
+            if (p_.causal && s > l) row[s] = neg_inf;
           }
         }
       }
@@ -244,22 +221,18 @@ class AttentionKernel final : public Kernel {
 
   /// The gradient of a float attn_mask: dS, summed over N and H when it is [L, S].
   void mask_grad(float* dm) const {
-    const int64_t ls = l_ * s_;
-    if (mask_per_head_) {
+    const int64_t ls = p_.l * p_.s;
+    if (p_.mask_per_head) {
       std::memcpy(dm, d_scores_.data(), d_scores_.size() * sizeof(float));
       return;
     }
     std::fill(dm, dm + ls, 0.f);
-    for (int64_t nh = 0; nh < n_ * h_; ++nh)
+    for (int64_t nh = 0; nh < p_.n * p_.heads; ++nh)
       for (int64_t i = 0; i < ls; ++i) dm[i] += d_scores_[static_cast<size_t>(nh * ls + i)];
   }
 
   CpuContext& ctx_;
-  int64_t e_ = 0, h_ = 1, d_ = 0, n_ = 0, l_ = 0, s_ = 0, qkv_ = 3;
-  int64_t kpm_slot_ = -1, mask_slot_ = -1;
-  bool mask_float_ = false, mask_per_head_ = false;
-  bool has_bias_ = true, batch_first_ = false, causal_ = false;
-  double dropout_ = 0;
+  const AttentionPlan p_;  // shapes, masks and options
   bool dropping_ = false;  // the last forward dropped attention weights (backward follows it)
   uint64_t seed_ = 0;      // ... with this seed
   StridedMatmul proj_q_, proj_k_, qk_, pv_, dw_q_, dw_k_, dx_q_, dx_k_, dp_, dv_, dq_, dk_;

@@ -1,0 +1,36 @@
+// What several unit tests share: a fresh random generator whose seed the log shows, and
+// running the tandem CLI for its output and exit code.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+
+namespace tandem::testing {
+
+/// A generator from a fresh seed, printed under `test`'s name so that a failure can be
+/// replayed.
+inline std::mt19937_64 seeded_rng(const char* test) {
+  const uint64_t seed = std::random_device{}();
+  std::cout << test << ": seed " << seed << "\n";
+  return std::mt19937_64(seed);
+}
+
+/// Runs `tandem ARGS` (the CLI this build made), stderr folded into the returned output;
+/// its exit code in *code (-1 when it did not exit).
+inline std::string run_cli(const std::string& args, int* code) {
+  const std::string cmd = std::string(TANDEM_CLI) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+}  // namespace tandem::testing
