@@ -43,5 +43,7 @@ std::unique_ptr<Kernel> make_narrow_kernel(CudaContext& ctx, const KernelSpec& s
 std::unique_ptr<Kernel> make_flatten_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_reshape_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_multi_head_attention_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_gru_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_lstm_kernel(CudaContext& ctx, const KernelSpec& spec);
 
 }  // namespace tandem::cuda
