@@ -40,10 +40,13 @@ ColumnMajor column_major(const GemmArgs& g) {
 
 size_t element_bytes(GemmType t) { return t == GemmType::f32 ? 4 : 2; }
 
-/// An empty sum (k = 0) with beta 0 is C = 0: written here rather than trusting every
-/// cuBLAS path to treat k = 0 as BLAS does.
+/// An empty sum (k = 0) is C = beta C: with beta 0, zeros written here, with beta 1
+/// nothing to do (an accumulated gradient over an empty sequence), rather than trusting
+/// every cuBLAS path to treat k = 0 as BLAS does. True when the call is done.
 bool zero_for_empty_sum(const CublasHandle& handle, const GemmArgs& g, int64_t batch, int64_t stride_c) {
-  if (g.k != 0 || g.beta != 0.f || batch == 0) return false;
+  if (g.k != 0 || batch == 0) return false;
+  if (g.beta == 1.f) return true;
+  if (g.beta != 0.f) return false;
   const size_t width = static_cast<size_t>(g.m * g.n) * element_bytes(g.types.output);
   const size_t pitch = batch > 1 ? static_cast<size_t>(stride_c) * element_bytes(g.types.output) : width;
   TANDEM_CUDA_CHECK(cudaMemset2DAsync(g.c, pitch, 0, width, static_cast<size_t>(batch), handle.stream()));

@@ -40,7 +40,7 @@ void gru_cell_backward(const CellShape& s, const float* dh, const float* h_prev,
 void lstm_cell_forward(const CellShape& s, const float* xp, const float* hp, const float* c_prev, float* h_out,
                        float* h_next, float* c_next, float* saved, cudaStream_t stream);
 /// dh [N, H] and dc [N, H] (from the next step; replaced by dc for the previous one):
-/// dxp = dhp [N, 4 H] (one buffer serves both).
+/// the pre-activations' gradients [N, 4 H], which are both dxp and dhp for lstm.
 void lstm_cell_backward(const CellShape& s, const float* dh, float* dc, const float* c_prev, const float* saved,
                         float* dgates, cudaStream_t stream);
 

@@ -45,7 +45,7 @@ class AttentionKernel final : public Kernel {
   void forward(const KernelArgs& args) override {
     dropping_ = args.training && p_.dropout > 0;
     seed_ = args.seed;
-    if (p_.n * p_.l == 0) return;
+    if (p_.n == 0) return;
     const cudaStream_t stream = ctx_.stream().get();
     Allocator& alloc = ctx_.allocator();
     const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, nh = p_.n * p_.heads;
@@ -90,7 +90,7 @@ class AttentionKernel final : public Kernel {
   bool backward_reads_output() const override { return false; }  // Q, K, V, P, C are kept
 
   void backward(const BackwardArgs& args) override {
-    if (p_.n * p_.l == 0) return;
+    if (p_.n == 0) return;  // an empty query still owes its key and value zero gradients
     const cudaStream_t stream = ctx_.stream().get();
     Allocator& alloc = ctx_.allocator();
     const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, nh = p_.n * p_.heads, ee = p_.e * p_.e;
