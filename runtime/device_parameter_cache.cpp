@@ -47,6 +47,8 @@ Tensor DeviceParameterCache::gradient(const std::string& name, Device device, co
                     "as rows on the cpu; training places it on " + device.str() + ". Keep the table on the cpu " +
                     "(device: cpu), or drop sparse: true to give it a dense gradient");
   Entry& e = entry(name, device, context);
+  if (!e.host_grad.defined())  // an entry made for inference, before the model had gradients
+    if (auto g = grads_.find(name); g != grads_.end()) e.host_grad = g->second;
   if (!e.grad.defined()) {  // inference never asks: its devices hold no gradient buffers
     e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);
     // the staging ring holds one device's gradients: the largest device's

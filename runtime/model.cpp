@@ -46,9 +46,9 @@ Model::Model(Graph graph)
     try {
       params_.emplace(p.name, Tensor::empty(p.shape, p.dtype));
       if (p.trainable) {  // buffers have no gradient
+        // the dense gradients themselves wait for training (allocate_gradients)
         TouchedRows& rows = grad_rows_.emplace(p.name, TouchedRows(p.shape.empty() ? 1 : p.shape[0])).first->second;
         if (row_tables.count(p.name)) rows.hold_values(p.shape.at(1));
-        else grads_.emplace(p.name, Tensor::zeros(p.shape, DType::float32));
       }
     } catch (const UserError& e) {
       throw UserError("parameter '" + p.name + "' of model '" + graph_->name + "': " + e.what());
@@ -267,7 +267,20 @@ TensorMap Model::forward(const TensorMap& inputs) {
 
 namespace tandem {
 
+void Model::allocate_gradients() const {
+  if (gradients_allocated_) return;
+  for (const auto& [name, rows] : grad_rows_)
+    if (!rows.holds_values()) grads_.emplace(name, Tensor::zeros(params_.at(name).shape(), DType::float32));
+  gradients_allocated_ = true;
+}
+
+const TensorMap& Model::gradients() const {
+  allocate_gradients();
+  return grads_;
+}
+
 Tensor Model::gradient(const std::string& name) const {
+  allocate_gradients();
   if (auto it = grads_.find(name); it != grads_.end()) return it->second;
   auto rows = grad_rows_.find(name);
   if (rows == grad_rows_.end()) throw UserError("model '" + graph_->name + "' has no trainable parameter '" + name + "'");
@@ -283,7 +296,7 @@ Tensor Model::gradient(const std::string& name) const {
 void Model::zero_gradients() {
   for (auto& [name, rows] : grad_rows_) {
     auto it = grads_.find(name);
-    if (it == grads_.end()) {  // a row gradient: forgetting its rows is zeroing it
+    if (it == grads_.end()) {  // a row gradient (forgetting its rows zeroes it), or none yet
       rows.clear();
       continue;
     }
@@ -303,6 +316,7 @@ CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads
   auto key = std::make_pair(bindings, input_grads);
   auto it = training_.find(key);
   if (it != training_.end()) return *it->second;
+  allocate_gradients();  // the executor binds them
   std::vector<int> kept;
   if (graph_->loss) kept.push_back(graph_->loss->input);
   auto compiled =

@@ -67,8 +67,9 @@ class Model {
   /// backward, then accumulated by each one. Only backward writes them: the touched rows
   /// below must cover every non-zero row.
   /// A `sparse: true` table's gradient is not among them: it is kept as rows, in
-  /// gradient_rows() (Note [row gradient]); gradient() gives any one dense.
-  const TensorMap& gradients() const { return grads_; }
+  /// gradient_rows() (Note [row gradient]); gradient() gives any one dense. Allocated
+  /// (zero) by the first call here or the first training pass: inference holds none.
+  const TensorMap& gradients() const;
   /// The gradient of trainable parameter `name` as a dense tensor: a row gradient's rows
   /// spread into a new tensor the table's size (torch's to_dense()), else gradients()'s.
   Tensor gradient(const std::string& name) const;
@@ -132,8 +133,12 @@ class Model {
   uint64_t params_version_ = 0;
   std::unique_ptr<CpuContext> cpu_;
   std::map<Bindings, std::unique_ptr<CompiledForward>> compiled_;
-  TensorMap grads_;
-  TouchedRowsMap grad_rows_;  // beside grads_, the same names
+  // Dense gradients, made on first need (allocate_gradients): mutable, as gradients()
+  // hands out zeros it may have to make.
+  mutable TensorMap grads_;
+  mutable bool gradients_allocated_ = false;
+  void allocate_gradients() const;
+  TouchedRowsMap grad_rows_;  // every trainable parameter: its touched rows (a row gradient's values)
   std::map<std::pair<Bindings, bool>, std::unique_ptr<CompiledTraining>> training_;
   // multi-device inference (model_devices.cpp)
   MultiDeviceForward& placed_for(const Bindings& bindings);

@@ -51,6 +51,7 @@ MultiDeviceTraining& Model::placed_training_for(const Bindings& bindings, bool i
     policy.bindings = bindings;
     if (auto batch = bindings.find("batch"); batch != bindings.end()) policy.batch = batch->second;
     Plan plan = place(*graph_, registry_->inventory(), policy);
+    allocate_gradients();  // the executor binds them
     std::vector<int> kept;
     if (graph_->loss) kept.push_back(graph_->loss->input);
     auto compiled = std::make_unique<MultiDeviceTraining>(*graph_, plan, bindings, *cpu_, *device_params_, *registry_,
