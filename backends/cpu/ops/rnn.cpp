@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "backends/cpu/ops/derived_params.h"
+#include "backends/rnn_plan.h"
 #include "backends/cpu/ops/dnnl_relayout.h"
 #include "backends/cpu/ops/apply_dropout.h"
 #include "backends/cpu/ops/op_factories.h"
@@ -69,55 +70,35 @@ struct RnnLayer {
 
 class RnnKernel final : public Kernel {
  public:
-  RnnKernel(CpuContext& ctx, const KernelSpec& spec, bool lstm) : ctx_(ctx), lstm_(lstm) {
-    const Attributes& a = *spec.attrs;
-    op_ = lstm ? "lstm" : "gru";
-    batch_first_ = a.get_bool("batch_first");
-    const Shape& x = spec.inputs.at(0).shape;
-    TANDEM_ASSERT(x.size() == 3, op_ + ": input must be 3-D");
-    t_ = batch_first_ ? x[1] : x[0];
-    n_ = batch_first_ ? x[0] : x[1];
-    c_ = x[2];
-    h_ = a.get_int("hidden_size");
-    layers_ = a.get_int("num_layers");
-    dirs_ = a.get_bool("bidirectional") ? 2 : 1;
-    has_bias_ = a.get_bool("bias");
-    dropout_ = a.get_float("dropout");
-    select_ = a.get_string("select");
-    has_state_ = spec.inputs.size() > 1;
-    gates_ = lstm ? 4 : 3;
-    bias_gates_ = 4;  // lstm: i, f, g, o; lbr_gru: u, r, n(input), n(hidden)
-    const int64_t per_dir = has_bias_ ? 4 : 2;
-    TANDEM_ASSERT(static_cast<int64_t>(spec.params.size()) == layers_ * dirs_ * per_dir, op_ + ": wrong parameter count");
-
+  RnnKernel(CpuContext& ctx, const KernelSpec& spec, bool lstm) : ctx_(ctx), p_(plan_rnn(spec, lstm)) {
     const auto f32 = memory::data_type::f32;
     const auto tag = memory::format_tag::any;
-    const auto dir = dirs_ == 2 ? dnnl::rnn_direction::bidirectional_concat
+    const auto dir = p_.dirs == 2 ? dnnl::rnn_direction::bidirectional_concat
                                 : dnnl::rnn_direction::unidirectional_left2right;
     dnnl::engine& eng = ctx_.engine();
     const std::string key = cpu::spec_key(spec);
-    const int64_t state = dirs_ * n_ * h_;
-    zeros_.assign(static_cast<size_t>(std::max(state, t_ * n_ * dirs_ * h_)), 0.f);
-    hn_.resize(static_cast<size_t>(layers_ * state));
-    if (lstm_) cn_.resize(hn_.size());
-    layer_.resize(static_cast<size_t>(layers_));
-    for (int64_t l = 0; l < layers_; ++l) {
+    const int64_t state = p_.dirs * p_.n * p_.h;
+    zeros_.assign(static_cast<size_t>(std::max(state, p_.t * p_.n * p_.dirs * p_.h)), 0.f);
+    hn_.resize(static_cast<size_t>(p_.layers * state));
+    if (p_.lstm) cn_.resize(hn_.size());
+    layer_.resize(static_cast<size_t>(p_.layers));
+    for (int64_t l = 0; l < p_.layers; ++l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
-      L.in = l == 0 ? c_ : dirs_ * h_;
-      memory::desc src({t_, n_, L.in}, f32, memory::format_tag::tnc);
-      memory::desc dst({t_, n_, dirs_ * h_}, f32, memory::format_tag::tnc);
-      memory::desc iter({1, dirs_, n_, h_}, f32, memory::format_tag::ldnc);
-      memory::desc wl_any({1, dirs_, L.in, gates_, h_}, f32, tag), wi_any({1, dirs_, h_, gates_, h_}, f32, tag);
-      memory::desc wl_user({1, dirs_, L.in, gates_, h_}, f32, memory::format_tag::ldgoi);
-      memory::desc wi_user({1, dirs_, h_, gates_, h_}, f32, memory::format_tag::ldgoi);
-      memory::desc bias({1, dirs_, bias_gates_, h_}, f32, memory::format_tag::ldgo);
+      L.in = l == 0 ? p_.c : p_.dirs * p_.h;
+      memory::desc src({p_.t, p_.n, L.in}, f32, memory::format_tag::tnc);
+      memory::desc dst({p_.t, p_.n, p_.dirs * p_.h}, f32, memory::format_tag::tnc);
+      memory::desc iter({1, p_.dirs, p_.n, p_.h}, f32, memory::format_tag::ldnc);
+      memory::desc wl_any({1, p_.dirs, L.in, p_.gates, p_.h}, f32, tag), wi_any({1, p_.dirs, p_.h, p_.gates, p_.h}, f32, tag);
+      memory::desc wl_user({1, p_.dirs, L.in, p_.gates, p_.h}, f32, memory::format_tag::ldgoi);
+      memory::desc wi_user({1, p_.dirs, p_.h, p_.gates, p_.h}, f32, memory::format_tag::ldgoi);
+      memory::desc bias({1, p_.dirs, bias_gates_, p_.h}, f32, memory::format_tag::ldgo);
       const std::string lkey = key + "#layer" + std::to_string(l);
       const auto train = dnnl::prop_kind::forward_training;
       const auto bwd_kind = dnnl::prop_kind::backward;
 
       dnnl::primitive fwd_prim, bwd_prim;
       memory::desc fwd_wl, fwd_wi, bwd_wl, bwd_wi, ws;
-      if (lstm_) {
+      if (p_.lstm) {
         dnnl::lstm_forward::primitive_desc fpd(
             dnnl::lstm_forward::desc(train, dir, src, iter, iter, wl_any, wi_any, bias, dst, iter, iter), user_scratchpad_attr(), eng);
         dnnl::lstm_backward::primitive_desc bpd(
@@ -152,7 +133,7 @@ class RnnKernel final : public Kernel {
       L.f_bias = L.fwd.bind(DNNL_ARG_BIAS, bias, eng);
       L.f_dst = L.fwd.bind(DNNL_ARG_DST_LAYER, dst, eng);
       L.f_dst_iter = L.fwd.bind(DNNL_ARG_DST_ITER, iter, eng);
-      if (lstm_) {
+      if (p_.lstm) {
         L.f_src_iter_c = L.fwd.bind(DNNL_ARG_SRC_ITER_C, iter, eng);
         L.f_dst_iter_c = L.fwd.bind(DNNL_ARG_DST_ITER_C, iter, eng);
       }
@@ -173,7 +154,7 @@ class RnnKernel final : public Kernel {
       L.b_dbias = L.bwd.bind(DNNL_ARG_DIFF_BIAS, bias, eng);
       L.b_ddst = L.bwd.bind(DNNL_ARG_DIFF_DST_LAYER, dst, eng);
       L.b_ddst_iter = L.bwd.bind(DNNL_ARG_DIFF_DST_ITER, iter, eng);
-      if (lstm_) {
+      if (p_.lstm) {
         L.b_src_iter_c = L.bwd.bind(DNNL_ARG_SRC_ITER_C, iter, eng);
         L.b_dst_iter_c = L.bwd.bind(DNNL_ARG_DST_ITER_C, iter, eng);
         L.b_dsrc_iter_c = L.bwd.bind(DNNL_ARG_DIFF_SRC_ITER_C, iter, eng);
@@ -187,15 +168,15 @@ class RnnKernel final : public Kernel {
       L.wi_bwd = Relayout(ctx_, lkey + "#wi_bwd", wi_user, bwd_wi, Relayout::Kind::input);
       L.dwl_out = Relayout(ctx_, lkey + "#dwl", wl_user, L.dwl_md, Relayout::Kind::output);
       L.dwi_out = Relayout(ctx_, lkey + "#dwi", wi_user, L.dwi_md, Relayout::Kind::output);
-      L.wl.resize(static_cast<size_t>(dirs_ * gates_ * h_ * L.in));
-      L.wi.resize(static_cast<size_t>(dirs_ * gates_ * h_ * h_));
-      L.bias.assign(static_cast<size_t>(dirs_ * bias_gates_ * h_), 0.f);
-      L.out.resize(static_cast<size_t>(t_ * n_ * dirs_ * h_));
+      L.wl.resize(static_cast<size_t>(p_.dirs * p_.gates * p_.h * L.in));
+      L.wi.resize(static_cast<size_t>(p_.dirs * p_.gates * p_.h * p_.h));
+      L.bias.assign(static_cast<size_t>(p_.dirs * bias_gates_ * p_.h), 0.f);
+      L.out.resize(static_cast<size_t>(p_.t * p_.n * p_.dirs * p_.h));
     }
   }
 
   void forward(const KernelArgs& args) override {
-    dropping_ = args.training && dropout_ > 0 && layers_ > 1;
+    dropping_ = args.training && p_.dropout > 0 && p_.layers > 1;
     seed_ = args.seed;
     if (!fwd_weights_.current(args.params_version, args.params)) {
       pack_weights(args.params_version, args.params);
@@ -205,9 +186,9 @@ class RnnKernel final : public Kernel {
       }
       fwd_weights_.mark(args.params_version, args.params);
     }
-    const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, c_);
-    const int64_t state = dirs_ * n_ * h_;
-    for (int64_t l = 0; l < layers_; ++l) {
+    const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, p_.c);
+    const int64_t state = p_.dirs * p_.n * p_.h;
+    for (int64_t l = 0; l < p_.layers; ++l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
       L.fwd.set(L.f_src, l == 0 ? x : layer_input(l));
       L.fwd.set(L.f_src_iter, initial(args.inputs, 1, l));
@@ -216,21 +197,21 @@ class RnnKernel final : public Kernel {
       L.fwd.set(L.f_bias, L.bias.data());
       L.fwd.set(L.f_dst, L.out.data());
       L.fwd.set(L.f_dst_iter, hn_.data() + l * state);
-      if (lstm_) {
+      if (p_.lstm) {
         L.fwd.set(L.f_src_iter_c, initial(args.inputs, 2, l));
         L.fwd.set(L.f_dst_iter_c, cn_.data() + l * state);
       }
       L.fwd.run(ctx_);
-      if (dropping_ && l + 1 < layers_) {
+      if (dropping_ && l + 1 < p_.layers) {
         L.dropped.resize(L.out.size());
         cpu::apply_dropout(L.out.data(), L.dropped.data(), static_cast<int64_t>(L.out.size()),
-                           cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(dropout_));
+                           cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(p_.dropout));
       }
     }
     float* y = args.outputs[0].data<float>();
-    if (select_ == "h_n") std::memcpy(y, hn_.data(), hn_.size() * sizeof(float));
-    else if (select_ == "c_n") std::memcpy(y, cn_.data(), cn_.size() * sizeof(float));
-    else store_output(layer_.back().out.data(), y, dirs_ * h_);
+    if (p_.select == "h_n") std::memcpy(y, hn_.data(), hn_.size() * sizeof(float));
+    else if (p_.select == "c_n") std::memcpy(y, cn_.data(), cn_.size() * sizeof(float));
+    else store_output(layer_.back().out.data(), y, p_.dirs * p_.h);
   }
 
   bool backward_reads_output() const override { return false; }  // the kernel keeps every layer's output
@@ -244,17 +225,17 @@ class RnnKernel final : public Kernel {
       }
       bwd_weights_.mark(args.params_version, args.params);
     }
-    const int64_t state = dirs_ * n_ * h_;
-    const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, c_);
+    const int64_t state = p_.dirs * p_.n * p_.h;
+    const float* x = time_major(args.inputs[0].data<float>(), x_tnc_, p_.c);
     const float* dy = args.grad_outputs[0].data<float>();
     const float* d_out = zeros_.data();  // diff_dst_layer of the last layer
-    if (select_ == "output") d_out = time_major(dy, dy_tnc_, dirs_ * h_);
+    if (p_.select == "output") d_out = time_major(dy, dy_tnc_, p_.dirs * p_.h);
     float* dx = args.grad_inputs[0].defined() ? args.grad_inputs[0].data<float>() : nullptr;
-    if (batch_first_ || !dx) dx_tnc_.resize(static_cast<size_t>(t_ * n_ * c_));
-    float* dh0 = has_state_ && args.grad_inputs[1].defined() ? args.grad_inputs[1].data<float>() : nullptr;
-    float* dc0 = lstm_ && has_state_ && args.grad_inputs[2].defined() ? args.grad_inputs[2].data<float>() : nullptr;
+    if (p_.batch_first || !dx) dx_tnc_.resize(static_cast<size_t>(p_.t * p_.n * p_.c));
+    float* dh0 = p_.has_state && args.grad_inputs[1].defined() ? args.grad_inputs[1].data<float>() : nullptr;
+    float* dc0 = p_.lstm && p_.has_state && args.grad_inputs[2].defined() ? args.grad_inputs[2].data<float>() : nullptr;
     d_state_.resize(static_cast<size_t>(state));
-    for (int64_t l = layers_ - 1; l >= 0; --l) {
+    for (int64_t l = p_.layers - 1; l >= 0; --l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
       L.bwd.set(L.b_src, l == 0 ? x : layer_input(l));
       L.bwd.set(L.b_src_iter, initial(args.inputs, 1, l));
@@ -264,29 +245,29 @@ class RnnKernel final : public Kernel {
       L.bwd.set(L.b_dst, L.out.data());
       L.bwd.set(L.b_dst_iter, hn_.data() + l * state);
       const float* d_dst = d_out;  // the gradient of this layer's output
-      if (l < layers_ - 1) {
+      if (l < p_.layers - 1) {
         RnnLayer& above = layer_[static_cast<size_t>(l + 1)];
         d_dst = above.d_in.data();
         if (dropping_) {  // through the dropout between the two: the same mask
           cpu::apply_dropout(above.d_in.data(), above.d_in.data(), static_cast<int64_t>(above.d_in.size()),
-                             cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(dropout_));
+                             cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(p_.dropout));
         }
       }
       L.bwd.set(L.b_ddst, d_dst);
-      L.bwd.set(L.b_ddst_iter, select_ == "h_n" ? dy + l * state : zeros_.data());
+      L.bwd.set(L.b_ddst_iter, p_.select == "h_n" ? dy + l * state : zeros_.data());
       float* d_in = nullptr;
       if (l > 0) {
-        L.d_in.resize(static_cast<size_t>(t_ * n_ * L.in));
+        L.d_in.resize(static_cast<size_t>(p_.t * p_.n * L.in));
         d_in = L.d_in.data();
       } else {
-        d_in = dx && !batch_first_ ? dx : dx_tnc_.data();
+        d_in = dx && !p_.batch_first ? dx : dx_tnc_.data();
       }
       L.bwd.set(L.b_dsrc, d_in);
       L.bwd.set(L.b_dsrc_iter, dh0 ? dh0 + l * state : d_state_.data());
-      if (lstm_) {
+      if (p_.lstm) {
         L.bwd.set(L.b_src_iter_c, initial(args.inputs, 2, l));
         L.bwd.set(L.b_dst_iter_c, cn_.data() + l * state);
-        L.bwd.set(L.b_ddst_iter_c, select_ == "c_n" ? dy + l * state : zeros_.data());
+        L.bwd.set(L.b_ddst_iter_c, p_.select == "c_n" ? dy + l * state : zeros_.data());
         L.bwd.set(L.b_dsrc_iter_c, dc0 ? dc0 + l * state : d_state_.data());
       }
       // oneDNN adds its weight gradients to these buffers: start them at zero
@@ -305,14 +286,14 @@ class RnnKernel final : public Kernel {
       L.dwi_out.finish(L.dwi.data());
       accumulate_param_grads(l, args.grad_params);
     }
-    if (dx && batch_first_) store_output(dx_tnc_.data(), dx, c_);
+    if (dx && p_.batch_first) store_output(dx_tnc_.data(), dx, p_.c);
   }
 
  private:
   /// Index in the parameter list of layer l, direction d's k-th tensor (weight_ih,
   /// weight_hh, bias_ih, bias_hh).
   size_t param_index(int64_t l, int64_t d, int k) const {
-    return static_cast<size_t>((l * dirs_ + d) * (has_bias_ ? 4 : 2) + k);
+    return static_cast<size_t>((l * p_.dirs + d) * (p_.has_bias ? 4 : 2) + k);
   }
   /// What layer l > 0 reads: the output of the layer below, dropped in a training forward.
   const float* layer_input(int64_t l) const {
@@ -321,31 +302,31 @@ class RnnKernel final : public Kernel {
   }
 
   /// torch's gate for oneDNN's gate `g` (GRU: oneDNN u, r, o are torch's z, r, n).
-  int64_t torch_gate(int64_t g) const { return lstm_ || g == 2 ? g : 1 - g; }
+  int64_t torch_gate(int64_t g) const { return p_.lstm || g == 2 ? g : 1 - g; }
 
   /// torch's weights and biases into each layer's plain ldgoi / ldgo buffers, unless they
   /// already hold these (the forward packed them and the backward follows).
   void pack_weights(uint64_t version, std::span<const Tensor> params) {
     if (plain_weights_.current(version, params)) return;
     plain_weights_.mark(version, params);
-    const int64_t h = h_;
-    for (int64_t l = 0; l < layers_; ++l) {
+    const int64_t h = p_.h;
+    for (int64_t l = 0; l < p_.layers; ++l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
-      for (int64_t d = 0; d < dirs_; ++d) {
+      for (int64_t d = 0; d < p_.dirs; ++d) {
         const float* wih = params[param_index(l, d, 0)].data<float>();
         const float* whh = params[param_index(l, d, 1)].data<float>();
-        for (int64_t g = 0; g < gates_; ++g) {
+        for (int64_t g = 0; g < p_.gates; ++g) {
           const int64_t tg = torch_gate(g);
-          std::memcpy(L.wl.data() + (d * gates_ + g) * h * L.in, wih + tg * h * L.in, h * L.in * sizeof(float));
-          std::memcpy(L.wi.data() + (d * gates_ + g) * h * h, whh + tg * h * h, h * h * sizeof(float));
+          std::memcpy(L.wl.data() + (d * p_.gates + g) * h * L.in, wih + tg * h * L.in, h * L.in * sizeof(float));
+          std::memcpy(L.wi.data() + (d * p_.gates + g) * h * h, whh + tg * h * h, h * h * sizeof(float));
         }
-        if (!has_bias_) continue;
+        if (!p_.has_bias) continue;
         const float* bih = params[param_index(l, d, 2)].data<float>();
         const float* bhh = params[param_index(l, d, 3)].data<float>();
         float* b = L.bias.data() + d * bias_gates_ * h;
         for (int64_t g = 0; g < 4; ++g)
           for (int64_t i = 0; i < h; ++i) {
-            if (lstm_) b[g * h + i] = bih[g * h + i] + bhh[g * h + i];
+            if (p_.lstm) b[g * h + i] = bih[g * h + i] + bhh[g * h + i];
             else if (g < 2) b[g * h + i] = bih[torch_gate(g) * h + i] + bhh[torch_gate(g) * h + i];
             else if (g == 2) b[g * h + i] = bih[2 * h + i];  // the input's n
             else b[g * h + i] = bhh[2 * h + i];              // the hidden's n, inside r * (...)
@@ -357,26 +338,26 @@ class RnnKernel final : public Kernel {
   /// Adds layer l's plain gradients, un-permuted, into torch's parameter gradients.
   void accumulate_param_grads(int64_t l, std::span<Tensor> grads) const {
     const RnnLayer& L = layer_[static_cast<size_t>(l)];
-    const int64_t h = h_;
+    const int64_t h = p_.h;
     auto add = [](float* to, const float* from, int64_t n) {
       for (int64_t i = 0; i < n; ++i) to[i] += from[i];
     };
-    for (int64_t d = 0; d < dirs_; ++d) {
+    for (int64_t d = 0; d < p_.dirs; ++d) {
       const Tensor& gih = grads[param_index(l, d, 0)];
       const Tensor& ghh = grads[param_index(l, d, 1)];
-      for (int64_t g = 0; g < gates_; ++g) {
+      for (int64_t g = 0; g < p_.gates; ++g) {
         const int64_t tg = torch_gate(g);
         if (gih.defined())
-          add(gih.data<float>() + tg * h * L.in, L.dwl.data() + (d * gates_ + g) * h * L.in, h * L.in);
-        if (ghh.defined()) add(ghh.data<float>() + tg * h * h, L.dwi.data() + (d * gates_ + g) * h * h, h * h);
+          add(gih.data<float>() + tg * h * L.in, L.dwl.data() + (d * p_.gates + g) * h * L.in, h * L.in);
+        if (ghh.defined()) add(ghh.data<float>() + tg * h * h, L.dwi.data() + (d * p_.gates + g) * h * h, h * h);
       }
-      if (!has_bias_) continue;
+      if (!p_.has_bias) continue;
       const Tensor& gbi = grads[param_index(l, d, 2)];
       const Tensor& gbh = grads[param_index(l, d, 3)];
       const float* db = L.dbias.data() + d * bias_gates_ * h;
       for (int64_t g = 0; g < 4; ++g) {
-        const bool to_ih = lstm_ || g != 3, to_hh = lstm_ || g != 2;
-        const int64_t tg = lstm_ ? g : g < 2 ? torch_gate(g) : 2;
+        const bool to_ih = p_.lstm || g != 3, to_hh = p_.lstm || g != 2;
+        const int64_t tg = p_.lstm ? g : g < 2 ? torch_gate(g) : 2;
         if (to_ih && gbi.defined()) add(gbi.data<float>() + tg * h, db + g * h, h);
         if (to_hh && gbh.defined()) add(gbh.data<float>() + tg * h, db + g * h, h);
       }
@@ -385,40 +366,36 @@ class RnnKernel final : public Kernel {
 
   /// The initial state (input `slot`: 1 = h0, 2 = c0) of layer l, or zeros.
   const float* initial(std::span<const Tensor> inputs, size_t slot, int64_t l) const {
-    if (!has_state_) return zeros_.data();
-    return inputs[slot].data<float>() + l * dirs_ * n_ * h_;
+    if (!p_.has_state) return zeros_.data();
+    return inputs[slot].data<float>() + l * p_.dirs * p_.n * p_.h;
   }
 
   /// `src` as [T, N, width]: itself, or transposed from [N, T, width] into `buf`.
   const float* time_major(const float* src, std::vector<float>& buf, int64_t width) const {
-    if (!batch_first_) return src;
-    buf.resize(static_cast<size_t>(t_ * n_ * width));
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t t = 0; t < t_; ++t)
-        std::memcpy(buf.data() + (t * n_ + n) * width, src + (n * t_ + t) * width, width * sizeof(float));
+    if (!p_.batch_first) return src;
+    buf.resize(static_cast<size_t>(p_.t * p_.n * width));
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t t = 0; t < p_.t; ++t)
+        std::memcpy(buf.data() + (t * p_.n + n) * width, src + (n * p_.t + t) * width, width * sizeof(float));
     return buf.data();
   }
 
   /// [T, N, width] into `dst` in the user's layout ([N, T, width] with batch_first).
   void store_output(const float* src, float* dst, int64_t width) const {
-    if (!batch_first_) {
-      std::memcpy(dst, src, static_cast<size_t>(t_ * n_ * width) * sizeof(float));
+    if (!p_.batch_first) {
+      std::memcpy(dst, src, static_cast<size_t>(p_.t * p_.n * width) * sizeof(float));
       return;
     }
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t t = 0; t < t_; ++t)
-        std::memcpy(dst + (n * t_ + t) * width, src + (t * n_ + n) * width, width * sizeof(float));
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t t = 0; t < p_.t; ++t)
+        std::memcpy(dst + (n * p_.t + t) * width, src + (t * p_.n + n) * width, width * sizeof(float));
   }
 
   CpuContext& ctx_;
-  bool lstm_ = false;
-  std::string op_;
-  bool batch_first_ = false, has_bias_ = true, has_state_ = false;
-  double dropout_ = 0;
+  const RnnPlan p_;  // shapes and options
   bool dropping_ = false;  // the last forward dropped between layers (backward follows it)
   uint64_t seed_ = 0;      // ... with this seed
-  std::string select_;
-  int64_t t_ = 0, n_ = 0, c_ = 0, h_ = 0, layers_ = 1, dirs_ = 1, gates_ = 3, bias_gates_ = 4;
+  int64_t bias_gates_ = 4;  // lstm: i, f, g, o; lbr_gru: u, r, n(input), n(hidden)
   std::vector<RnnLayer> layer_;
   cpu::DerivedParams plain_weights_, fwd_weights_, bwd_weights_;  // what wl/wi/bias and the *_mem hold
   std::vector<float> hn_, cn_;  // [L * D, N, H]: the last forward's final states

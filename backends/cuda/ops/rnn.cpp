@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/ops/dropout_mask.h"
+#include "backends/rnn_plan.h"
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/pointwise.cuh"
@@ -39,90 +40,71 @@ struct RnnLayerState {
 
 class RnnKernel final : public Kernel {
  public:
-  RnnKernel(CudaContext& ctx, const KernelSpec& spec, bool lstm) : ctx_(ctx), lstm_(lstm) {
-    const Attributes& a = *spec.attrs;
-    const std::string op = lstm ? "lstm" : "gru";
-    batch_first_ = a.get_bool("batch_first");
-    const Shape& x = spec.inputs.at(0).shape;
-    TANDEM_ASSERT(x.size() == 3, op + ": input must be 3-D");
-    t_ = batch_first_ ? x[1] : x[0];
-    n_ = batch_first_ ? x[0] : x[1];
-    c_ = x[2];
-    h_ = a.get_int("hidden_size");
-    layers_ = a.get_int("num_layers");
-    dirs_ = a.get_bool("bidirectional") ? 2 : 1;
-    has_bias_ = a.get_bool("bias");
-    dropout_ = a.get_float("dropout");
-    select_ = a.get_string("select");
-    has_state_ = spec.inputs.size() > 1;
-    gates_ = lstm ? 4 : 3;
+  RnnKernel(CudaContext& ctx, const KernelSpec& spec, bool lstm) : ctx_(ctx), p_(plan_rnn(spec, lstm)) {
     saved_ = lstm ? 5 : 4;
-    per_dir_ = has_bias_ ? 4 : 2;
-    TANDEM_ASSERT(static_cast<int64_t>(spec.params.size()) == layers_ * dirs_ * per_dir_, op + ": wrong parameter count");
-
     Allocator& alloc = ctx.allocator();
-    ones_ = Tensor::empty({std::max<int64_t>(t_ * n_, 1)}, DType::float32, alloc);
+    ones_ = Tensor::empty({std::max<int64_t>(p_.t * p_.n, 1)}, DType::float32, alloc);
     fill(ones_.data<float>(), 1.f, ones_.numel(), ctx.stream().get());
-    hn_ = Tensor::empty({layers_ * dirs_ * n_ * h_}, DType::float32, alloc);
-    if (lstm_) cn_ = Tensor::empty(hn_.shape(), DType::float32, alloc);
-    layer_.resize(static_cast<size_t>(layers_));
-    for (int64_t l = 0; l < layers_; ++l) {
+    hn_ = Tensor::empty({p_.layers * p_.dirs * p_.n * p_.h}, DType::float32, alloc);
+    if (p_.lstm) cn_ = Tensor::empty(hn_.shape(), DType::float32, alloc);
+    layer_.resize(static_cast<size_t>(p_.layers));
+    for (int64_t l = 0; l < p_.layers; ++l) {
       RnnLayerState& L = layer_[static_cast<size_t>(l)];
-      L.in = l == 0 ? c_ : dirs_ * h_;
-      L.out = Tensor::empty({t_ * n_ * dirs_ * h_}, DType::float32, alloc);
-      for (int64_t d = 0; d < dirs_; ++d) {
-        L.saved.push_back(Tensor::empty({t_ * n_ * saved_ * h_}, DType::float32, alloc));
-        L.states.push_back(Tensor::empty({(t_ + 1) * n_ * h_}, DType::float32, alloc));
-        if (lstm_) L.cells.push_back(Tensor::empty({(t_ + 1) * n_ * h_}, DType::float32, alloc));
+      L.in = l == 0 ? p_.c : p_.dirs * p_.h;
+      L.out = Tensor::empty({p_.t * p_.n * p_.dirs * p_.h}, DType::float32, alloc);
+      for (int64_t d = 0; d < p_.dirs; ++d) {
+        L.saved.push_back(Tensor::empty({p_.t * p_.n * saved_ * p_.h}, DType::float32, alloc));
+        L.states.push_back(Tensor::empty({(p_.t + 1) * p_.n * p_.h}, DType::float32, alloc));
+        if (p_.lstm) L.cells.push_back(Tensor::empty({(p_.t + 1) * p_.n * p_.h}, DType::float32, alloc));
       }
     }
   }
 
   void forward(const KernelArgs& args) override {
-    dropping_ = args.training && dropout_ > 0 && layers_ > 1;
+    dropping_ = args.training && p_.dropout > 0 && p_.layers > 1;
     seed_ = args.seed;
     const cudaStream_t stream = ctx_.stream().get();
     Allocator& alloc = ctx_.allocator();
-    const int64_t tn = t_ * n_, gh = gates_ * h_, nh = n_ * h_, dh = dirs_ * h_;
+    const int64_t tn = p_.t * p_.n, gh = p_.gates * p_.h, nh = p_.n * p_.h, dh = p_.dirs * p_.h;
     const float* x = time_major_input(args.inputs[0].data<float>());
-    Tensor xp = Tensor::empty({tn * gh}, DType::float32, alloc), hp = Tensor::empty({n_ * gh}, DType::float32, alloc);
-    for (int64_t l = 0; l < layers_; ++l) {
+    Tensor xp = Tensor::empty({tn * gh}, DType::float32, alloc), hp = Tensor::empty({p_.n * gh}, DType::float32, alloc);
+    for (int64_t l = 0; l < p_.layers; ++l) {
       RnnLayerState& L = layer_[static_cast<size_t>(l)];
       const float* in = l == 0 ? x : layer_input(l);
-      for (int64_t d = 0; d < dirs_; ++d) {
+      for (int64_t d = 0; d < p_.dirs; ++d) {
         const Weights w = weights(args.params, l, d);
         project(in, tn, L.in, w.ih, w.b_ih, xp.data<float>());
-        const int64_t at = (l * dirs_ + d) * nh;  // this layer and direction's [N, H] of h0 / h_n
+        const int64_t at = (l * p_.dirs + d) * nh;  // this layer and direction's [N, H] of h0 / h_n
         float* states = L.states[static_cast<size_t>(d)].data<float>();
         initial_state(args.inputs, 1, at, states);
-        float* cells = lstm_ ? L.cells[static_cast<size_t>(d)].data<float>() : nullptr;
-        if (lstm_) initial_state(args.inputs, 2, at, cells);
+        float* cells = p_.lstm ? L.cells[static_cast<size_t>(d)].data<float>() : nullptr;
+        if (p_.lstm) initial_state(args.inputs, 2, at, cells);
         float* saved = L.saved[static_cast<size_t>(d)].data<float>();
-        const CellShape shape{.batch = n_, .hidden = h_, .out_stride = dh};
-        for (int64_t k = 0; k < t_; ++k) {
-          const int64_t t = d == 0 ? k : t_ - 1 - k;
-          project(states + k * nh, n_, h_, w.hh, w.b_hh, hp.data<float>());
-          float* h_out = L.out.data<float>() + t * n_ * dh + d * h_;
-          if (lstm_)
-            lstm_cell_forward(shape, xp.data<float>() + t * n_ * gh, hp.data<float>(), cells + k * nh, h_out,
-                              states + (k + 1) * nh, cells + (k + 1) * nh, saved + k * n_ * saved_ * h_, stream);
+        const CellShape shape{.batch = p_.n, .hidden = p_.h, .out_stride = dh};
+        for (int64_t k = 0; k < p_.t; ++k) {
+          const int64_t t = d == 0 ? k : p_.t - 1 - k;
+          project(states + k * nh, p_.n, p_.h, w.hh, w.b_hh, hp.data<float>());
+          float* h_out = L.out.data<float>() + t * p_.n * dh + d * p_.h;
+          if (p_.lstm)
+            lstm_cell_forward(shape, xp.data<float>() + t * p_.n * gh, hp.data<float>(), cells + k * nh, h_out,
+                              states + (k + 1) * nh, cells + (k + 1) * nh, saved + k * p_.n * saved_ * p_.h, stream);
           else
-            gru_cell_forward(shape, xp.data<float>() + t * n_ * gh, hp.data<float>(), states + k * nh, h_out,
-                             states + (k + 1) * nh, saved + k * n_ * saved_ * h_, stream);
+            gru_cell_forward(shape, xp.data<float>() + t * p_.n * gh, hp.data<float>(), states + k * nh, h_out,
+                             states + (k + 1) * nh, saved + k * p_.n * saved_ * p_.h, stream);
         }
-        copy(states + t_ * nh, hn_.data<float>() + at, nh);
-        if (lstm_) copy(cells + t_ * nh, cn_.data<float>() + at, nh);
+        copy(states + p_.t * nh, hn_.data<float>() + at, nh);
+        if (p_.lstm) copy(cells + p_.t * nh, cn_.data<float>() + at, nh);
       }
-      if (dropping_ && l + 1 < layers_) {
+      if (dropping_ && l + 1 < p_.layers) {
         if (!L.dropped.defined()) L.dropped = Tensor::empty(L.out.shape(), DType::float32, alloc);
-        dropout_mask_apply(L.out.data<float>(), L.dropped.data<float>(), L.out.numel(), static_cast<float>(dropout_),
+        dropout_mask_apply(L.out.data<float>(), L.dropped.data<float>(), L.out.numel(), static_cast<float>(p_.dropout),
                            cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), stream);
       }
     }
     float* y = args.outputs[0].data<float>();
-    if (select_ == "h_n") copy(hn_.data<float>(), y, hn_.numel());
-    else if (select_ == "c_n") copy(cn_.data<float>(), y, cn_.numel());
-    else if (batch_first_) swap_time_and_batch(layer_.back().out.data<float>(), y, t_, n_, dh, stream);
+    if (p_.select == "h_n") copy(hn_.data<float>(), y, hn_.numel());
+    else if (p_.select == "c_n") copy(cn_.data<float>(), y, cn_.numel());
+    else if (p_.batch_first) swap_time_and_batch(layer_.back().out.data<float>(), y, p_.t, p_.n, dh, stream);
     else copy(layer_.back().out.data<float>(), y, tn * dh);
   }
 
@@ -132,66 +114,66 @@ class RnnKernel final : public Kernel {
     const cudaStream_t stream = ctx_.stream().get();
     Allocator& alloc = ctx_.allocator();
     CublasHandle& cublas = ctx_.cublas();
-    const int64_t tn = t_ * n_, gh = gates_ * h_, nh = n_ * h_, dh_cols = dirs_ * h_;
+    const int64_t tn = p_.t * p_.n, gh = p_.gates * p_.h, nh = p_.n * p_.h, dh_cols = p_.dirs * p_.h;
     const float* x = time_major_input(args.inputs[0].data<float>());
     const float* dy = args.grad_outputs[0].data<float>();
     // the gradient of the last layer's output, time-major (zero when `select` is a state)
     Tensor d_out = Tensor::empty({tn * dh_cols}, DType::float32, alloc);
-    if (select_ != "output") TANDEM_CUDA_CHECK(cudaMemsetAsync(d_out.raw_data(), 0, d_out.nbytes(), stream));
-    else if (batch_first_) swap_time_and_batch(dy, d_out.data<float>(), n_, t_, dh_cols, stream);
+    if (p_.select != "output") TANDEM_CUDA_CHECK(cudaMemsetAsync(d_out.raw_data(), 0, d_out.nbytes(), stream));
+    else if (p_.batch_first) swap_time_and_batch(dy, d_out.data<float>(), p_.n, p_.t, dh_cols, stream);
     else copy(dy, d_out.data<float>(), tn * dh_cols);
     const Tensor& dx_arg = args.grad_inputs[0];
-    float* dh0 = has_state_ && args.grad_inputs[1].defined() ? args.grad_inputs[1].data<float>() : nullptr;
-    float* dc0 = lstm_ && has_state_ && args.grad_inputs[2].defined() ? args.grad_inputs[2].data<float>() : nullptr;
+    float* dh0 = p_.has_state && args.grad_inputs[1].defined() ? args.grad_inputs[1].data<float>() : nullptr;
+    float* dc0 = p_.lstm && p_.has_state && args.grad_inputs[2].defined() ? args.grad_inputs[2].data<float>() : nullptr;
 
     Tensor dxp = Tensor::empty({tn * gh}, DType::float32, alloc), dhp = Tensor::empty({tn * gh}, DType::float32, alloc);
     Tensor dh = Tensor::empty({nh}, DType::float32, alloc), dc = Tensor::empty({nh}, DType::float32, alloc);
     Tensor dh_step = Tensor::empty({nh}, DType::float32, alloc);
     Tensor d_above = d_out;  // the gradient of the current layer's output
-    for (int64_t l = layers_ - 1; l >= 0; --l) {
+    for (int64_t l = p_.layers - 1; l >= 0; --l) {
       RnnLayerState& L = layer_[static_cast<size_t>(l)];
       const float* in = l == 0 ? x : layer_input(l);
       // the gradient of this layer's input: dx (time-major) for layer 0, else the next d_above
       Tensor d_in;
       if (l > 0) d_in = Tensor::empty({tn * L.in}, DType::float32, alloc);
-      else if (dx_arg.defined()) d_in = batch_first_ ? Tensor::empty({tn * c_}, DType::float32, alloc) : dx_arg;
-      for (int64_t d = 0; d < dirs_; ++d) {
+      else if (dx_arg.defined()) d_in = p_.batch_first ? Tensor::empty({tn * p_.c}, DType::float32, alloc) : dx_arg;
+      for (int64_t d = 0; d < p_.dirs; ++d) {
         const Weights w = weights(args.params, l, d);
         const WeightGrads g = weight_grads(args.grad_params, l, d);
-        const int64_t at = (l * dirs_ + d) * nh;
-        start_state(select_ == "h_n" ? dy + at : nullptr, dh.data<float>());
-        if (lstm_) start_state(select_ == "c_n" ? dy + at : nullptr, dc.data<float>());
+        const int64_t at = (l * p_.dirs + d) * nh;
+        start_state(p_.select == "h_n" ? dy + at : nullptr, dh.data<float>());
+        if (p_.lstm) start_state(p_.select == "c_n" ? dy + at : nullptr, dc.data<float>());
         const float* states = L.states[static_cast<size_t>(d)].data<float>();
-        const float* cells = lstm_ ? L.cells[static_cast<size_t>(d)].data<float>() : nullptr;
+        const float* cells = p_.lstm ? L.cells[static_cast<size_t>(d)].data<float>() : nullptr;
         const float* saved = L.saved[static_cast<size_t>(d)].data<float>();
-        const CellShape shape{.batch = n_, .hidden = h_, .out_stride = dh_cols};
-        for (int64_t k = t_ - 1; k >= 0; --k) {
-          const int64_t t = d == 0 ? k : t_ - 1 - k;
+        const CellShape shape{.batch = p_.n, .hidden = p_.h, .out_stride = dh_cols};
+        for (int64_t k = p_.t - 1; k >= 0; --k) {
+          const int64_t t = d == 0 ? k : p_.t - 1 - k;
           // this step's output gradient plus what the next step sent back
-          gather_columns(d_above.data<float>() + t * n_ * dh_cols + d * h_, n_, h_, dh_cols, dh_step.data<float>(),
+          gather_columns(d_above.data<float>() + t * p_.n * dh_cols + d * p_.h, p_.n, p_.h, dh_cols, dh_step.data<float>(),
                          stream);
           accumulate(dh_step.data<float>(), dh.data<float>(), 1.f, nh, stream);
-          float* dxp_t = dxp.data<float>() + t * n_ * gh;
-          float* dhp_k = dhp.data<float>() + k * n_ * gh;
-          const float* saved_k = saved + k * n_ * saved_ * h_;
+          float* dxp_t = dxp.data<float>() + t * p_.n * gh;
+          float* dhp_k = dhp.data<float>() + k * p_.n * gh;
+          const float* saved_k = saved + k * p_.n * saved_ * p_.h;
           float beta = 0.f;
-          if (lstm_) {
+          if (p_.lstm) {
             lstm_cell_backward(shape, dh_step.data<float>(), dc.data<float>(), cells + k * nh, saved_k, dhp_k, stream);
-            copy(dhp_k, dxp_t, n_ * gh);
+            copy(dhp_k, dxp_t, p_.n * gh);
           } else {
             gru_cell_backward(shape, dh_step.data<float>(), states + k * nh, saved_k, dxp_t, dhp_k, dh.data<float>(),
                               stream);
             beta = 1.f;  // dh holds z dh: the part that skips W_hh
           }
           // dh_prev (+)= dhp W_hh
-          gemm(cublas, {.m = n_, .n = h_, .k = gh, .a = dhp_k, .b = w.hh, .beta = beta, .c = dh.data<float>()});
+          gemm(cublas, {.m = p_.n, .n = p_.h, .k = gh, .a = dhp_k, .b = w.hh, .beta = beta, .c = dh.data<float>()});
         }
         if (dh0) copy(dh.data<float>(), dh0 + at, nh);
         if (dc0) copy(dc.data<float>(), dc0 + at, nh);
         // the weights over the whole sequence: dW_ih += dxp^T x, dW_hh += dhp^T h_prev
         if (g.ih) gemm(cublas, {.trans_a = true, .m = gh, .n = L.in, .k = tn, .a = dxp.data<float>(), .b = in, .beta = 1.f, .c = g.ih});
         if (g.hh)
-          gemm(cublas, {.trans_a = true, .m = gh, .n = h_, .k = tn, .a = dhp.data<float>(), .b = states, .beta = 1.f, .c = g.hh});
+          gemm(cublas, {.trans_a = true, .m = gh, .n = p_.h, .k = tn, .a = dhp.data<float>(), .b = states, .beta = 1.f, .c = g.hh});
         if (g.b_ih)
           gemm(cublas, {.trans_a = true, .m = gh, .n = 1, .k = tn, .a = dxp.data<float>(), .b = ones_.data<float>(), .beta = 1.f, .c = g.b_ih});
         if (g.b_hh)
@@ -203,11 +185,11 @@ class RnnKernel final : public Kernel {
       }
       if (l > 0) {
         if (dropping_)  // through the dropout between layer l - 1 and this one: the same mask
-          dropout_mask_apply(d_in.data<float>(), d_in.data<float>(), d_in.numel(), static_cast<float>(dropout_),
+          dropout_mask_apply(d_in.data<float>(), d_in.data<float>(), d_in.numel(), static_cast<float>(p_.dropout),
                              cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l - 1)), stream);
         d_above = d_in;
-      } else if (dx_arg.defined() && batch_first_) {
-        swap_time_and_batch(d_in.data<float>(), dx_arg.data<float>(), t_, n_, c_, stream);
+      } else if (dx_arg.defined() && p_.batch_first) {
+        swap_time_and_batch(d_in.data<float>(), dx_arg.data<float>(), p_.t, p_.n, p_.c, stream);
       }
     }
   }
@@ -228,23 +210,23 @@ class RnnKernel final : public Kernel {
 
   /// torch's order: per layer, per direction, weight_ih, weight_hh[, bias_ih, bias_hh].
   Weights weights(std::span<const Tensor> params, int64_t l, int64_t d) const {
-    const size_t base = static_cast<size_t>((l * dirs_ + d) * per_dir_);
+    const size_t base = static_cast<size_t>((l * p_.dirs + d) * p_.params_per_direction);
     Weights w{params[base].data<float>(), params[base + 1].data<float>()};
-    if (has_bias_) w.b_ih = params[base + 2].data<float>(), w.b_hh = params[base + 3].data<float>();
+    if (p_.has_bias) w.b_ih = params[base + 2].data<float>(), w.b_hh = params[base + 3].data<float>();
     return w;
   }
   WeightGrads weight_grads(std::span<Tensor> grads, int64_t l, int64_t d) const {
-    const size_t base = static_cast<size_t>((l * dirs_ + d) * per_dir_);
+    const size_t base = static_cast<size_t>((l * p_.dirs + d) * p_.params_per_direction);
     auto at = [&](size_t i) { return grads[i].defined() ? grads[i].data<float>() : nullptr; };
     WeightGrads g{at(base), at(base + 1)};
-    if (has_bias_) g.b_ih = at(base + 2), g.b_hh = at(base + 3);
+    if (p_.has_bias) g.b_ih = at(base + 2), g.b_hh = at(base + 3);
     return g;
   }
 
   /// out [rows, G H] = x [rows, cols] W^T (+ 1 b^T), W [G H, cols].
   void project(const float* x, int64_t rows, int64_t cols, const float* w, const float* b, float* out) {
     CublasHandle& h = ctx_.cublas();
-    const int64_t gh = gates_ * h_;
+    const int64_t gh = p_.gates * p_.h;
     float beta = 0.f;
     if (b) {
       gemm(h, {.m = rows, .n = gh, .k = 1, .a = ones_.data<float>(), .b = b, .c = out});
@@ -255,9 +237,9 @@ class RnnKernel final : public Kernel {
 
   /// x [T, N, C] as given, or moved there from batch_first [N, T, C] into x_tnc_.
   const float* time_major_input(const float* x) {
-    if (!batch_first_) return x;
-    if (!x_tnc_.defined()) x_tnc_ = Tensor::empty({t_ * n_ * c_}, DType::float32, ctx_.allocator());
-    swap_time_and_batch(x, x_tnc_.data<float>(), n_, t_, c_, ctx_.stream().get());
+    if (!p_.batch_first) return x;
+    if (!x_tnc_.defined()) x_tnc_ = Tensor::empty({p_.t * p_.n * p_.c}, DType::float32, ctx_.allocator());
+    swap_time_and_batch(x, x_tnc_.data<float>(), p_.n, p_.t, p_.c, ctx_.stream().get());
     return x_tnc_.data<float>();
   }
 
@@ -269,14 +251,14 @@ class RnnKernel final : public Kernel {
 
   /// states[0] = the initial state input `slot` (h0 or c0) at `at`, or zeros without one.
   void initial_state(std::span<const Tensor> inputs, size_t slot, int64_t at, float* states) {
-    if (has_state_ && slot < inputs.size()) copy(inputs[slot].data<float>() + at, states, n_ * h_);
-    else TANDEM_CUDA_CHECK(cudaMemsetAsync(states, 0, sizeof(float) * n_ * h_, ctx_.stream().get()));
+    if (p_.has_state && slot < inputs.size()) copy(inputs[slot].data<float>() + at, states, p_.n * p_.h);
+    else TANDEM_CUDA_CHECK(cudaMemsetAsync(states, 0, sizeof(float) * p_.n * p_.h, ctx_.stream().get()));
   }
 
   /// The gradient that enters a direction's last step: `from` (a selected state's), or zero.
   void start_state(const float* from, float* state) {
-    if (from) copy(from, state, n_ * h_);
-    else TANDEM_CUDA_CHECK(cudaMemsetAsync(state, 0, sizeof(float) * n_ * h_, ctx_.stream().get()));
+    if (from) copy(from, state, p_.n * p_.h);
+    else TANDEM_CUDA_CHECK(cudaMemsetAsync(state, 0, sizeof(float) * p_.n * p_.h, ctx_.stream().get()));
   }
 
   void copy(const float* from, float* to, int64_t n) {
@@ -285,11 +267,8 @@ class RnnKernel final : public Kernel {
   }
 
   CudaContext& ctx_;
-  bool lstm_ = false;
-  int64_t t_ = 0, n_ = 0, c_ = 0, h_ = 0, layers_ = 1, dirs_ = 1, gates_ = 3, saved_ = 4, per_dir_ = 4;
-  bool batch_first_ = false, has_bias_ = true, has_state_ = false;
-  double dropout_ = 0;
-  std::string select_ = "output";
+  const RnnPlan p_;  // shapes and options
+  int64_t saved_ = 4;  // activations a step saves per hidden unit: gru 4, lstm 5
   bool dropping_ = false;  // the last forward dropped between layers (backward follows it)
   uint64_t seed_ = 0;      // ... with this seed
   Tensor ones_;            // [max(T N, 1)] of 1.0: biases as rank-1 products
