@@ -4,6 +4,7 @@
 // weight_ih, weight_hh and, with bias, bias_ih and bias_hh.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -22,6 +23,12 @@ struct RnnPlan {
   bool has_state = false;               // h0 (and c0) given
   double dropout = 0;                   // between layers, in training
   std::string select = "output";        // output, h_n or c_n
+
+  /// Index in the parameter list of layer l, direction d's k-th tensor (weight_ih,
+  /// weight_hh, bias_ih, bias_hh).
+  size_t param_index(int64_t l, int64_t d, int64_t k) const {
+    return static_cast<size_t>((l * dirs + d) * params_per_direction + k);
+  }
 };
 
 RnnPlan plan_rnn(const KernelSpec& spec, bool lstm);

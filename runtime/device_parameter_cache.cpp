@@ -21,7 +21,6 @@ DeviceParameterCache::Entry& DeviceParameterCache::entry(const std::string& name
   if (fresh) {
     try {
       e.host = params_.at(name);
-      if (auto g = grads_.find(name); g != grads_.end()) e.host_grad = g->second;  // a buffer has none
       Allocator& allocator = registry_.allocator(device);
       e.copy = allocate(e.host.shape(), e.host.dtype(), allocator, context);
     } catch (...) {
@@ -47,9 +46,10 @@ Tensor DeviceParameterCache::gradient(const std::string& name, Device device, co
                     "as rows on the cpu; training places it on " + device.str() + ". Keep the table on the cpu " +
                     "(device: cpu), or drop sparse: true to give it a dense gradient");
   Entry& e = entry(name, device, context);
-  if (!e.host_grad.defined())  // an entry made for inference, before the model had gradients
-    if (auto g = grads_.find(name); g != grads_.end()) e.host_grad = g->second;
-  if (!e.grad.defined()) {  // inference never asks: its devices hold no gradient buffers
+  if (!e.grad.defined()) {
+    // the model's gradient, looked up now: made when training first needed it, after any
+    // weight copies that inference made
+    e.host_grad = grads_.at(name);  // inference never asks: its devices hold no gradient buffers
     e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);
     // the staging ring holds one device's gradients: the largest device's
     staging_.reserve(gradient_bytes_[device] += HostStagingRing::bytes_for(e.grad.shape()));

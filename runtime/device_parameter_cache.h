@@ -60,7 +60,7 @@ class DeviceParameterCache {
 
  private:
   struct Entry {
-    Tensor host, copy, host_grad, grad;
+    Tensor host, copy, host_grad, grad;  // host_grad: set with grad, when training asks
     uint64_t version = ~uint64_t{0};
     bool grad_zeroed = false;  // zeroed since the last backward wrote it
   };

@@ -44,9 +44,10 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
   // what has a gradient is what the optimizer updates: buffers (running statistics) are
   // not. A row gradient (sparse: true) has no dense tensor: its rows hold it.
+  const TensorMap& dense_grads = model_.gradients();
   for (auto& [name, rows] : model_.gradient_rows()) {
-    auto dense = model_.gradients().find(name);
-    if (dense == model_.gradients().end() && !optimizer_->takes_row_gradients())
+    auto dense = dense_grads.find(name);
+    if (dense == dense_grads.end() && !optimizer_->takes_row_gradients())
       throw UserError("parameter '" + name + "' belongs to a table declared sparse: true, whose gradient is kept " +
                       "as the rows its batches looked up; only sgd without momentum and weight_decay can " +
                       "update such a gradient, and this model trains with " + spec_.optimizer.name +
@@ -55,7 +56,7 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
                       "sparse gradients likewise)");
     names_.push_back(name);
     params_.push_back(model_.parameters().at(name));
-    grads_.push_back(dense == model_.gradients().end() ? Tensor() : dense->second);
+    grads_.push_back(dense == dense_grads.end() ? Tensor() : dense->second);
     rows_.push_back(&rows);
   }
 }

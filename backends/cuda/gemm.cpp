@@ -43,7 +43,7 @@ size_t element_bytes(GemmType t) { return t == GemmType::f32 ? 4 : 2; }
 /// An empty sum (k = 0) is C = beta C: with beta 0, zeros written here, with beta 1
 /// nothing to do (an accumulated gradient over an empty sequence), rather than trusting
 /// every cuBLAS path to treat k = 0 as BLAS does. True when the call is done.
-bool zero_for_empty_sum(const CublasHandle& handle, const GemmArgs& g, int64_t batch, int64_t stride_c) {
+bool done_as_empty_sum(const CublasHandle& handle, const GemmArgs& g, int64_t batch, int64_t stride_c) {
   if (g.k != 0 || batch == 0) return false;
   if (g.beta == 1.f) return true;
   if (g.beta != 0.f) return false;
@@ -56,7 +56,7 @@ bool zero_for_empty_sum(const CublasHandle& handle, const GemmArgs& g, int64_t b
 }  // namespace
 
 void gemm(const CublasHandle& handle, const GemmArgs& g) {
-  if (g.m == 0 || g.n == 0 || zero_for_empty_sum(handle, g, 1, 0)) return;
+  if (g.m == 0 || g.n == 0 || done_as_empty_sum(handle, g, 1, 0)) return;
   const ColumnMajor cm = column_major(g);
   const cudaDataType_t in = data_type(g.types.inputs), out = data_type(g.types.output);
   TANDEM_CUBLAS_CHECK(cublasGemmEx_64(handle.get(), cm.op_first, cm.op_second, cm.rows, cm.cols, cm.inner, &g.alpha,
@@ -67,7 +67,7 @@ void gemm(const CublasHandle& handle, const GemmArgs& g) {
 void gemm_strided_batched(const CublasHandle& handle, const GemmArgs& g, const BatchStrides& s) {
   TANDEM_ASSERT(s.c != 0 || s.batch <= 1, "gemm_strided_batched: C cannot repeat across the batch");
   TANDEM_ASSERT(s.c == 0 || s.c >= g.m * g.n, "gemm_strided_batched: C matrices overlap");
-  if (g.m == 0 || g.n == 0 || s.batch == 0 || zero_for_empty_sum(handle, g, s.batch, s.c)) return;
+  if (g.m == 0 || g.n == 0 || s.batch == 0 || done_as_empty_sum(handle, g, s.batch, s.c)) return;
   const ColumnMajor cm = column_major(g);
   const cudaDataType_t in = data_type(g.types.inputs), out = data_type(g.types.output);
   TANDEM_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(

@@ -170,11 +170,13 @@ class AttentionKernel final : public Kernel {
  private:
   /// The view [N, H, X, D] of the heads of a projected [rows, E] tensor of X positions.
   MatView heads(int64_t x) const {
-    return p_.batch_first ? MatView{{p_.n, p_.heads, x, p_.d}, {x * p_.e, p_.d, p_.e, 1}} : MatView{{p_.n, p_.heads, x, p_.d}, {p_.e, p_.d, p_.n * p_.e, 1}};
+    const dnnl::memory::dims dims{p_.n, p_.heads, x, p_.d};
+    return p_.batch_first ? MatView{dims, {x * p_.e, p_.d, p_.e, 1}} : MatView{dims, {p_.e, p_.d, p_.n * p_.e, 1}};
   }
   /// The same heads transposed: [N, H, D, X].
   MatView heads_t(int64_t x) const {
-    return p_.batch_first ? MatView{{p_.n, p_.heads, p_.d, x}, {x * p_.e, p_.d, 1, p_.e}} : MatView{{p_.n, p_.heads, p_.d, x}, {p_.e, p_.d, 1, p_.n * p_.e}};
+    const dnnl::memory::dims dims{p_.n, p_.heads, p_.d, x};
+    return p_.batch_first ? MatView{dims, {x * p_.e, p_.d, 1, p_.e}} : MatView{dims, {p_.e, p_.d, 1, p_.n * p_.e}};
   }
 
   /// The attention weights the values were averaged with: P, or P' after dropout.
@@ -196,7 +198,8 @@ class AttentionKernel final : public Kernel {
   /// Adds attn_mask, key_padding_mask and the causal mask to scores [N, H, L, S].
   void apply_masks(std::span<const Tensor> inputs, float* scores) const {
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    const int64_t* kpm = p_.key_padding_slot >= 0 ? inputs[static_cast<size_t>(p_.key_padding_slot)].data<int64_t>() : nullptr;
+    const int64_t* kpm =
+        p_.key_padding_slot >= 0 ? inputs[static_cast<size_t>(p_.key_padding_slot)].data<int64_t>() : nullptr;
     const Tensor* mask = p_.mask_slot >= 0 ? &inputs[static_cast<size_t>(p_.mask_slot)] : nullptr;
     if (!kpm && !mask && !p_.causal) return;
     const int64_t n_rows = p_.n * p_.heads;

@@ -290,11 +290,6 @@ class RnnKernel final : public Kernel {
   }
 
  private:
-  /// Index in the parameter list of layer l, direction d's k-th tensor (weight_ih,
-  /// weight_hh, bias_ih, bias_hh).
-  size_t param_index(int64_t l, int64_t d, int k) const {
-    return static_cast<size_t>((l * p_.dirs + d) * (p_.has_bias ? 4 : 2) + k);
-  }
   /// What layer l > 0 reads: the output of the layer below, dropped in a training forward.
   const float* layer_input(int64_t l) const {
     const RnnLayer& below = layer_[static_cast<size_t>(l - 1)];
@@ -313,16 +308,16 @@ class RnnKernel final : public Kernel {
     for (int64_t l = 0; l < p_.layers; ++l) {
       RnnLayer& L = layer_[static_cast<size_t>(l)];
       for (int64_t d = 0; d < p_.dirs; ++d) {
-        const float* wih = params[param_index(l, d, 0)].data<float>();
-        const float* whh = params[param_index(l, d, 1)].data<float>();
+        const float* wih = params[p_.param_index(l, d, 0)].data<float>();
+        const float* whh = params[p_.param_index(l, d, 1)].data<float>();
         for (int64_t g = 0; g < p_.gates; ++g) {
           const int64_t tg = torch_gate(g);
           std::memcpy(L.wl.data() + (d * p_.gates + g) * h * L.in, wih + tg * h * L.in, h * L.in * sizeof(float));
           std::memcpy(L.wi.data() + (d * p_.gates + g) * h * h, whh + tg * h * h, h * h * sizeof(float));
         }
         if (!p_.has_bias) continue;
-        const float* bih = params[param_index(l, d, 2)].data<float>();
-        const float* bhh = params[param_index(l, d, 3)].data<float>();
+        const float* bih = params[p_.param_index(l, d, 2)].data<float>();
+        const float* bhh = params[p_.param_index(l, d, 3)].data<float>();
         float* b = L.bias.data() + d * bias_gates_ * h;
         for (int64_t g = 0; g < 4; ++g)
           for (int64_t i = 0; i < h; ++i) {
@@ -343,8 +338,8 @@ class RnnKernel final : public Kernel {
       for (int64_t i = 0; i < n; ++i) to[i] += from[i];
     };
     for (int64_t d = 0; d < p_.dirs; ++d) {
-      const Tensor& gih = grads[param_index(l, d, 0)];
-      const Tensor& ghh = grads[param_index(l, d, 1)];
+      const Tensor& gih = grads[p_.param_index(l, d, 0)];
+      const Tensor& ghh = grads[p_.param_index(l, d, 1)];
       for (int64_t g = 0; g < p_.gates; ++g) {
         const int64_t tg = torch_gate(g);
         if (gih.defined())
@@ -352,8 +347,8 @@ class RnnKernel final : public Kernel {
         if (ghh.defined()) add(ghh.data<float>() + tg * h * h, L.dwi.data() + (d * p_.gates + g) * h * h, h * h);
       }
       if (!p_.has_bias) continue;
-      const Tensor& gbi = grads[param_index(l, d, 2)];
-      const Tensor& gbh = grads[param_index(l, d, 3)];
+      const Tensor& gbi = grads[p_.param_index(l, d, 2)];
+      const Tensor& gbh = grads[p_.param_index(l, d, 3)];
       const float* db = L.dbias.data() + d * bias_gates_ * h;
       for (int64_t g = 0; g < 4; ++g) {
         const bool to_ih = p_.lstm || g != 3, to_hh = p_.lstm || g != 2;

@@ -210,16 +210,18 @@ class RnnKernel final : public Kernel {
 
   /// torch's order: per layer, per direction, weight_ih, weight_hh[, bias_ih, bias_hh].
   Weights weights(std::span<const Tensor> params, int64_t l, int64_t d) const {
-    const size_t base = static_cast<size_t>((l * p_.dirs + d) * p_.params_per_direction);
-    Weights w{params[base].data<float>(), params[base + 1].data<float>()};
-    if (p_.has_bias) w.b_ih = params[base + 2].data<float>(), w.b_hh = params[base + 3].data<float>();
+    auto at = [&](int64_t k) { return params[p_.param_index(l, d, k)].data<float>(); };
+    Weights w{at(0), at(1)};
+    if (p_.has_bias) w.b_ih = at(2), w.b_hh = at(3);
     return w;
   }
   WeightGrads weight_grads(std::span<Tensor> grads, int64_t l, int64_t d) const {
-    const size_t base = static_cast<size_t>((l * p_.dirs + d) * p_.params_per_direction);
-    auto at = [&](size_t i) { return grads[i].defined() ? grads[i].data<float>() : nullptr; };
-    WeightGrads g{at(base), at(base + 1)};
-    if (p_.has_bias) g.b_ih = at(base + 2), g.b_hh = at(base + 3);
+    auto at = [&](int64_t k) {
+      const Tensor& g = grads[p_.param_index(l, d, k)];
+      return g.defined() ? g.data<float>() : nullptr;
+    };
+    WeightGrads g{at(0), at(1)};
+    if (p_.has_bias) g.b_ih = at(2), g.b_hh = at(3);
     return g;
   }
 
