@@ -1,17 +1,17 @@
 #include "backends/copy_plan.h"
 
-#include "backends/cpu/ops/op_util.h"
+#include "backends/op_args.h"
 
 namespace tandem {
 
 CatPlan plan_cat(const KernelSpec& spec) {
   const Shape& out = spec.outputs.at(0).shape;
   TANDEM_ASSERT(spec.inputs.size() >= 1 && !out.empty(), "cat: no inputs or a rank-0 output");
-  const int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(out.size()), "cat");
+  const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(out.size()), "cat");
   const size_t elem = dtype_size(spec.outputs[0].dtype);
   CatPlan p;
-  p.outer = cpu::dims_product(out, 0, dim);
-  const size_t inner_bytes = static_cast<size_t>(cpu::dims_product(out, dim + 1, out.size())) * elem;
+  p.outer = dims_product(out, 0, dim);
+  const size_t inner_bytes = static_cast<size_t>(dims_product(out, dim + 1, out.size())) * elem;
   p.out_row_bytes = static_cast<size_t>(out[dim]) * inner_bytes;
   int64_t total = 0;
   for (const TensorDesc& in : spec.inputs) {
@@ -26,15 +26,15 @@ CatPlan plan_cat(const KernelSpec& spec) {
 NarrowPlan plan_narrow(const KernelSpec& spec) {
   const Shape& in = spec.inputs.at(0).shape;
   const Shape& out = spec.outputs.at(0).shape;
-  const int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(in.size()), "narrow");
+  const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), static_cast<int64_t>(in.size()), "narrow");
   const int64_t start = spec.attrs->get_int("start"), length = spec.attrs->get_int("length");
   TANDEM_ASSERT(start >= 0 && length >= 1 && start + length <= in[dim] && out[dim] == length,
                 "narrow: start " + std::to_string(start) + " + length " + std::to_string(length) + " outside dim " +
                     std::to_string(dim) + " of " + shape_str(in));
   const size_t inner =
-      static_cast<size_t>(cpu::dims_product(in, dim + 1, in.size())) * dtype_size(spec.inputs[0].dtype);
+      static_cast<size_t>(dims_product(in, dim + 1, in.size())) * dtype_size(spec.inputs[0].dtype);
   NarrowPlan p;
-  p.outer = cpu::dims_product(in, 0, dim);
+  p.outer = dims_product(in, 0, dim);
   p.in_row = static_cast<size_t>(in[dim]) * inner;
   p.offset = static_cast<size_t>(start) * inner;
   p.slice = static_cast<size_t>(length) * inner;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "backends/cuda/cuda_devices.h"
+#include "backends/cuda_devices.h"
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/stream.h"
 

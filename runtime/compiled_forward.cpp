@@ -6,7 +6,7 @@
 
 namespace tandem {
 
-CompiledForward::CompiledForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+CompiledForward::CompiledForward(const Graph& graph, const Plan& plan, const Bindings& bindings, ComputeOps& ops,
                                  const TensorMap& params)
     : graph_(graph), value_shapes_(concrete_shapes(graph, bindings)) {
   for (const OpStep& op_step : plan.steps) {
@@ -14,7 +14,9 @@ CompiledForward::CompiledForward(const Graph& graph, const Plan& plan, const Bin
     Step step;
     step.node = &node;
     for (const ParamSpec& p : node.params) step.params.push_back(params.at(p.name));
-    if (!node.schema->is_view) step.kernel = make_cpu_kernel(cpu, graph, node, value_shapes_, step.params);
+    if (!node.schema->is_view)
+      step.kernel = make_node_kernel([&](const KernelSpec& spec) { return ops.make_kernel(spec); }, Device::cpu(), graph,
+                                     node, value_shapes_, step.params);
     steps_.push_back(std::move(step));
   }
   plan_buffers(graph);

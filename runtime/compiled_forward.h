@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/cpu_context.h"
+#include "backends/compute_ops.h"
 #include "backends/kernel.h"
 #include "graph/graph.h"
 #include "graph/symbolic.h"
@@ -20,7 +20,7 @@ namespace tandem {
 /// which must outlive it; parameter values may change between runs in place.
 class CompiledForward {
  public:
-  CompiledForward(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+  CompiledForward(const Graph& graph, const Plan& plan, const Bindings& bindings, ComputeOps& ops,
                   const TensorMap& params);
 
   /// Inputs in graph-input order, checked by the caller; outputs in graph-output order.

@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/ops/op_util.h"
 #include "runtime/node_kernels.h"
 
 namespace tandem {
 
-CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, ComputeOps& ops,
                                    const TensorMap& params, const TensorMap& param_grads,
                                    TouchedRowsMap& param_rows, bool input_grads, const std::vector<int>& kept)
-    : graph_(graph), shapes_(concrete_shapes(graph, bindings)) {
+    : graph_(graph), ops_(ops), shapes_(concrete_shapes(graph, bindings)) {
   const size_t n_values = graph.values.size();
   requires_grad_.assign(n_values, false);
   if (input_grads)
@@ -31,7 +30,8 @@ CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const B
       step.param_grads.push_back(grad == param_grads.end() ? Tensor() : grad->second);
     }
     if (!node.schema->is_view) {
-      step.kernel = make_cpu_kernel(cpu, graph, node, shapes_, step.params);
+      step.kernel = make_node_kernel([&](const KernelSpec& spec) { return ops.make_kernel(spec); }, Device::cpu(), graph,
+                                     node, shapes_, step.params);
       for (size_t k = 0; k < node.params.size(); ++k) {
         auto it = node.params[k].trainable ? param_rows.find(node.params[k].name) : param_rows.end();
         TouchedRows* rows = it == param_rows.end() ? nullptr : &it->second;
@@ -117,7 +117,7 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
       int in = node.inputs[0];
       if (requires_grad_[in]) {
         Tensor g = grads_[out].view(shapes_[in]);
-        if (grad_ready_[in]) cpu::add_into(grads_[in], g);
+        if (grad_ready_[in]) ops_.accumulate(grads_[in], g);
         else grads_[in] = g;  // the same storage: nothing to copy
         grad_ready_[in] = true;
       }
@@ -154,7 +154,7 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int v = node.inputs[k];
       if (!grad_inputs[k].defined()) continue;
-      if (!written_now[k]) cpu::add_into(grads_[v], grad_inputs[k]);
+      if (!written_now[k]) ops_.accumulate(grads_[v], grad_inputs[k]);
       grad_ready_[v] = true;
     }
     // this was the last step to read the output and its gradient

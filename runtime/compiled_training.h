@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/cpu_context.h"
+#include "backends/compute_ops.h"
 #include "backends/kernel.h"
 #include "graph/graph.h"
 #include "graph/symbolic.h"
@@ -31,7 +31,7 @@ class CompiledTraining {
   /// touched rows, which backward adds to (core/touched_rows.h). With `input_grads`,
   /// backward also yields gradients of the float graph inputs. `kept`: tensors the
   /// caller reads between forward and backward (the loss's input).
-  CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
+  CompiledTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, ComputeOps& ops,
                    const TensorMap& params, const TensorMap& param_grads, TouchedRowsMap& param_rows,
                    bool input_grads, const std::vector<int>& kept);
 
@@ -58,6 +58,7 @@ class CompiledTraining {
   };
 
   const Graph& graph_;
+  ComputeOps& ops_;  // gradients summed where a tensor has several readers
   std::vector<Shape> shapes_;
   std::vector<bool> requires_grad_;
   std::vector<Step> steps_;

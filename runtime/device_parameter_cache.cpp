@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/ops/op_util.h"
-#include "backends/sim/sim_trace.h"
+#include "backends/trace.h"
 #include "runtime/device_registry.h"
 #include "runtime/plan_devices.h"
 
@@ -50,7 +49,12 @@ Tensor DeviceParameterCache::gradient(const std::string& name, Device device, co
     // the model's gradient, looked up now: made when training first needed it, after any
     // weight copies that inference made
     e.host_grad = grads_.at(name);  // inference never asks: its devices hold no gradient buffers
-    e.grad = allocate(e.host.shape(), DType::float32, registry_.allocator(device), context);
+    Backend& backend = registry_.backend(device);
+    e.grad = allocate(e.host.shape(), DType::float32, backend.allocator(), context);
+    if (!staging_allocator_set_) {  // pinned memory for CUDA: the GPUs' copies land there fastest
+      staging_.use_allocator(backend.host_allocator());
+      staging_allocator_set_ = true;
+    }
     // the staging ring holds one device's gradients: the largest device's
     staging_.reserve(gradient_bytes_[device] += HostStagingRing::bytes_for(e.grad.shape()));
   }
@@ -64,10 +68,11 @@ TouchedRows* DeviceParameterCache::gradient_rows(const std::string& name, Device
 }
 
 DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_version) {
-  // On each GPU's compute queue, ahead of the kernels that read the weights: no waiting.
-  // A weight going up to several GPUs (a data_parallel block's replicas) goes to all of
-  // them side by side (a TaskGroup).
+  // On each GPU's copy_in lane, then its compute lane waits for them before the kernels
+  // that read the weights: the host does not wait. A weight going up to several GPUs (a
+  // data_parallel block's replicas) goes to all of them side by side (a TaskGroup).
   Traffic uploaded;
+  std::vector<Backend*> waiting;  // devices whose compute lane must wait for their uploads
   // entries_ is ordered by (name, device): one weight's copies are neighbours
   for (auto first = entries_.begin(); first != entries_.end();) {
     auto last = first;
@@ -79,12 +84,18 @@ DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_vers
       Entry& e = first->second;
       if (e.version == params_version) continue;
       TraceLabel label(first->first.first, "upload");
-      registry_.sim_gpu(first->first.second)
-          .copy_from_host(buffer_of(e.copy), buffer_of(e.host), e.host.nbytes(), SimGpu::Stream::compute, group);
+      Backend& backend = registry_.backend(first->first.second);
+      backend.copy(backend.lane(LaneKind::copy_in), buffer_of(e.copy), buffer_of(e.host), e.host.nbytes(), group);
+      if (std::find(waiting.begin(), waiting.end(), &backend) == waiting.end()) waiting.push_back(&backend);
       e.version = params_version;
       uploaded.bytes += e.host.nbytes();
       ++uploaded.copies;
     }
+  }
+  for (Backend* backend : waiting) {
+    Lane& copies = backend->lane(LaneKind::copy_in);
+    Lane& compute = backend->lane(LaneKind::compute);
+    if (&copies != &compute) compute.wait(copies.record());
   }
   return uploaded;
 }
@@ -97,24 +108,26 @@ void DeviceParameterCache::invalidate(const std::string& name) {
 }
 
 void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::string, Device>>& keys) {
-  // On each device's compute queue, before the backward kernels that accumulate into them;
-  // only those not already zeroed by the copy engine after their last trip to the host.
+  // On each device's compute lane, before the backward kernels that accumulate into them;
+  // only those not already zeroed on the copy_out lane after their last trip to the host.
   for (const auto& key : keys) {
     Entry& e = entries_.at(key);
     if (e.grad_zeroed) continue;
     TraceLabel label(key.first, "gradient zeroed");
-    registry_.sim_gpu(key.second).submit([g = e.grad]() mutable { std::memset(g.raw_data(), 0, g.nbytes()); });
+    Backend& backend = registry_.backend(key.second);
+    backend.zero(backend.lane(LaneKind::compute), e.grad);
   }
   for (const auto& key : keys) entries_.at(key).grad_zeroed = false;  // the backward writes them
 }
 
 DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
     const std::vector<std::pair<std::string, Device>>& keys) {
-  // Per device, as one bucket: the copy engine waits for the device's backward kernels so
-  // far (one event), copies every gradient of the bucket out, and the cpu queue, where the
+  // Per device, as one bucket: the copy_out lane waits for the device's backward kernels so
+  // far (one event), copies every gradient of the bucket out, and the cpu's lane, where the
   // cpu layers' kernels accumulate theirs, adds them to the model's gradients after one
   // event more. Nothing waits on the host until the caller synchronises.
-  SimQueue& cpu = registry_.cpu_queue();
+  Backend& cpu = registry_.backend(Device::cpu());
+  Lane& cpu_lane = cpu.lane(LaneKind::compute);
   Traffic downloaded;
   std::vector<Device> devices;
   for (const auto& key : keys)
@@ -124,8 +137,9 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
     for (const auto& key : keys)
       if (key.second == device) bytes += HostStagingRing::bytes_for(entries_.at(key).grad.shape());
     staging_.start(bytes);
-    SimGpu& gpu = registry_.sim_gpu(device);
-    gpu.copy_queue().submit_wait(gpu.record());
+    Backend& gpu = registry_.backend(device);
+    Lane& copies = gpu.lane(LaneKind::copy_out);
+    copies.wait(gpu.lane(LaneKind::compute).record());
     std::vector<std::pair<Tensor, Tensor>> adds;  // (model's gradient, copy on the host)
     std::vector<TouchedRows*> whole;               // their touched rows: all of them now
     for (const auto& key : keys) {
@@ -134,32 +148,31 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
       if (auto rows = grad_rows_.find(key.first); rows != grad_rows_.end()) whole.push_back(&rows->second);
       HostStagingRing::Region host = staging_.take(e.grad.shape());
       TraceLabel label(key.first, "gradient to the host");
-      for (const Event& reader_done : host.free_after) gpu.copy_queue().submit_wait(reader_done);
-      gpu.copy_to_host(buffer_of(host.tensor), buffer_of(e.grad), e.grad.nbytes(), SimGpu::Stream::copy);
+      for (const DeviceEvent& reader_done : host.free_after) copies.wait(reader_done);
+      gpu.copy(copies, buffer_of(host.tensor), buffer_of(e.grad), e.grad.nbytes());
       adds.emplace_back(e.host_grad, host.tensor);
       downloaded.bytes += e.grad.nbytes();
       ++downloaded.copies;
     }
     // Zeroed for the next backward right behind the copies, off the kernels' path.
-    std::vector<Tensor> sent;
-    for (const auto& key : keys)
-      if (key.second == device) {
-        sent.push_back(entries_.at(key).grad);
-        entries_.at(key).grad_zeroed = true;
-      }
-    TraceLabel zero_label("gradients sent: zeroed");
-    gpu.copy_queue().submit([sent = std::move(sent)]() mutable {
-      for (Tensor& g : sent) std::memset(g.raw_data(), 0, g.nbytes());
-    });
-    cpu.submit_wait(gpu.copy_queue().record());
-    // On the cpu queue, after the cpu kernels that record rows of the same gradients (a
+    {
+      TraceLabel zero_label("gradients sent: zeroed");
+      for (const auto& key : keys)
+        if (key.second == device) {
+          gpu.zero(copies, entries_.at(key).grad);
+          entries_.at(key).grad_zeroed = true;
+        }
+    }
+    cpu_lane.wait(copies.record());
+    // On the cpu's lane, after the cpu kernels that record rows of the same gradients (a
     // table replicated on the cpu and a GPU): one writer of the touched rows at a time.
     TraceLabel add_label("gradients added into the master's");
-    cpu.submit([adds = std::move(adds), whole = std::move(whole)]() mutable {
-      for (auto& [into, from] : adds) cpu::add_into(into, from);
-      for (TouchedRows* rows : whole) rows->mark_all();
-    });
-    staging_.release_after(cpu.record());
+    for (auto& [into, from] : adds) cpu.accumulate(cpu_lane, into, from);
+    if (!whole.empty())
+      cpu_lane.submit([whole = std::move(whole)] {  // the cpu's lane runs on the host
+        for (TouchedRows* rows : whole) rows->mark_all();
+      });
+    staging_.release_after(cpu_lane.record());
   }
   return downloaded;
 }

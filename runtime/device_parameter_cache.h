@@ -1,8 +1,9 @@
 // DeviceParameterCache: the GPU copies of a model's parameters and the GPU buffers their
 // gradients accumulate in, shared by every placed executor of a model (inference and
 // training), and how those gradients come back to the master on the host: in buckets, on
-// each GPU's copy engine, through a staging ring (host_staging_ring.h), added on the cpu
-// queue. See multi_device_training.h for where they fit in a training step.
+// each GPU's copy_out lane, through a staging ring (host_staging_ring.h) in memory its
+// backend copies into fastest, added on the cpu's lane. See multi_device_training.h for
+// where they fit in a training step. Devices are reached through their backends only.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +45,8 @@ class DeviceParameterCache {
     int64_t copies = 0;
   };
   /// Queues a copy of every weight whose device copy predates `params_version`, on its
-  /// GPU's compute queue (ahead of the kernels that read it); what it queued.
+  /// GPU's copy_in lane, ahead of the kernels that read it (the compute lane waits for
+  /// it); what it queued.
   Traffic refresh(uint64_t params_version);
   /// The model's (host) tensor `name`: the master copy.
   Tensor master(const std::string& name) const;
@@ -53,7 +55,7 @@ class DeviceParameterCache {
   /// Zeroes the device gradient buffers of `keys`.
   void zero_gradients(const std::vector<std::pair<std::string, Device>>& keys);
   /// Queues, for each device gradient of `keys`, its copy to the host and its addition to
-  /// the model's gradient (on the cpu queue); what it copied. The copies land in a staging
+  /// the model's gradient (on the cpu's lane); what it copied. The copies land in a staging
   /// ring of one device's gradients (host_staging_ring.h): data_parallel replicas would
   /// otherwise pile N copies of the gradients up on the host.
   Traffic add_gradients_to_host(const std::vector<std::pair<std::string, Device>>& keys);
@@ -73,6 +75,7 @@ class DeviceParameterCache {
   std::map<std::pair<std::string, Device>, Entry> entries_;
   std::map<Device, size_t> gradient_bytes_;  // per GPU: its gradient buffers, as the ring counts them
   HostStagingRing staging_;  // where the GPUs' gradients land on the host
+  bool staging_allocator_set_ = false;
 };
 
 }  // namespace tandem

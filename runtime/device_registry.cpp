@@ -6,8 +6,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <string_view>
+#include <vector>
 
-#include "backends/sim/sim_trace.h"
+#include <dlfcn.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_compute_ops.h"
+#include "backends/cuda_backend_module.h"
+#include "backends/sim/sim_gpu.h"
+#include "backends/trace.h"
 #include "core/error.h"
 #include "core/memory_size.h"
 
@@ -64,31 +71,93 @@ int sim_gpus_from_environment() {
   return count;
 }
 
-DeviceRegistry::DeviceRegistry(const DeviceOptions& options) {
+std::unique_ptr<ComputeOps> open_cpu_compute() { return cpu::make_compute_ops(); }
+
+namespace {
+
+// The CUDA backend's module (backends/cuda_backend_module.h): TANDEM_CUDA_BACKEND names it;
+// else the loader's search path (LD_LIBRARY_PATH: a bundle's lib/), then beside this
+// program and in ../lib, then where the build put it.
+constexpr bool cuda_backend_built() {
+#ifdef TANDEM_CUDA_MODULE_PATH
+  return true;
+#else
+  return false;
+#endif
+}
+
+void* load_cuda_module() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("TANDEM_CUDA_BACKEND"); env && *env) {
+    candidates.push_back(env);
+  } else {
+    candidates.push_back(kCudaBackendModule);
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+      std::string dir(exe, static_cast<size_t>(n));
+      dir = dir.substr(0, dir.rfind('/'));
+      candidates.push_back(dir + "/" + kCudaBackendModule);
+      candidates.push_back(dir + "/../lib/" + kCudaBackendModule);
+      candidates.push_back(dir + "/../" + kCudaBackendModule);
+    }
+#ifdef TANDEM_CUDA_MODULE_PATH
+    candidates.push_back(TANDEM_CUDA_MODULE_PATH);
+#endif
+  }
+  std::string errors;
+  for (const std::string& path : candidates) {
+    if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+    errors += "\n  " + path + ": " + dlerror();
+  }
+  throw UserError("this build of Tandem cannot load its CUDA backend (" + std::string(kCudaBackendModule) +
+                  "; set TANDEM_CUDA_BACKEND to its path). Tried:" + errors);
+}
+
+std::unique_ptr<Backend> open_cuda_backend(const CudaDeviceInfo& gpu) {
+  if (!cuda_backend_built())
+    throw UserError("this build of Tandem has no CUDA backend (it was built without CUDA, or without cuDNN and NCCL "
+                    "beside the toolkit: docs/cuda-backend.md); rebuild with -DTANDEM_CUDA=ON, or run on the cpu "
+                    "with --place '*=cpu'");
+  static void* module = load_cuda_module();  // loaded once, never unloaded: its objects live on
+  auto interface = reinterpret_cast<CudaBackendInterfaceFn>(dlsym(module, kCudaBackendInterfaceSymbol));
+  auto open = reinterpret_cast<OpenCudaBackendFn>(dlsym(module, kOpenCudaBackendSymbol));
+  if (!interface || !open || std::string(interface()) != kBackendInterfaceVersion)
+    throw UserError(std::string(kCudaBackendModule) + " is not this build's CUDA backend (interface " +
+                    (interface ? interface() : "unknown") + ", this program's " + kBackendInterfaceVersion +
+                    "); rebuild, or point TANDEM_CUDA_BACKEND at the right one");
+  std::unique_ptr<Backend> backend;
+  open(gpu, backend);
+  return backend;
+}
+
+}  // namespace
+
+DeviceRegistry::DeviceRegistry(const DeviceOptions& options) : open_real_(open_cuda_backend) {
   std::string why;
   std::vector<CudaDeviceInfo> gpus = cuda_devices(&why);
   why_no_gpus_ = std::move(why);
   build(options, std::move(gpus));
 }
 
-DeviceRegistry::DeviceRegistry(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus, std::string why_no_gpus)
-    : why_no_gpus_(std::move(why_no_gpus)) {
+DeviceRegistry::DeviceRegistry(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus, std::string why_no_gpus,
+                               RealGpuOpener open_real)
+    : open_real_(open_real ? std::move(open_real) : RealGpuOpener(open_cuda_backend)), why_no_gpus_(std::move(why_no_gpus)) {
   build(options, std::move(real_gpus));
 }
 
 DeviceRegistry::~DeviceRegistry() {
-  // Run every queue dry before any is destroyed: a queued peer copy may write to another.
-  for (auto& gpu : sim_gpus_) {
+  // Run every lane dry before any backend is destroyed: a queued copy may write into
+  // another device's memory. The GPUs go first, the cpu (whose lane they may wait on) last.
+  for (auto& backend : backends_) {
+    if (!backend) continue;
     try {
-      gpu->synchronize();
+      backend->synchronize();
     } catch (...) {
       // An error nobody synchronised for; a destructor has no one to tell.
     }
   }
-  try {
-    cpu_queue_.synchronize();
-  } catch (...) {
-  }
+  while (backends_.size() > 1) backends_.pop_back();
 }
 
 void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus) {
@@ -101,17 +170,22 @@ void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceI
   sim_gpu_memory_ = sim_gpu_memory_from(options);
 
   inventory_.devices = {DeviceInfo{Device::cpu(), host_memory_bytes(), false, cpu_model_name()}};
+  backends_.push_back(std::make_unique<cpu::CpuBackend>());
   if (sims > 0) {
     hidden_real_gpus_ = static_cast<int>(real_gpus.size());
+    sim_gpu_count_ = sims;
     for (int i = 0; i < sims; ++i) {
-      sim_gpus_.push_back(std::make_unique<SimGpu>(i, sim_gpu_memory_));
+      // each with the cpu's kernels and a context of its own, as each GPU has its own
+      backends_.push_back(std::make_unique<SimGpu>(i, sim_gpu_memory_, cpu::make_compute_ops()));
       inventory_.devices.push_back(DeviceInfo{Device::cuda(i), sim_gpu_memory_, true, "simulated GPU"});
     }
     return;
   }
   real_gpus_ = std::move(real_gpus);
-  for (const CudaDeviceInfo& g : real_gpus_)
+  for (const CudaDeviceInfo& g : real_gpus_) {
     inventory_.devices.push_back(DeviceInfo{Device::cuda(g.index), g.total_bytes, false, g.name});
+    backends_.push_back(nullptr);  // opened on first use
+  }
 }
 
 std::string DeviceRegistry::available() const {
@@ -136,19 +210,27 @@ bool DeviceRegistry::simulated(Device device) const {
   return info != nullptr && info->simulated;
 }
 
-Allocator& DeviceRegistry::allocator(Device device) {
+Backend& DeviceRegistry::backend(Device device) {
   require(device);
-  if (device.kind == DeviceKind::cpu) return cpu_allocator();
-  if (simulated(device)) return sim_gpu(device).allocator();
-  throw UserError(device.str() + " is a real GPU (" + inventory_.find(device)->name +
-                  "), and this build of Tandem cannot allocate on real GPUs yet; use --sim-gpus N to run on simulated GPUs");
+  const size_t i = static_cast<size_t>(inventory_.find(device) - inventory_.devices.data());
+  std::lock_guard lock(mutex_);
+  if (!backends_[i]) {
+    const CudaDeviceInfo& gpu = real_gpus_.at(i - 1);
+    try {
+      backends_[i] = open_real_(gpu);
+    } catch (const UserError& e) {
+      throw UserError(device.str() + " (" + gpu.name + ") could not be opened: " + e.what());
+    }
+  }
+  return *backends_[i];
 }
 
-SimGpu& DeviceRegistry::sim_gpu(Device device) {
-  require(device);
-  if (!simulated(device))
-    throw UserError(device.str() + " is not a simulated GPU: this machine has " + available());
-  return *sim_gpus_.at(static_cast<size_t>(device.index));
+int64_t DeviceRegistry::preparations() const {
+  std::lock_guard lock(mutex_);
+  int64_t n = 0;
+  for (const auto& backend : backends_)
+    if (backend) n += backend->preparations();
+  return n;
 }
 
 }  // namespace tandem

@@ -11,13 +11,16 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_devices.h"
-#include "backends/sim/sim_gpu.h"
+#include "backends/backend.h"
+#include "backends/compute_ops.h"
+#include "backends/cuda_devices.h"
 #include "core/device.h"
 #include "core/storage.h"
 #include "placement/plan.h"
@@ -36,15 +39,24 @@ struct DeviceOptions {
   std::optional<size_t> sim_gpu_memory;
 };
 
-/// Owns the simulated GPUs (their pools and queues); the cpu's allocator is the process-wide
-/// cpu_allocator(). Not copyable. Lookups are thread-safe; the SimGpu and allocators it
-/// hands out are themselves thread-safe. Destroying it first runs every queue dry.
+/// Opens the backend of one real GPU: the CUDA backend, when this build has it. Tests hand
+/// the registry their own.
+using RealGpuOpener = std::function<std::unique_ptr<Backend>(const CudaDeviceInfo&)>;
+
+/// Owns every device's Backend: the cpu's, and the GPUs' (simulated, or real ones opened on
+/// first use, when their CUDA context is made). Not copyable. Thread-safe. Destroying it
+/// first runs every lane dry.
+///
+/// This class's .cpp is the one file of the runtime that names concrete backends; the rest
+/// of the runtime speaks to devices through backends/backend.h only.
 class DeviceRegistry {
  public:
   /// Finds the devices. Throws UserError for a bad option or environment value.
   explicit DeviceRegistry(const DeviceOptions& options = {});
-  /// The same, with `real_gpus` standing in for what the CUDA runtime reports (for tests).
-  DeviceRegistry(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus, std::string why_no_gpus = {});
+  /// The same, with `real_gpus` standing in for what the CUDA runtime reports and
+  /// `open_real` (when given) for the CUDA backend (for tests).
+  DeviceRegistry(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus, std::string why_no_gpus = {},
+                 RealGpuOpener open_real = {});
   ~DeviceRegistry();
   DeviceRegistry(const DeviceRegistry&) = delete;
   DeviceRegistry& operator=(const DeviceRegistry&) = delete;
@@ -57,15 +69,14 @@ class DeviceRegistry {
   /// Whether `device` is a simulated GPU.
   bool simulated(Device device) const;
 
-  /// The allocator of `device`. Throws UserError for a device that does not exist, and
-  /// for a real GPU (this build does not allocate on real GPUs yet).
-  Allocator& allocator(Device device);
-  /// The simulated GPU `device`. Throws UserError when it is not one.
-  SimGpu& sim_gpu(Device device);
-  int sim_gpu_count() const { return static_cast<int>(sim_gpus_.size()); }
-  /// The queue on which placed executors run the cpu's kernels: on the same compute thread
-  /// as the simulated GPUs' (sim_engine.h), so that one OpenMP team does all the computing.
-  SimQueue& cpu_queue() { return cpu_queue_; }
+  /// The backend of `device`, opened now if it was not. UserError for a device that does
+  /// not exist, or a real GPU that cannot be opened (saying why).
+  Backend& backend(Device device);
+  /// backend(device).allocator().
+  Allocator& allocator(Device device) { return backend(device).allocator(); }
+  int sim_gpu_count() const { return sim_gpu_count_; }
+  /// Backend::preparations() summed over the devices opened so far.
+  int64_t preparations() const;
   /// Capacity of each simulated GPU (also when there are none).
   size_t sim_gpu_memory() const { return sim_gpu_memory_; }
 
@@ -81,13 +92,19 @@ class DeviceRegistry {
   std::string available() const;
 
   DeviceInventory inventory_;
-  SimQueue cpu_queue_{"cpu", SimEngine::Lane::compute};
-  std::vector<std::unique_ptr<SimGpu>> sim_gpus_;
+  mutable std::mutex mutex_;                     // guards opening backends_
+  std::vector<std::unique_ptr<Backend>> backends_;  // inventory order; a real GPU's null until opened
+  RealGpuOpener open_real_;
+  int sim_gpu_count_ = 0;
   std::vector<CudaDeviceInfo> real_gpus_;
   size_t sim_gpu_memory_ = default_sim_gpu_memory;
   int hidden_real_gpus_ = 0;
   std::string why_no_gpus_;
 };
+
+/// The cpu's ComputeOps, for the runtime's single-device path (kernels run on the calling
+/// thread): the one other place the runtime opens a concrete backend.
+std::unique_ptr<ComputeOps> open_cpu_compute();
 
 /// The number of simulated GPUs TANDEM_SIM_GPUS asks for: 0 when unset or empty. Throws
 /// UserError for anything but a whole number from 0 to max_sim_gpus.

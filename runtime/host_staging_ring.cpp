@@ -16,7 +16,7 @@ void HostStagingRing::reserve(size_t bytes) {
   if (bytes <= capacity_) return;
   TANDEM_ASSERT(pending_.empty(), "the staging ring grew while regions were being taken");
   // A new buffer: the old one lives on in the tensors still queued, nothing waits on it.
-  storage_ = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))}, DType::float32).storage();
+  storage_ = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))}, DType::float32, *allocator_).storage();
   capacity_ = bytes;
   head_ = 0;
   used_.clear();
@@ -56,7 +56,7 @@ HostStagingRing::Region HostStagingRing::take(const Shape& shape) {
   return region;
 }
 
-void HostStagingRing::release_after(const Event& done) {
+void HostStagingRing::release_after(const DeviceEvent& done) {
   for (const auto& [b, e] : pending_) used_.push_back({b, e, done});
   pending_.clear();
 }

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/sim/sim_engine.h"
+#include "backends/lane.h"
 #include "core/tensor.h"
 
 namespace tandem {
@@ -21,9 +21,12 @@ class HostStagingRing {
   /// writes it must wait for them first.
   struct Region {
     Tensor tensor;
-    std::vector<Event> free_after;
+    std::vector<DeviceEvent> free_after;
   };
 
+  /// Where the ring's memory comes from (host memory the GPUs copy into fastest: a
+  /// backend's host_allocator()); the cpu's by default. Takes effect at the next growth.
+  void use_allocator(Allocator& allocator) { allocator_ = &allocator; }
   /// Makes the ring hold at least `bytes` (it grows, never shrinks; regions already handed
   /// out stay valid).
   void reserve(size_t bytes);
@@ -35,14 +38,15 @@ class HostStagingRing {
   /// What a float tensor of `shape` takes in the ring.
   static size_t bytes_for(const Shape& shape);
   /// The batch's regions are read by work that ends at `done`.
-  void release_after(const Event& done);
+  void release_after(const DeviceEvent& done);
   size_t capacity() const { return capacity_; }
 
  private:
   struct Used {
     size_t begin, end;
-    Event done;
+    DeviceEvent done;
   };
+  Allocator* allocator_ = &cpu_allocator();
   std::shared_ptr<Storage> storage_;
   size_t capacity_ = 0;
   size_t head_ = 0;                           // where the next region starts

@@ -8,7 +8,7 @@
 #include "graph/text_similarity.h"
 #include "runtime/compiled_forward.h"
 #include "runtime/compiled_training.h"
-#include "runtime/loss.h"
+#include "runtime/device_registry.h"
 #include "runtime/multi_device_forward.h"
 #include "runtime/multi_device_training.h"
 #include "runtime/io/safetensors.h"
@@ -40,7 +40,7 @@ std::set<std::string> row_gradient_tables(const Graph& graph) {
 }  // namespace
 
 Model::Model(Graph graph)
-    : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(std::make_unique<CpuContext>()) {
+    : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(open_cpu_compute()) {
   const std::set<std::string> row_tables = row_gradient_tables(*graph_);
   for (const ParamSpec& p : graph_->parameters()) {
     try {
@@ -366,7 +366,7 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
   const Tensor& target = batch.at(graph_->values[loss.target].name);
   if (graph_->values[loss.input].producer < 0)
     throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
-  LossValue value = compute_loss(loss, t.value(loss.input), target, &t.gradient_buffer(loss.input));
+  LossValue value = cpu_->loss(loss, t.value(loss.input), target, t.gradient_buffer(loss.input));
   t.backward({loss.input});
   return value;
 }
@@ -384,7 +384,7 @@ LossValue Model::evaluate_loss(const TensorMap& batch) {
   std::vector<Tensor> ordered;
   for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
   t.forward(ordered, 0, params_version_, /*training=*/false);
-  return compute_loss(loss, t.value(loss.input), batch.at(graph_->values[loss.target].name), nullptr);
+  return cpu_->loss(loss, t.value(loss.input), batch.at(graph_->values[loss.target].name), Tensor());
 }
 
 TensorMap Model::random_targets(const Bindings& bindings, uint64_t seed) const {

@@ -13,7 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/cpu/cpu_context.h"
+#include "backends/compute_ops.h"
+#include "backends/loss_value.h"
 #include "core/touched_rows.h"
 #include "graph/graph.h"
 #include "graph/symbolic.h"
@@ -30,7 +31,6 @@ class DeviceParameterCache;
 class DeviceRegistry;
 class MultiDeviceForward;
 class MultiDeviceTraining;
-struct LossValue;
 
 class Model {
  public:
@@ -131,7 +131,7 @@ class Model {
   Plan plan_;
   TensorMap params_;
   uint64_t params_version_ = 0;
-  std::unique_ptr<CpuContext> cpu_;
+  std::unique_ptr<ComputeOps> cpu_;  // the single-device path's kernels, run on the calling thread
   std::map<Bindings, std::unique_ptr<CompiledForward>> compiled_;
   // Dense gradients, made on first need (allocate_gradients): mutable, as gradients()
   // hands out zeros it may have to make.

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "runtime/device_registry.h"
-#include "runtime/loss.h"
 #include "runtime/model.h"
 #include "runtime/multi_device_forward.h"
 #include "runtime/multi_device_training.h"
@@ -33,7 +32,7 @@ MultiDeviceForward& Model::placed_for(const Bindings& bindings) {
     policy.bindings = bindings;
     if (auto batch = bindings.find("batch"); batch != bindings.end()) policy.batch = batch->second;
     Plan plan = place(*graph_, registry_->inventory(), policy);
-    auto compiled = std::make_unique<MultiDeviceForward>(*graph_, plan, bindings, *cpu_, params_, *registry_, params_version_,
+    auto compiled = std::make_unique<MultiDeviceForward>(*graph_, plan, bindings, params_, *registry_, params_version_,
                                                          device_params_.get());
     it = placed_.emplace(bindings, std::move(compiled)).first;
   }
@@ -54,8 +53,8 @@ MultiDeviceTraining& Model::placed_training_for(const Bindings& bindings, bool i
     allocate_gradients();  // the executor binds them
     std::vector<int> kept;
     if (graph_->loss) kept.push_back(graph_->loss->input);
-    auto compiled = std::make_unique<MultiDeviceTraining>(*graph_, plan, bindings, *cpu_, *device_params_, *registry_,
-                                                          input_grads, kept);
+    auto compiled = std::make_unique<MultiDeviceTraining>(*graph_, plan, bindings, *device_params_, *registry_, input_grads,
+                                                          kept);
     it = placed_training_.emplace(key, std::move(compiled)).first;
   }
   last_training_ = it->second.get();
@@ -134,10 +133,7 @@ const Plan& Model::last_plan() const {
 }
 
 int64_t Model::primitives_created() const {
-  int64_t n = cpu_->primitives_created();
-  for (const auto& [bindings, compiled] : placed_) n += compiled->primitives_created();
-  for (const auto& [key, compiled] : placed_training_) n += compiled->primitives_created();
-  return n;
+  return cpu_->preparations() + (registry_ ? registry_->preparations() : 0);
 }
 
 }  // namespace tandem

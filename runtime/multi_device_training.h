@@ -1,10 +1,13 @@
-// MultiDeviceTraining: a training place() plan made runnable on the cpu and simulated GPUs,
-// for one set of symbol values. The placed twin of CompiledTraining.
+// MultiDeviceTraining: a training place() plan made runnable on the cpu and GPUs, for one
+// set of symbol values. The placed twin of CompiledTraining. It reaches devices only
+// through their backends (backends/backend.h), so simulated and real GPUs run the same code,
+// and it shares its schedule (placed_schedule.h) and copy rule (queue_copy) with
+// MultiDeviceForward.
 //
-// Execution: every kernel runs on its device's queue (a simulated GPU's compute queue, or
-// the registry's cpu queue; sim_engine.h) and every copy on a GPU's queue (activations on
-// its compute queue, gradients to the host on its copy engine), ordered by events; the calling thread allocates and submits, and waits only where it needs a value
-// (the loss, the end of forward and of backward). So copies overlap the kernels that do
+// Execution: every kernel runs on its device's compute lane and every copy on the lane
+// queue_copy picks (gradients to the host on a GPU's copy_out lane), ordered by events; the
+// calling thread allocates and submits, and waits only where it needs a value (the loss,
+// the end of forward and of backward). So copies overlap the kernels that do
 // not depend on them, and the host's bookkeeping overlaps the kernels. Running ahead must
 // not cost memory: a buffer the host has let go of returns to its pool only once its last
 // reader has run, so the first forward-backward runs in lockstep (the host waits for every
@@ -15,7 +18,7 @@
 // Forward: each forward CopyStep of the plan copies the activation into the destination's
 // pool through the SimGpu copy calls (counted in the report); a tensor that no backward
 // reads is released after its last forward reader, as in CompiledTraining. The loss runs on
-// the device of the tensor it scores; the target is copied there.
+// the device of the tensor it scores (its backend's loss helper); the target is copied there.
 // Backward: the steps in reverse; after the backward of the step before which a forward
 // copy ran (the first reader on the destination), the gradient of that value is complete on
 // the destination and is copied back (the plan's backward CopyStep) and added to the
@@ -28,8 +31,8 @@
 // accumulates its parameter gradients into a gradient buffer in the device's pool, zeroed
 // at the start of each backward. As soon as the backward of the first step that uses a
 // parameter has been submitted, its gradient is complete: it joins its device's bucket,
-// and a full bucket (gradient_bucket_bytes) is copied to the host on the copy engine and
-// added to the model's gradient on the cpu queue while the rest of backward runs (counted
+// and a full bucket (gradient_bucket_bytes) is copied to the host on the copy_out lane and
+// added to the model's gradient on the cpu's lane while the rest of backward runs (counted
 // in the report). So gradients() accumulate across calls exactly as on the cpu, and the
 // replicas of a data_parallel block sum theirs into the one master gradient.
 #pragma once
@@ -40,29 +43,28 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cpu/cpu_context.h"
 #include "backends/kernel.h"
-#include "backends/sim/sim_gpu.h"
+#include "backends/loss_value.h"
+#include "core/touched_rows.h"
 #include "graph/graph.h"
 #include "graph/symbolic.h"
 #include "placement/plan.h"
 #include "runtime/device_parameter_cache.h"
 #include "runtime/device_report.h"
-#include "runtime/loss.h"
-#include "runtime/replica_groups.h"
 
 namespace tandem {
 
 class DeviceRegistry;
+class PlacedSchedule;
 
-/// Not thread-safe. Keeps references to the graph's nodes, the cpu context, the cache and
-/// the registry, which must outlive it; it copies the plan (a training plan).
+/// Not thread-safe. Keeps references to the graph's nodes, the cache and the registry,
+/// which must outlive it; it copies the plan (a training plan).
 class MultiDeviceTraining {
  public:
   /// With `input_grads`, backward also yields gradients of the float graph inputs.
   /// `kept`: tensors read between forward and backward (the loss's input).
-  MultiDeviceTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, CpuContext& cpu,
-                      DeviceParameterCache& params, DeviceRegistry& registry, bool input_grads,
+  MultiDeviceTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, DeviceParameterCache& params,
+                      DeviceRegistry& registry, bool input_grads,
                       const std::vector<int>& kept);
   ~MultiDeviceTraining();
   MultiDeviceTraining(const MultiDeviceTraining&) = delete;
@@ -90,18 +92,20 @@ class MultiDeviceTraining {
   /// One entry per device the plan uses (the cpu first), from the last forward to now.
   const std::vector<DeviceReport>& report() const { return report_; }
   const Plan& plan() const { return plan_; }
-  int64_t primitives_created() const;
 
  private:
-  struct DeviceState;
-  struct Action;
+  /// What training adds to a schedule's op action: where its parameter gradients go.
+  struct GradientTargets {
+    std::vector<Tensor> param_grads;  // on the action's device (undefined: a buffer)
+    // cpu layers: per parameter, the touched rows its kernel records (else null), and those
+    // of the gradients it writes without recording (marked whole after its backward)
+    std::vector<TouchedRows*> recorded_rows, unrecorded_rows;
+  };
 
   Tensor copy_between(const Tensor& src, int from, int to, const std::string& context);
   LossValue parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
-  /// Submits `work` (which must hold what it touches) to the device's queue, beside the
-  /// other members of `group` (replica_groups.h).
-  template <typename F>
-  void on_device(int device, F&& work, std::shared_ptr<TaskGroup> group = nullptr);
+  /// In lockstep (the first step), waits for every device after each submission.
+  void after_submit();
   void add_on_device(int device, const Tensor& into, const Tensor& from);
   Tensor allocate_on(int device, const Shape& shape, DType dtype, const std::string& context);
   void finish_report();
@@ -112,13 +116,11 @@ class MultiDeviceTraining {
   DeviceParameterCache& cache_;
   std::vector<Shape> shapes_;
   std::vector<bool> requires_grad_;  // per value
-  std::vector<std::unique_ptr<DeviceState>> devices_;  // cpu first
-  std::vector<Action> actions_;                         // forward copies and op steps, in plan order
-  ReplicaGroups replica_groups_;                        // which op actions are one layer's replicas
-  std::vector<int> step_action_;                        // op step -> its action
+  std::unique_ptr<PlacedSchedule> schedule_;
+  std::vector<GradientTargets> targets_;                // per action (ops only)
   std::vector<std::vector<int>> copies_after_backward_; // op step -> copy actions whose gradient goes back after its backward
-  std::vector<std::pair<int, int>> slot_keys_;          // slot -> (value, device)
   std::vector<int> home_slot_;                          // value -> slot where it is produced (-1: none)
+  std::vector<size_t> budget_;                          // per device: pool bytes the host may have in use before it waits
   std::vector<std::vector<int>> release_after_forward_; // action -> slots nobody reads afterwards
   std::vector<std::pair<std::string, Device>> gpu_param_keys_;
   std::vector<std::pair<std::string, Device>> buffers_to_master_;  // GPU copies a training forward updates

@@ -1,7 +1,5 @@
 #include "runtime/node_kernels.h"
 
-#include "backends/cpu/cpu_kernels.h"
-
 namespace tandem {
 
 std::vector<Shape> concrete_shapes(const Graph& graph, const Bindings& bindings) {
@@ -20,21 +18,32 @@ std::vector<Shape> concrete_shapes(const Graph& graph, const Bindings& bindings)
   return shapes;
 }
 
-std::unique_ptr<Kernel> make_cpu_kernel(CpuContext& cpu, const Graph& graph, const Node& node,
-                                        const std::vector<Shape>& shapes, const std::vector<Tensor>& params) {
-  CpuKernelFactory factory = find_cpu_kernel(node.op);
-  if (!factory) throw UserError("layer '" + node.path + "': the cpu backend cannot run op '" + node.op + "'");
+KernelSpec node_kernel_spec(const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
+                            const std::vector<Tensor>& params) {
   KernelSpec spec;
   spec.op = node.op;
   spec.attrs = &node.attrs;
   for (int v : node.inputs) spec.inputs.push_back({shapes[v], graph.values[v].type.dtype});
   for (const Tensor& p : params) spec.params.push_back({p.shape(), p.dtype()});
   spec.outputs.push_back({shapes[node.output], graph.values[node.output].type.dtype});
+  return spec;
+}
+
+std::unique_ptr<Kernel> make_node_kernel(const std::function<KernelChoice(const KernelSpec&)>& make, Device device,
+                                         const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
+                                         const std::vector<Tensor>& params) {
+  KernelChoice choice;
   try {
-    return factory(cpu, spec);
+    choice = make(node_kernel_spec(graph, node, shapes, params));
+  } catch (const OutOfMemory& e) {
+    throw e.in("layer '" + node.path + "' (" + node.op + ")");
   } catch (const UserError& e) {
     throw UserError("layer '" + node.path + "' (" + node.op + "): " + e.what());
   }
+  if (!choice.kernel)
+    throw UserError("layer '" + node.path + "' (" + node.op + ") cannot run on " + device.str() + ": " +
+                    choice.unsupported + "; place it on another device (--place '" + node.path + "=cpu')");
+  return std::move(choice.kernel);
 }
 
 void forward_naming_layer(Kernel& kernel, const KernelArgs& args, const std::string& layer) {

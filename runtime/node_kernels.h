@@ -2,10 +2,11 @@
 // concrete shape for one set of symbol values, and each layer's kernel at those shapes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/cpu_context.h"
+#include "backends/compute_ops.h"
 #include "backends/kernel.h"
 #include "graph/graph.h"
 #include "graph/symbolic.h"
@@ -16,10 +17,16 @@ namespace tandem {
 /// value, is negative, or is too large.
 std::vector<Shape> concrete_shapes(const Graph& graph, const Bindings& bindings);
 
-/// The CPU kernel of `node` for these value shapes and parameters. UserError naming the
-/// layer when the backend cannot run its op or refuses the shapes.
-std::unique_ptr<Kernel> make_cpu_kernel(CpuContext& cpu, const Graph& graph, const Node& node,
-                                        const std::vector<Shape>& shapes, const std::vector<Tensor>& params);
+/// What a backend is asked to make for `node`: its op, attributes and concrete shapes.
+KernelSpec node_kernel_spec(const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
+                            const std::vector<Tensor>& params);
+
+/// The kernel of `node` on `device` for these shapes and parameters, from `make` (a
+/// Backend's or ComputeOps' make_kernel). UserError naming the layer and the device when
+/// there is none, or the shapes are refused.
+std::unique_ptr<Kernel> make_node_kernel(const std::function<KernelChoice(const KernelSpec&)>& make, Device device,
+                                         const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
+                                         const std::vector<Tensor>& params);
 
 /// kernel.forward(args), its errors named after `layer` ("layer 'fc' (linear)"): a
 /// UserError's message and an OutOfMemory's context say which layer failed.

@@ -1,6 +1,6 @@
 // Which placed kernels are the replicas of one layer of a data-parallel block: the
 // executors submit them with one TaskGroup, so that simulated GPUs run them side by side,
-// as real GPUs would (backends/sim/sim_engine.h).
+// as real GPUs would (a hint: backends/lane.h).
 #pragma once
 
 #include <algorithm>
@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "backends/sim/sim_engine.h"
+#include "backends/lane.h"
 #include "graph/graph.h"
 
 namespace tandem {
 
 class ReplicaGroups {
  public:
-  /// Notes that action `action` runs `node` on `queue` (call for every action with a
+  /// Notes that action `action` runs `node` on `lane` (call for every action with a
   /// kernel, before the first pass).
-  void add(int action, const Node& node, const SimQueue* queue) {
+  void add(int action, const Node& node, const Lane* lane) {
     if (!node.replica || node.replica->kind != ReplicaRole::Kind::replica) return;
     // a replica is named "<the layer's path>@<replica>" (placement/replicate.cpp)
     const std::string layer = node.path.substr(0, node.path.rfind('@'));
@@ -27,8 +27,8 @@ class ReplicaGroups {
     if (added) queues_.emplace_back();
     if (key_of_action_.size() <= static_cast<size_t>(action)) key_of_action_.resize(action + 1, -1);
     key_of_action_[action] = it->second;
-    std::vector<const SimQueue*>& queues = queues_[it->second];
-    if (std::find(queues.begin(), queues.end(), queue) == queues.end()) queues.push_back(queue);
+    std::vector<const Lane*>& queues = queues_[it->second];
+    if (std::find(queues.begin(), queues.end(), lane) == queues.end()) queues.push_back(lane);
   }
 
   /// Forgets the groups of the last pass: a forward or a backward starts.
@@ -49,7 +49,7 @@ class ReplicaGroups {
  private:
   std::map<std::string, int> key_of_layer_;             // "<block>:<layer path>" -> key
   std::vector<int> key_of_action_;                      // action -> key, -1: not a replica
-  std::vector<std::vector<const SimQueue*>> queues_;    // key -> the distinct queues of its replicas
+  std::vector<std::vector<const Lane*>> queues_;    // key -> the distinct queues of its replicas
   std::vector<std::shared_ptr<TaskGroup>> current_;     // key -> this pass's group
 };
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "backends/sim/sim_trace.h"
+#include "backends/trace.h"
 #include "runtime/io/safetensors.h"
 
 namespace tandem {

@@ -13,7 +13,7 @@
 
 #include "graph/training_spec.h"
 #include "runtime/data/dataset.h"
-#include "runtime/loss.h"
+#include "backends/loss_value.h"
 #include "runtime/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/roc_auc.h"

@@ -1,5 +1,5 @@
 // Without CUDA sources in the build, there are no GPUs to list.
-#include "backends/cuda/cuda_devices.h"
+#include "backends/cuda_devices.h"
 
 namespace tandem {
 

@@ -50,8 +50,9 @@ Factory find(std::string_view op) {
 /// (with int64 indices where the CPU's take them, and batch_norm2d's int64 counter).
 bool any_dtype(std::string_view op) { return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape"; }
 
-/// The dtype the spec's tensors must have, or why not.
-std::string check_dtypes(const KernelSpec& spec) {
+}  // namespace
+
+std::string cuda_dtype_mismatch(const KernelSpec& spec) {
   if (any_dtype(spec.op)) return {};
   const bool indexed = spec.op == "embedding" || spec.op == "embedding_bag";
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
@@ -70,12 +71,10 @@ std::string check_dtypes(const KernelSpec& spec) {
   return {};
 }
 
-}  // namespace
-
 CudaKernelChoice make_cuda_kernel(CudaContext& ctx, const KernelSpec& spec) {
   Factory factory = find(spec.op);
   if (!factory) return {nullptr, "the CUDA backend has no kernel for op '" + spec.op + "'"};
-  if (std::string why = check_dtypes(spec); !why.empty()) return {nullptr, why};
+  if (std::string why = cuda_dtype_mismatch(spec); !why.empty()) return {nullptr, why};
   try {
     return {factory(ctx, spec), {}};
   } catch (const Unsupported& e) {

@@ -25,6 +25,9 @@ struct CudaKernelChoice {
 /// input (attributes, shapes) throws UserError, as the CPU's factories do.
 CudaKernelChoice make_cuda_kernel(CudaContext& ctx, const KernelSpec& spec);
 
+/// Why the dtypes of `spec`'s tensors are not those the CUDA kernel takes; empty when they are.
+std::string cuda_dtype_mismatch(const KernelSpec& spec);
+
 /// Whether the backend has a kernel for `op` at all.
 bool cuda_has_op(std::string_view op);
 /// The ops it has, in the registry's order.

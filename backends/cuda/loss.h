@@ -1,11 +1,12 @@
-// The training losses on a GPU: runtime/loss.h's compute_loss for tensors in a GPU's
+// The training losses on a GPU: the CPU's losses (backends/cpu/loss.h) for tensors in a GPU's
 // memory (kernels/loss.cu). The gradient is queued on the context's stream; the loss
 // value is read back, so the call waits for the stream.
 #pragma once
 
 #include "backends/cuda/cuda_context.h"
+#include "backends/loss_value.h"
+#include "core/tensor.h"
 #include "graph/training_spec.h"
-#include "runtime/loss.h"
 
 namespace tandem::cuda {
 

@@ -5,7 +5,7 @@
 
 #include <omp.h>
 
-#include "backends/sim/sim_trace.h"
+#include "backends/trace.h"
 #include "core/error.h"
 
 namespace tandem {
@@ -29,17 +29,14 @@ bool spin_until(F&& done) {
 
 }  // namespace
 
-// ---- Event -----------------------------------------------------------------------------------
+// ---- SimEventState ---------------------------------------------------------------------------
 
-bool Event::done() const { return !state_ || state_->done.load(std::memory_order_acquire); }
-
-void Event::wait() const {
-  if (!state_) return;
-  if (!spin_until([&] { return state_->done.load(std::memory_order_acquire); })) {
-    std::unique_lock lock(state_->mutex);
-    state_->reached.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
+void SimEventState::wait() const {
+  if (!spin_until([&] { return done(); })) {
+    std::unique_lock lock(mutex);
+    reached_cv.wait(lock, [&] { return done(); });
   }
-  if (state_->error) std::rethrow_exception(state_->error);
+  if (error) std::rethrow_exception(error);
 }
 
 // ---- SimEngine -------------------------------------------------------------------------------
@@ -93,7 +90,7 @@ std::vector<SimQueue*> SimEngine::ready_members(const TaskGroup* group) const {
 }
 
 bool SimEngine::missing_members(const TaskGroup* group) const {
-  return group->taken_ == 0 && static_cast<int>(ready_members(group).size()) < group->size();
+  return group->scheduler.taken == 0 && static_cast<int>(ready_members(group).size()) < group->size();
 }
 
 SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor, bool skip_waiting_groups) {
@@ -103,7 +100,7 @@ SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor, bool skip_waiting_gro
     SimQueue* q = queues_[(cursor + k) % n];
     if (q->lane_ != lane || q->running_ || q->items_.empty()) continue;
     const SimQueue::Item& head = q->items_.front();
-    if (head.kind == SimQueue::ItemKind::wait && !head.event->done.load(std::memory_order_acquire)) continue;
+    if (head.kind == SimQueue::ItemKind::wait && !head.event->done()) continue;
     const TaskGroup* group = head.group.get();
     if (skip_waiting_groups && group && missing_members(group)) continue;
     cursor = (cursor + k + 1) % n;
@@ -114,8 +111,8 @@ SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor, bool skip_waiting_gro
 
 bool SimEngine::wait_for_group(TaskGroup& group) {
   const int64_t now = now_ns();
-  if (group.first_ready_ns_ == 0) group.first_ready_ns_ = now;
-  return now - group.first_ready_ns_ < group_wait_ns;
+  if (group.scheduler.first_ready_ns == 0) group.scheduler.first_ready_ns = now;
+  return now - group.scheduler.first_ready_ns < group_wait_ns;
 }
 
 struct SimEngine::Taken {
@@ -150,8 +147,8 @@ void SimEngine::run_items(std::vector<Taken>& taken) {
       case SimQueue::ItemKind::record: {
         std::lock_guard event_lock(t.item.event->mutex);
         t.item.event->error = t.failed;
-        t.item.event->done.store(true, std::memory_order_release);
-        t.item.event->reached.notify_all();
+        t.item.event->reached.store(true, std::memory_order_release);
+        t.item.event->reached_cv.notify_all();
         t.reached_event = true;
         break;
       }
@@ -216,7 +213,7 @@ void SimEngine::run_lane(Lane lane) {
       t.item = std::move(q->items_.front());
       q->items_.pop_front();
       q->running_ = true;
-      if (t.item.group) ++t.item.group->taken_;
+      if (t.item.group) ++t.item.group->scheduler.taken;
       t.failed = q->error_;
       taken.push_back(std::move(t));
     }
@@ -269,18 +266,24 @@ void SimQueue::submit(std::function<void()> task, std::shared_ptr<TaskGroup> gro
            SimTrace::active() ? TraceLabel::current() : std::string()});
 }
 
-Event SimQueue::record() {
-  Event event;
-  event.state_ = std::make_shared<Event::State>();
-  enqueue({ItemKind::record, nullptr, event.state_, nullptr, {}});
-  return event;
+DeviceEvent SimQueue::record() {
+  auto state = std::make_shared<SimEventState>();
+  enqueue({ItemKind::record, nullptr, state, nullptr, {}});
+  return DeviceEvent(std::move(state));
 }
 
-void SimQueue::submit_wait(const Event& event) {
+void SimQueue::wait(const DeviceEvent& event) {
   // Reached without an error: nothing to wait for. With one, the wait item carries it into
   // this queue at its place in the order, after the tasks submitted before.
-  if (!event.state_ || (event.done() && !event.state_->error)) return;
-  enqueue({ItemKind::wait, nullptr, event.state_, nullptr, {}});
+  const auto& impl = event.impl();
+  if (!impl) return;
+  if (auto state = std::dynamic_pointer_cast<const SimEventState>(impl)) {
+    if (state->done() && !state->error) return;
+    enqueue({ItemKind::wait, nullptr, std::const_pointer_cast<SimEventState>(state), nullptr, {}});
+    return;
+  }
+  if (event.done()) return;
+  submit([event] { event.wait(); });  // another backend's event: this queue's thread waits
 }
 
 void SimQueue::synchronize() {

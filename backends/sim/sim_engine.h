@@ -1,5 +1,6 @@
 // What executes the simulated devices' work: in-order queues (SimQueue, after CUDA streams)
-// and events between them (Event, after cudaEvent_t), served by one process-wide SimEngine.
+// and events between them (SimEventState, after cudaEvent_t), served by one process-wide
+// SimEngine. Its queues are the host lanes (backends/lane.h) of the cpu and simulated GPUs.
 //
 // Why one engine and not a thread per queue: simulated GPUs compute with the host's cores.
 // Each host thread that runs a oneDNN kernel gets an OpenMP team of its own, and a team
@@ -40,48 +41,22 @@
 #include <thread>
 #include <vector>
 
+#include "backends/lane.h"
+
 namespace tandem {
 
-/// A point in a queue. It completes when every item submitted to its queue before it has
-/// run. Cheap to copy; copies share the same point. A default-constructed Event is already
-/// complete. Thread-safe.
-class Event {
- public:
-  Event() = default;
-  /// Whether the point has been reached.
-  bool done() const;
-  /// Blocks the calling thread until the point is reached, then rethrows the error of a task
-  /// that failed on its queue before it (or on a queue that queue waited on), if any.
-  void wait() const;
+/// A host lane's event (lane.h's DeviceEvent::Impl): reached when its record item runs.
+struct SimEventState final : DeviceEvent::Impl {
+  bool done() const override { return reached.load(std::memory_order_acquire); }
+  void wait() const override;
 
- private:
-  friend class SimEngine;
-  friend class SimQueue;
-  struct State {
-    std::atomic<bool> done{false};
-    std::mutex mutex;
-    std::condition_variable reached;
-    std::exception_ptr error;  // written before `done`
-  };
-  std::shared_ptr<State> state_;
+  std::atomic<bool> reached{false};
+  mutable std::mutex mutex;
+  mutable std::condition_variable reached_cv;
+  std::exception_ptr error;  // written before `reached`
 };
 
 class SimQueue;
-
-/// Tasks on different queues that had best run side by side (see above): `size` of them,
-/// each submitted with the same group to its own queue.
-class TaskGroup {
- public:
-  explicit TaskGroup(int size) : size_(size) {}
-  int size() const { return size_; }
-
- private:
-  friend class SimEngine;
-  const int size_;
-  // guarded by the engine's mutex
-  int64_t first_ready_ns_ = 0;  // when the lane first found a member ready (0: not yet)
-  int taken_ = 0;               // members the lane has taken to run
-};
 
 /// The threads that run every SimQueue's items: one per lane. Queues attach themselves.
 class SimEngine {
@@ -145,37 +120,39 @@ struct QueueWork {
   double busy_seconds = 0.0;
 };
 
-/// One in-order queue. Every member function may be called from any thread.
+/// One in-order queue: a host lane (lane.h). Every member function may be called from any
+/// thread.
 ///
 /// Errors: an exception thrown by a task is kept. The tasks after it on this queue are
 /// skipped (their inputs may be garbage), but events still complete, so no other queue
 /// hangs. The error is rethrown on the host by the next synchronize() (which then clears it,
 /// so the queue can be used again) and by wait() on any event recorded after it; a queue
 /// that waits on such an event takes the error on as its own.
-class SimQueue {
+class SimQueue final : public Lane {
  public:
   /// `name` is for errors ("cuda:0", "cuda:0 copies").
   SimQueue(std::string name, SimEngine::Lane lane, SimEngine& engine = SimEngine::shared());
   /// Runs what is still queued; an error still unreported then is dropped (a destructor
   /// cannot throw: synchronize() first).
-  ~SimQueue();
+  ~SimQueue() override;
   SimQueue(const SimQueue&) = delete;
   SimQueue& operator=(const SimQueue&) = delete;
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
   SimEngine::Lane lane() const { return lane_; }
 
   /// Queues `task` behind everything submitted before; returns at once. With a `group`,
   /// on a compute queue, it runs beside the group's other tasks (see SimEngine).
-  void submit(std::function<void()> task, std::shared_ptr<TaskGroup> group = nullptr);
+  void submit(std::function<void()> task, std::shared_ptr<TaskGroup> group = nullptr) override;
   /// An event that completes once everything submitted so far has run.
-  Event record();
-  /// Makes this queue wait for `event` (of any queue) before it runs what is submitted
-  /// after; the host does not wait.
-  void submit_wait(const Event& event);
+  DeviceEvent record() override;
+  /// Makes this queue wait for `event` before it runs what is submitted after; the host
+  /// does not wait. Another backend's event (a CUDA event, for the cpu's queue beside real
+  /// GPUs) is waited for by a task that blocks this queue's thread until it is reached.
+  void wait(const DeviceEvent& event) override;
   /// Blocks the host until everything submitted has run; rethrows and clears the error of a
   /// failed task.
-  void synchronize();
+  void synchronize() override;
   QueueWork work() const;
 
  private:
@@ -184,7 +161,7 @@ class SimQueue {
   struct Item {
     ItemKind kind;
     std::function<void()> task;             // kind task
-    std::shared_ptr<Event::State> event;    // kind record or wait
+    std::shared_ptr<SimEventState> event;   // kind record or wait
     std::shared_ptr<TaskGroup> group;       // kind task: run it beside these (may be null)
     std::string label;                      // kind task, under a trace: its TraceLabel
   };

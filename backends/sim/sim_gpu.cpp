@@ -1,6 +1,6 @@
 #include "backends/sim/sim_gpu.h"
 
-#include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -20,50 +20,45 @@ size_t checked_capacity(size_t capacity_bytes) {
 
 }  // namespace
 
-SimGpu::SimGpu(int index, size_t capacity_bytes, SimEngine& engine)
-    : device_(Device::cuda(index)),
+SimGpu::SimGpu(int index, size_t capacity_bytes, std::unique_ptr<ComputeOps> ops, SimEngine& engine)
+    : HostBackend(std::move(ops)),
+      device_(Device::cuda(index)),
       allocator_(device_, checked_capacity(capacity_bytes)),
       compute_(device_.str(), SimEngine::Lane::compute, engine),
       copies_(device_.str() + " copies", SimEngine::Lane::copy, engine) {}
 
-void SimGpu::synchronize() {
-  // Both, even when the first fails: the host must not go on with the other still running.
-  std::exception_ptr error;
-  for (SimQueue* q : {&compute_, &copies_}) {
-    try {
-      q->synchronize();
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
+SimGpu::~SimGpu() {
+  // A queued peer copy may write into another device: run both queues dry first.
+  try {
+    synchronize();
+  } catch (...) {
+    // an error nobody synchronised for; a destructor has no one to tell
   }
-  if (error) std::rethrow_exception(error);
 }
 
+namespace {
+
 // A bad copy is a bug in the runtime, not the user's doing: an assertion, on the host.
-void SimGpu::check_copy(const BufferRef& dst, Device dst_device, const BufferRef& src, Device src_device,
-                        size_t bytes) const {
-  TANDEM_ASSERT(dst.storage && src.storage, "copy on " + device_.str() + " without storage");
-  TANDEM_ASSERT(dst.storage->device() == dst_device,
-                "copy to " + dst_device.str() + " into storage on " + dst.storage->device().str());
-  TANDEM_ASSERT(src.storage->device() == src_device,
-                "copy from " + src_device.str() + " out of storage on " + src.storage->device().str());
+void check_copy(Device self, const BufferRef& dst, const BufferRef& src, size_t bytes) {
+  TANDEM_ASSERT(dst.storage && src.storage, "copy on " + self.str() + " without storage");
+  const Device to = dst.storage->device(), from = src.storage->device();
+  TANDEM_ASSERT(to == self || from == self,
+                "copy on " + self.str() + " from " + from.str() + " to " + to.str() + ": neither end is this device");
   TANDEM_ASSERT(dst.offset <= dst.storage->bytes() && bytes <= dst.storage->bytes() - dst.offset,
                 "copy of " + std::to_string(bytes) + " bytes runs past its destination");
   TANDEM_ASSERT(src.offset <= src.storage->bytes() && bytes <= src.storage->bytes() - src.offset,
                 "copy of " + std::to_string(bytes) + " bytes runs past its source");
 }
 
-namespace {
-
 // On the compute queue a large copy uses the compute thread's OpenMP team, every core, as a
 // GPU's copy engine would the whole bus (measured on 2 cores: a 1 MiB copy between layers
 // took 135 µs on one thread); on the copy engine's thread it stays on that one thread, so
 // as not to bring a second team to the cores the kernels use.
-void copy_bytes(const BufferRef& dst, const BufferRef& src, size_t bytes, SimGpu::Stream stream) {
+void copy_bytes(const BufferRef& dst, const BufferRef& src, size_t bytes, bool with_team) {
   if (bytes == 0) return;
   char* to = static_cast<char*>(dst.storage->data()) + dst.offset;
   const char* from = static_cast<const char*>(src.storage->data()) + src.offset;
-  if (stream != SimGpu::Stream::compute || bytes < (size_t{256} << 10) || omp_in_parallel()) {
+  if (!with_team || bytes < (size_t{256} << 10) || omp_in_parallel()) {
     std::memcpy(to, from, bytes);
     return;
   }
@@ -78,49 +73,31 @@ void copy_bytes(const BufferRef& dst, const BufferRef& src, size_t bytes, SimGpu
 
 }  // namespace
 
-void SimGpu::copy_from_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream,
-                            std::shared_ptr<TaskGroup> group) {
-  check_copy(dst, device_, src, Device::cpu(), bytes);
-  queue(stream).submit(
-      [this, dst = std::move(dst), src = std::move(src), bytes, stream] {
-        copy_bytes(dst, src, bytes, stream);
-        bytes_in_.fetch_add(bytes);
-        copies_in_.fetch_add(1);
+void SimGpu::copy(Lane& lane, const BufferRef& dst, const BufferRef& src, size_t bytes,
+                  std::shared_ptr<TaskGroup> side_by_side) {
+  check_copy(device_, dst, src, bytes);
+  TANDEM_ASSERT(&lane == &compute_ || &lane == &copies_, "a copy on a lane of another device than " + device_.str());
+  // Counted at this device's end only: the other end's counters are its own (the runtime
+  // counts them, as it counts the cpu's).
+  const Device to = dst.storage->device(), from = src.storage->device();
+  lane.submit(
+      [this, dst, src, bytes, with_team = &lane == &compute_, to, from] {
+        copy_bytes(dst, src, bytes, with_team);
+        if (to == from) return;  // within one device: no traffic
+        if (to == device_) bytes_in_.fetch_add(bytes), copies_in_.fetch_add(1);
+        if (from == device_) bytes_out_.fetch_add(bytes), copies_out_.fetch_add(1);
       },
-      std::move(group));
+      std::move(side_by_side));
 }
 
-void SimGpu::copy_to_host(BufferRef dst, BufferRef src, size_t bytes, Stream stream) {
-  check_copy(dst, Device::cpu(), src, device_, bytes);
-  queue(stream).submit([this, dst = std::move(dst), src = std::move(src), bytes, stream] {
-    copy_bytes(dst, src, bytes, stream);
-    bytes_out_.fetch_add(bytes);
-    copies_out_.fetch_add(1);
-  });
-}
-
-void SimGpu::copy_peer(SimGpu& dst_gpu, BufferRef dst, BufferRef src, size_t bytes, Stream stream) {
-  check_copy(dst, dst_gpu.device(), src, device_, bytes);
-  queue(stream).submit([this, &dst_gpu, dst = std::move(dst), src = std::move(src), bytes, stream] {
-    copy_bytes(dst, src, bytes, stream);
-    if (&dst_gpu == this) return;  // within one device: no traffic
-    bytes_out_.fetch_add(bytes);
-    copies_out_.fetch_add(1);
-    dst_gpu.bytes_in_.fetch_add(bytes);
-    dst_gpu.copies_in_.fetch_add(1);
-  });
-}
-
-QueueStats SimGpu::stats() const {
-  QueueStats s;
-  s.bytes_in = bytes_in_.load();
-  s.bytes_out = bytes_out_.load();
-  s.copies_in = copies_in_.load();
-  s.copies_out = copies_out_.load();
-  QueueWork work = compute_.work();
-  s.tasks_run = work.tasks_run + copies_.work().tasks_run;
-  s.busy_seconds = work.busy_seconds;
-  return s;
+DeviceCounters SimGpu::counters() const {
+  DeviceCounters c;
+  c.bytes_in = bytes_in_.load();
+  c.bytes_out = bytes_out_.load();
+  c.copies_in = copies_in_.load();
+  c.copies_out = copies_out_.load();
+  c.busy_seconds = compute_.work().busy_seconds;
+  return c;
 }
 
 }  // namespace tandem

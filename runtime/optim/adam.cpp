@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "runtime/optim/optimizer_impl.h"
-#include "runtime/optim/update_scalars.h"
+#include "backends/update_scalars.h"
 
 namespace tandem::optim_detail {
 

@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "runtime/optim/optimizer_impl.h"
-#include "runtime/optim/update_scalars.h"
+#include "backends/update_scalars.h"
 
 namespace tandem::optim_detail {
 

@@ -91,7 +91,7 @@ TEST_CASE("gru and lstm drop between their layers in training as one-layer kerne
         pieces.push_back(one_layer(stacked, l, x));
         kernels.push_back(make_kernel(pieces.back()));
         outs.push_back(run_kernel(pieces.back(), *kernels.back()));
-        if (l + 1 < layers) x = dropped(outs.back(), cpu::inner_dropout_seed(stacked.seed, uint64_t(l)), p);
+        if (l + 1 < layers) x = dropped(outs.back(), inner_dropout_seed(stacked.seed, uint64_t(l)), p);
       }
       require_close(out, outs.back());
       // the dropout changed something: without it the output differs
@@ -114,7 +114,7 @@ TEST_CASE("gru and lstm drop between their layers in training as one-layer kerne
           INFO("layer " << l << " parameter " << i);
           require_close(g.params[size_t(l * per_layer + i)], gl.params[size_t(i)], 1e-5);
         }
-        if (l > 0) grad = dropped(gl.inputs[0], cpu::inner_dropout_seed(stacked.seed, uint64_t(l - 1)), p);
+        if (l > 0) grad = dropped(gl.inputs[0], inner_dropout_seed(stacked.seed, uint64_t(l - 1)), p);
         else require_close(g.inputs[0], gl.inputs[0], 1e-5);
       }
     }
@@ -185,7 +185,7 @@ struct PlainAttention {
           for (double& v : w) z += (v = std::exp(v - mx));
           for (int64_t k = 0; k < l; ++k) {
             const uint64_t idx = uint64_t(((b * h + hh) * l + q) * l + k);
-            const double pk = cpu::dropout_keep(seed, idx, float(p)) ? w[size_t(k)] / z * scale : 0.0;
+            const double pk = dropout_keep(seed, idx, float(p)) ? w[size_t(k)] / z * scale : 0.0;
             for (int64_t j = 0; j < d; ++j) ctx[size_t((q * n + b) * e + hh * d + j)] += pk * at(2, k, b, hh * d + j);
           }
         }

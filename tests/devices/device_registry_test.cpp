@@ -77,8 +77,8 @@ TEST_CASE("simulated GPUs come from the options: cpu first, then cuda:0..N-1", "
   CHECK(devices[2].device == Device::cuda(1));
   CHECK(devices[2].simulated);
   CHECK(devices[2].memory_bytes == 2 * GiB);
-  CHECK(registry.sim_gpu(Device::cuda(1)).device() == Device::cuda(1));
-  CHECK(&registry.allocator(Device::cuda(1)) == &registry.sim_gpu(Device::cuda(1)).allocator());
+  CHECK(registry.backend(Device::cuda(1)).device() == Device::cuda(1));
+  CHECK(&registry.allocator(Device::cuda(1)) == &registry.backend(Device::cuda(1)).allocator());
   CHECK(&registry.allocator(Device::cpu()) == &cpu_allocator());
   CHECK(registry.allocator(Device::cuda(0)).device() == Device::cuda(0));
 }
@@ -89,7 +89,7 @@ TEST_CASE("a device that does not exist is a user error that lists those that do
   CHECK_THROWS_WITH(registry.allocator(Device::cuda(3)),
                     "device cuda:3 does not exist: this machine has cpu, cuda:0 (simulated), cuda:1 (simulated); "
                     "use --sim-gpus N for more");
-  CHECK_THROWS_AS(registry.sim_gpu(Device::cpu()), UserError);
+  CHECK(registry.backend(Device::cpu()).device() == Device::cpu());
 }
 
 TEST_CASE("TANDEM_SIM_GPUS and TANDEM_SIM_GPU_MEMORY give the simulated GPUs", "[registry]") {
@@ -141,13 +141,47 @@ TEST_CASE("real GPUs are cuda:N unless simulated ones are asked for", "[registry
   CHECK_FALSE(real.simulated(Device::cuda(0)));
   CHECK(real.hidden_real_gpus() == 0);
   CHECK_THROWS_WITH(real.allocator(Device::cuda(1)), Catch::Contains("cpu, cuda:0 (NVIDIA H100)"));
-  CHECK_THROWS_WITH(real.allocator(Device::cuda(0)), Catch::Contains("cannot allocate on real GPUs yet"));
+
+  // A real GPU's backend is opened when first asked for, by the opener the registry was given.
+  int opened = 0;
+  DeviceRegistry lazy({}, {fake_gpu(0)}, {}, [&](const CudaDeviceInfo& gpu) -> std::unique_ptr<Backend> {
+    ++opened;
+    throw UserError("no CUDA driver");
+  });
+  CHECK(opened == 0);
+  CHECK_THROWS_WITH(lazy.backend(Device::cuda(0)), "cuda:0 (NVIDIA H100) could not be opened: no CUDA driver");
+  CHECK(opened == 1);
 
   DeviceRegistry sims({.sim_gpus = 2, .sim_gpu_memory = GiB}, {fake_gpu(0)});
   CHECK(sims.hidden_real_gpus() == 1);
   CHECK(sims.real_gpus().empty());
   CHECK(sims.simulated(Device::cuda(0)));
   CHECK(sims.simulated(Device::cuda(1)));
+}
+
+TEST_CASE("a real GPU opens through the CUDA backend's module, or says plainly why not", "[registry]") {
+  ScopedEnv gpus("TANDEM_SIM_GPUS", nullptr);
+  std::string why;
+  const std::vector<CudaDeviceInfo> present = cuda_devices(&why);
+  DeviceRegistry registry({}, {present.empty() ? fake_gpu(0) : present[0]});
+  if (!present.empty()) {  // a GPU machine: the module loads and the GPU opens
+    Backend& gpu = registry.backend(Device::cuda(0));
+    CHECK(gpu.device() == Device::cuda(0));
+    CHECK(gpu.allocator().device() == Device::cuda(0));
+    return;
+  }
+  // No GPU here: the module (when this build has one) loads, and the error of opening the
+  // GPU crosses from it as the UserError it is, naming the device.
+  INFO(why);
+  CHECK_THROWS_AS(registry.backend(Device::cuda(0)), UserError);
+  CHECK_THROWS_WITH(registry.backend(Device::cuda(0)), Catch::StartsWith("cuda:0 (NVIDIA H100) could not be opened: "));
+  try {
+    registry.backend(Device::cuda(0));
+  } catch (const UserError& e) {
+    const std::string message = e.what();
+    CHECK((message.find("driver") != std::string::npos || message.find("no CUDA backend") != std::string::npos));
+    CHECK(message.find("cannot load its CUDA backend") == std::string::npos);  // the module itself loaded
+  }
 }
 
 TEST_CASE("tandem devices lists simulated GPUs with their memory", "[registry][cli]") {

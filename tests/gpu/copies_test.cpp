@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "gpu_test_util.h"
-#include "backends/cuda/cuda_devices.h"
+#include "backends/cuda_devices.h"
 
 namespace tandem::test {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "backends/cuda/cuda_devices.h"
+#include "backends/cuda_devices.h"
 
 int main(int argc, char** argv) {
   Catch::Session session;

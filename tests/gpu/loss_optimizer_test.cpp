@@ -3,6 +3,7 @@
 // steps bit for bit.
 #include "gpu_test_util.h"
 #include "backends/cuda/kernels/optimizer.cuh"
+#include "backends/cpu/loss.h"
 #include "backends/cuda/loss.h"
 #include "runtime/optim/optimizer.h"
 
@@ -13,7 +14,7 @@ void check_loss(const LossSpec& spec, const Tensor& input, const Tensor& target)
   INFO(spec.op << " reduction " << spec.reduction << " smoothing " << spec.label_smoothing << " input "
                << shape_str(input.shape()));
   Tensor cpu_grad = Tensor::empty(input.shape(), DType::float32);
-  LossValue want = compute_loss(spec, input, target, &cpu_grad);
+  LossValue want = cpu::compute_loss(spec, input, target, &cpu_grad);
   Tensor gpu_grad = gpu_garbage(input.shape(), DType::float32);
   LossValue got = cuda::compute_loss(gpu(), spec, to_gpu(input), to_gpu(target), &gpu_grad);
   CHECK(got.counted == want.counted);

@@ -2,7 +2,7 @@
 // distinct, through device-local copies and adds when logical devices share a GPU; the
 // communicators of a device set are made once.
 #include "gpu_test_util.h"
-#include "backends/cuda/cuda_devices.h"
+#include "backends/cuda_devices.h"
 #include "backends/cuda/nccl_comms.h"
 
 namespace tandem::test {

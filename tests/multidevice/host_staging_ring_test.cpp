@@ -19,7 +19,7 @@ struct Gate {
   std::atomic<bool> release{false};
   SimEngine engine;
   SimQueue queue{"gate", SimEngine::Lane::compute, engine};
-  Event event;
+  DeviceEvent event;
   Gate() {
     queue.submit([this] {
       while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -75,21 +75,21 @@ TEST_CASE("the staging ring reuses its regions in order, each after its readers"
   CHECK(base_of(d) == base_of(a));  // the same buffer: the host holds no more
   first.open();
   CHECK(d.free_after[0].done());
-  ring.release_after(Event());  // read by nothing queued: free at once
+  ring.release_after(DeviceEvent());  // read by nothing queued: free at once
 
   // b's region is next; its reader is done now, so nothing to wait for.
   ring.start(256);
   auto e = ring.take(quarter);
   CHECK(offset_of(e) == 256);
   CHECK(e.free_after.empty());
-  ring.release_after(Event());
+  ring.release_after(DeviceEvent());
 
   // c (512..1024) is still read until `second` opens.
   ring.start(512);
   auto f = ring.take(Shape{128});
   CHECK(offset_of(f) == 512);
   CHECK(f.free_after.size() == 1);
-  ring.release_after(Event());
+  ring.release_after(DeviceEvent());
   second.open();
 }
 
@@ -106,7 +106,7 @@ TEST_CASE("a staging ring that grows starts a new buffer and waits for nothing",
   auto b = ring.take(Shape{512});
   CHECK(b.free_after.empty());  // a's old buffer lives on in a's tensor
   CHECK(base_of(b) != base_of(a));
-  ring.release_after(Event());
+  ring.release_after(DeviceEvent());
   ring.reserve(1024);  // never shrinks
   CHECK(ring.capacity() == 2048);
 }

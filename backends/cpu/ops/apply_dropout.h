@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/ops/dropout_mask.h"
+#include "backends/dropout_mask.h"
 #include "backends/cpu/ops/op_util.h"
 
 namespace tandem::cpu {

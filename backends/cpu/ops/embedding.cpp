@@ -74,7 +74,7 @@ class EmbeddingKernel final : public Kernel {
     num_ = spec.params.at(0).shape.at(0);
     dim_ = spec.params.at(0).shape.at(1);
     count_ = shape_numel(spec.inputs.at(0).shape);
-    padding_idx_ = cpu::read_padding_idx(*spec.attrs, num_);
+    padding_idx_ = read_padding_idx(*spec.attrs, num_);
     scale_grad_by_freq_ = spec.attrs->has("scale_grad_by_freq") && spec.attrs->get_bool("scale_grad_by_freq");
   }
 
@@ -129,7 +129,7 @@ class EmbeddingBagKernel final : public Kernel {
     else if (mode == "mean") mode_ = BagMode::mean;
     else if (mode == "max") mode_ = BagMode::max;
     else throw UserError("embedding_bag: mode '" + mode + "' is not one of sum, mean, max");
-    padding_idx_ = cpu::read_padding_idx(attrs, num_);
+    padding_idx_ = read_padding_idx(attrs, num_);
     include_last_offset_ = attrs.get_bool("include_last_offset");
     scale_grad_by_freq_ = attrs.has("scale_grad_by_freq") && attrs.get_bool("scale_grad_by_freq");
     const Shape& in = spec.inputs.at(0).shape;

@@ -36,8 +36,8 @@ class LayerNormKernel final : public Kernel {
     affine_ = attrs.get_bool("elementwise_affine");
     bias_ = affine_ && attrs.get_bool("bias");
     TANDEM_ASSERT(spec.params.size() == (affine_ ? (bias_ ? 2u : 1u) : 0u), "layer_norm: wrong parameter count");
-    rows_ = cpu::dims_product(shape, 0, lead);
-    cols_ = cpu::dims_product(shape, lead, shape.size());
+    rows_ = dims_product(shape, 0, lead);
+    cols_ = dims_product(shape, lead, shape.size());
     row_stats_.resize(static_cast<size_t>(2 * rows_));
   }
 

@@ -1,4 +1,4 @@
-// Small helpers shared by the CPU kernels: dim normalisation, shape products, the
+// Small helpers shared by the CPU kernels (with backends/op_args.h): the
 // size threshold above which our own loops go parallel, and a oneDNN call whose
 // argument list is built once so that forward() allocates nothing of ours.
 #pragma once
@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_context.h"
 #include "backends/kernel.h"
+#include "backends/op_args.h"
 #include "core/error.h"
 
 namespace tandem::cpu {
@@ -25,35 +26,6 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
 /// Multiply-adds below which a oneDNN primitive is built for one thread: for small
 /// matrix products the team's wake-up costs more than the second thread saves.
 inline constexpr int64_t kSingleThreadMaxFlops = 1 << 17;
-
-/// `dim` in [-rank, rank) made non-negative; a rank-0 tensor accepts 0 and -1.
-/// Throws UserError naming `op` when out of range.
-inline int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
-  int64_t r = std::max<int64_t>(rank, 1);
-  if (dim < -r || dim >= r)
-    throw UserError(std::string(op) + ": dim " + std::to_string(dim) + " is out of range [" +
-                    std::to_string(-r) + ", " + std::to_string(r - 1) + "] for a tensor of rank " +
-                    std::to_string(rank));
-  return dim < 0 ? dim + r : dim;
-}
-
-/// An embedding's padding_idx as a row number, or -1 when null; negative values count
-/// from the end, as in torch. Throws UserError when out of range.
-inline int64_t read_padding_idx(const Attributes& attrs, int64_t num_embeddings) {
-  if (!attrs.has("padding_idx") || attrs.is_null("padding_idx")) return -1;
-  int64_t p = attrs.get_int("padding_idx");
-  if (p < -num_embeddings || p >= num_embeddings)
-    throw UserError("padding_idx " + std::to_string(p) + " is out of range [" + std::to_string(-num_embeddings) +
-                    ", " + std::to_string(num_embeddings) + ")");
-  return p < 0 ? p + num_embeddings : p;
-}
-
-/// Product of shape[begin, end).
-inline int64_t dims_product(const Shape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end && i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
 
 /// "op:[2, 3]x[3]->[2]|attrs": a primitive-cache key from the whole spec.
 std::string spec_key(const KernelSpec& spec);

@@ -205,7 +205,7 @@ class RnnKernel final : public Kernel {
       if (dropping_ && l + 1 < p_.layers) {
         L.dropped.resize(L.out.size());
         cpu::apply_dropout(L.out.data(), L.dropped.data(), static_cast<int64_t>(L.out.size()),
-                           cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(p_.dropout));
+                           inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(p_.dropout));
       }
     }
     float* y = args.outputs[0].data<float>();
@@ -250,7 +250,7 @@ class RnnKernel final : public Kernel {
         d_dst = above.d_in.data();
         if (dropping_) {  // through the dropout between the two: the same mask
           cpu::apply_dropout(above.d_in.data(), above.d_in.data(), static_cast<int64_t>(above.d_in.size()),
-                             cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(p_.dropout));
+                             inner_dropout_seed(seed_, static_cast<uint64_t>(l)), static_cast<float>(p_.dropout));
         }
       }
       L.bwd.set(L.b_ddst, d_dst);

@@ -24,10 +24,10 @@ class SoftmaxKernel final : public Kernel {
   SoftmaxKernel(CpuContext& ctx, const KernelSpec& spec, bool log) : ctx_(ctx), log_(log) {
     const Shape& shape = spec.inputs.at(0).shape;
     int64_t rank = static_cast<int64_t>(shape.size());
-    int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
-    outer_ = cpu::dims_product(shape, 0, dim);
+    int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
+    outer_ = dims_product(shape, 0, dim);
     axis_ = rank == 0 ? 1 : shape[dim];
-    inner_ = cpu::dims_product(shape, dim + 1, shape.size());
+    inner_ = dims_product(shape, dim + 1, shape.size());
     int64_t n = outer_ * axis_ * inner_;
     if (n < kSoftmaxMinElements) return;
     std::optional<cpu::ScopedMaxThreads> one_thread;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/ops/dropout_mask.h"
+#include "backends/dropout_mask.h"
 #include "backends/cpu/reference/reference_ops.h"
 
 namespace tandem::reference {
@@ -260,7 +260,7 @@ void dropout_backward(const KernelSpec& spec, const BackwardArgs& args) {
   for (size_t i = 0; i < dy.size(); ++i) {
     if (!args.training || p == 0.0) dx[i] = dy[i];
     else if (p == 1.0) dx[i] = 0.0;
-    else dx[i] = cpu::dropout_keep(args.seed, i, static_cast<float>(p)) ? dy[i] / (1.0 - p) : 0.0;
+    else dx[i] = dropout_keep(args.seed, i, static_cast<float>(p)) ? dy[i] / (1.0 - p) : 0.0;
   }
   assign_input(args, 0, dx);
 }

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/ops/dropout_mask.h"
+#include "backends/dropout_mask.h"
 #include "backends/cpu/reference/reference_ops.h"
 
 namespace tandem::reference {
@@ -79,7 +79,7 @@ void dropout(const KernelSpec& spec, const KernelArgs& args) {
   for (size_t i = 0; i < x.size(); ++i) {
     if (!args.training || p == 0.0) y[i] = x[i];
     else if (p == 1.0) y[i] = 0.f;
-    else y[i] = cpu::dropout_keep(args.seed, i, static_cast<float>(p)) ? static_cast<float>(x[i] / (1.0 - p)) : 0.f;
+    else y[i] = dropout_keep(args.seed, i, static_cast<float>(p)) ? static_cast<float>(x[i] / (1.0 - p)) : 0.f;
   }
 }
 

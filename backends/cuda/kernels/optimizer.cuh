@@ -1,6 +1,6 @@
 // Fused optimizer updates on a GPU: torch.optim.SGD (momentum, dampening, Nesterov, L2
 // weight decay) and Adam / AdamW, one kernel per parameter tensor, with the CPU's
-// scalars (runtime/optim/update_scalars.h) and the CPU's order of operations, each
+// scalars (backends/update_scalars.h) and the CPU's order of operations, each
 // rounding written out (__fmaf_rn, __fmul_rn, ...) so that nvcc fuses nothing on its own.
 // The results match runtime/optim's bit for bit.
 //
@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "runtime/optim/update_scalars.h"
+#include "backends/update_scalars.h"
 
 namespace tandem::cuda {
 

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "backends/cuda/copies.h"
+#include "backends/cuda/cuda_limits.h"
 #include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/kernels/batch_norm.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
@@ -134,11 +135,7 @@ class BatchNormKernel final : public Kernel {
 std::unique_ptr<Kernel> make_batch_norm2d_kernel(CudaContext& ctx, const KernelSpec& spec) {
   const Shape& x = spec.inputs.at(0).shape;
   TANDEM_ASSERT(x.size() == 4, "batch_norm2d: input must be [N, C, H, W]");
-  for (int64_t d : x)
-    if (d == 0)
-      throw Unsupported("batch_norm2d: an empty input " + shape_str(x) + " (cuDNN takes no zero-sized tensor)");
-  if (spec.attrs->get_float("eps") < CUDNN_BN_MIN_EPSILON)
-    throw Unsupported("batch_norm2d: eps below cuDNN's minimum of " + std::to_string(CUDNN_BN_MIN_EPSILON));
+  if (std::string why = batch_norm2d_limit(spec); !why.empty()) throw Unsupported(why);
   return std::make_unique<BatchNormKernel>(ctx, spec, x);
 }
 

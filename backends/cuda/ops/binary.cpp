@@ -8,6 +8,7 @@
 // One thread per element of the gradient walks its share of dy: no atomics, and the
 // order of each sum is fixed.
 #include "backends/broadcast_plan.h"
+#include "backends/cuda/cuda_limits.h"
 #include "backends/cuda/kernels/binary.cuh"
 #include "backends/cuda/ops/op_factories.h"
 
@@ -54,9 +55,7 @@ class BinaryKernel final : public Kernel {
  public:
   BinaryKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
     plan_ = plan_broadcast(spec.inputs.at(0).shape, spec.inputs.at(1).shape, spec.outputs.at(0).shape);
-    if (plan_.dims.size() > static_cast<size_t>(kMaxBroadcastDims))
-      throw Unsupported(spec.op + ": a broadcast of " + std::to_string(plan_.dims.size()) +
-                        " merged dims (the GPU kernel takes " + std::to_string(kMaxBroadcastDims) + ")");
+    if (std::string why = binary_limit(spec); !why.empty()) throw Unsupported(why);
     if constexpr (Op == BinaryOp::add) alpha_ = static_cast<float>(spec.attrs->get_float("alpha"));
     forward_ = forward_indexing(plan_);
     grad_a_ = reduce_indexing(plan_, plan_.stride_a, plan_.stride_b, shape_numel(spec.inputs[0].shape));

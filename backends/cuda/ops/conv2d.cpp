@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/ops/op_factories.h"
+#include "backends/cuda/cuda_limits.h"
 #include "graph/ops/window2d.h"
 
 namespace tandem::cuda {
@@ -136,11 +137,7 @@ std::unique_ptr<Kernel> make_conv2d_kernel(CudaContext& ctx, const KernelSpec& s
   const Shape& y = spec.outputs.at(0).shape;
   TANDEM_ASSERT(win.output_size(in) == (std::array<int64_t, 2>{y.end()[-2], y.end()[-1]}),
                 "conv2d: output shape disagrees with the schema");
-  for (int64_t d : x)
-    if (d == 0) throw Unsupported("conv2d: an empty input " + shape_str(x) + " (cuDNN takes no zero-sized tensor)");
-  if (win.pad_l != win.pad_r)
-    throw Unsupported("conv2d: padding that differs before and after (padding='same' with an even kernel); "
-                      "cuDNN pads symmetrically");
+  if (std::string why = conv2d_limit(spec); !why.empty()) throw Unsupported(why);
   return std::make_unique<Conv2dKernel>(ctx, spec, win, x.size() == 4 ? x[0] : 1);
 }
 

@@ -9,7 +9,7 @@
 //
 // Backward accumulates into dweight with atomicAdd (rows repeat across a batch).
 // scale_grad_by_freq is not supported (backward throws, as on the CPU).
-#include "backends/cpu/ops/op_util.h"
+#include "backends/op_args.h"
 #include "backends/cuda/copies.h"
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/kernels/embedding.cuh"
@@ -61,7 +61,7 @@ class EmbeddingKernel final : public Kernel {
     shape_.num = spec.params.at(0).shape.at(0);
     shape_.dim = spec.params.at(0).shape.at(1);
     shape_.count = shape_numel(spec.inputs.at(0).shape);
-    shape_.padding_idx = cpu::read_padding_idx(*spec.attrs, shape_.num);
+    shape_.padding_idx = read_padding_idx(*spec.attrs, shape_.num);
     scale_grad_by_freq_ = spec.attrs->has("scale_grad_by_freq") && spec.attrs->get_bool("scale_grad_by_freq");
   }
 
@@ -102,7 +102,7 @@ class EmbeddingBagKernel final : public Kernel {
     else if (mode == "mean") shape_.mode = BagMode::mean;
     else if (mode == "max") shape_.mode = BagMode::max;
     else throw UserError("embedding_bag: mode '" + mode + "' is not one of sum, mean, max");
-    shape_.padding_idx = cpu::read_padding_idx(attrs, shape_.num);
+    shape_.padding_idx = read_padding_idx(attrs, shape_.num);
     const bool include_last_offset = attrs.get_bool("include_last_offset");
     scale_grad_by_freq_ = attrs.has("scale_grad_by_freq") && attrs.get_bool("scale_grad_by_freq");
     const Shape& in = spec.inputs.at(0).shape;

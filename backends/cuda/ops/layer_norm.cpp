@@ -2,7 +2,7 @@
 // bias of normalized_shape when elementwise_affine (bias only when bias=true). The checks
 // and the row view are the CPU's (backends/cpu/ops/layer_norm.cpp). Backward recomputes
 // mean and rstd from x into a kernel-owned scratch, so forward keeps nothing.
-#include "backends/cpu/ops/op_util.h"
+#include "backends/op_args.h"
 #include "backends/cuda/kernels/layer_norm.cuh"
 #include "backends/cuda/ops/op_factories.h"
 
@@ -25,8 +25,8 @@ class LayerNormKernel final : public Kernel {
     affine_ = attrs.get_bool("elementwise_affine");
     bias_ = affine_ && attrs.get_bool("bias");
     TANDEM_ASSERT(spec.params.size() == (affine_ ? (bias_ ? 2u : 1u) : 0u), "layer_norm: wrong parameter count");
-    shape_.rows = cpu::dims_product(shape, 0, lead);
-    shape_.cols = cpu::dims_product(shape, lead, shape.size());
+    shape_.rows = dims_product(shape, 0, lead);
+    shape_.cols = dims_product(shape, lead, shape.size());
     shape_.eps = static_cast<float>(attrs.get_float("eps"));
   }
 

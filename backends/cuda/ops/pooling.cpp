@@ -9,6 +9,7 @@
 // than keeping a workspace as oneDNN does. Max pooling backward is deterministic mode.
 #include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/ops/op_factories.h"
+#include "backends/cuda/cuda_limits.h"
 #include "graph/ops/window2d.h"
 
 namespace tandem::cuda {
@@ -47,11 +48,7 @@ std::unique_ptr<Kernel> make_pool(CudaContext& ctx, const KernelSpec& spec, bool
   const Window2d win = pool2d_window(*spec.attrs);
   const std::array<int64_t, 2> in{x.end()[-2], x.end()[-1]};
   const std::array<int64_t, 2> out = win.output_size(in);
-  for (int64_t d : x)
-    if (d == 0) throw Unsupported(spec.op + ": an empty input " + shape_str(x) + " (cuDNN takes no zero-sized tensor)");
-  if (win.pad_l != win.pad_r || win.effective_pad_r(in) != win.pad_r)
-    throw Unsupported(spec.op + ": a window past the right edge (ceil_mode); cuDNN pads symmetrically");
-  if (win.dilation != std::array<int64_t, 2>{1, 1}) throw Unsupported(spec.op + ": dilation (cuDNN pools without)");
+  if (std::string why = pool2d_limit(spec); !why.empty()) throw Unsupported(why);
   cudnnPoolingMode_t mode = CUDNN_POOLING_MAX_DETERMINISTIC;
   if (!is_max)
     mode = spec.attrs->get_bool("count_include_pad") ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING

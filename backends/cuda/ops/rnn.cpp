@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/ops/dropout_mask.h"
+#include "backends/dropout_mask.h"
 #include "backends/rnn_plan.h"
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/gemm.h"
@@ -98,7 +98,7 @@ class RnnKernel final : public Kernel {
       if (dropping_ && l + 1 < p_.layers) {
         if (!L.dropped.defined()) L.dropped = Tensor::empty(L.out.shape(), DType::float32, alloc);
         dropout_mask_apply(L.out.data<float>(), L.dropped.data<float>(), L.out.numel(), static_cast<float>(p_.dropout),
-                           cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l)), stream);
+                           inner_dropout_seed(seed_, static_cast<uint64_t>(l)), stream);
       }
     }
     float* y = args.outputs[0].data<float>();
@@ -186,7 +186,7 @@ class RnnKernel final : public Kernel {
       if (l > 0) {
         if (dropping_)  // through the dropout between layer l - 1 and this one: the same mask
           dropout_mask_apply(d_in.data<float>(), d_in.data<float>(), d_in.numel(), static_cast<float>(p_.dropout),
-                             cpu::inner_dropout_seed(seed_, static_cast<uint64_t>(l - 1)), stream);
+                             inner_dropout_seed(seed_, static_cast<uint64_t>(l - 1)), stream);
         d_above = d_in;
       } else if (dx_arg.defined() && p_.batch_first) {
         swap_time_and_batch(d_in.data<float>(), dx_arg.data<float>(), p_.t, p_.n, p_.c, stream);

@@ -1,6 +1,6 @@
 // softmax, log_softmax over attribute `dim` on a GPU (kernels/softmax.cu): the tensor
 // viewed as [outer, axis, inner], as on the CPU. Backward from the output only.
-#include "backends/cpu/ops/op_util.h"
+#include "backends/op_args.h"
 #include "backends/cuda/kernels/softmax.cuh"
 #include "backends/cuda/ops/op_factories.h"
 
@@ -12,10 +12,10 @@ class SoftmaxKernel final : public Kernel {
   SoftmaxKernel(CudaContext& ctx, const KernelSpec& spec, bool log) : ctx_(ctx), log_(log) {
     const Shape& shape = spec.inputs.at(0).shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
-    const int64_t dim = cpu::normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
-    shape_.outer = cpu::dims_product(shape, 0, dim);
+    const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
+    shape_.outer = dims_product(shape, 0, dim);
     shape_.axis = rank == 0 ? 1 : shape[dim];
-    shape_.inner = cpu::dims_product(shape, dim + 1, shape.size());
+    shape_.inner = dims_product(shape, dim + 1, shape.size());
   }
 
   void forward(const KernelArgs& args) override {

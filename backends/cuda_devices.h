@@ -1,5 +1,7 @@
-// What the CUDA runtime sees. Compiled to a stub that reports no GPUs when Tandem is
-// built without CUDA; with CUDA but no driver, also no GPUs (not an error).
+// What the CUDA runtime sees: the GPUs there are, before any backend is opened. Its
+// implementation is backends/cuda/cuda_devices.{cpp,cu}, linked by the runtime (it needs
+// the CUDA runtime library only, not the backend's); a stub that reports no GPUs when
+// Tandem is built without CUDA. With CUDA but no driver, also no GPUs (not an error).
 #pragma once
 
 #include <cstddef>

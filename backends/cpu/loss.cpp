@@ -1,11 +1,11 @@
-#include "runtime/loss.h"
+#include "backends/cpu/loss.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-namespace tandem {
+namespace tandem::cpu {
 namespace {
 
 // input [N, C] logits (cross_entropy) or log-probabilities (nll_loss), target [N].
@@ -99,4 +99,4 @@ LossValue compute_loss(const LossSpec& spec, const Tensor& input, const Tensor& 
   return elementwise_loss(spec, input, target, grad_input);
 }
 
-}  // namespace tandem
+}  // namespace tandem::cpu

@@ -1,4 +1,4 @@
-#include "backends/sim/sim_trace.h"
+#include "backends/trace.h"
 
 #include <algorithm>
 #include <cstdio>

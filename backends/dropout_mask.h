@@ -13,7 +13,7 @@
 #define TANDEM_HOST_DEVICE
 #endif
 
-namespace tandem::cpu {
+namespace tandem {
 
 /// SplitMix64's finaliser of (seed, counter): a well-mixed 64-bit value.
 TANDEM_HOST_DEVICE inline uint64_t counter_hash(uint64_t seed, uint64_t counter) {
@@ -42,4 +42,4 @@ TANDEM_HOST_DEVICE inline uint64_t inner_dropout_seed(uint64_t seed, uint64_t k)
   return counter_hash(seed ^ 0x5DEECE66Dull, k);
 }
 
-}  // namespace tandem::cpu
+}  // namespace tandem

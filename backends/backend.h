@@ -1,0 +1,139 @@
+// Backend: one device, as the runtime sees it. The runtime reaches every device (the cpu,
+// a simulated GPU, a CUDA GPU) through this interface and nothing else, so the path that
+// the simulated GPUs exercise in every test run is the path real GPUs take. After ggml's
+// backend interface: optional abilities are marked "(optional)" and default to
+// "unsupported", and a caller falls back (collectives go through the host).
+//
+// What a device offers, in order of the chain below:
+//   memory       allocator() for tensors on the device; host_allocator() for host memory
+//                its copies are fastest from and into (pinned memory for CUDA)
+//   lanes        lane(LaneKind): ordered work (lane.h: one contract for a thread's queue
+//                and a CUDA stream), events and waits between lanes of any devices
+//   copies       copy(): host <-> device and device <-> device, queued on one of its lanes
+//   kernels      make_kernel(): a Kernel (backends/kernel.h) per layer and shape, or why
+//                not (placement asks cannot_run() first and runs the layer elsewhere)
+//   helpers      what executors need besides kernels: zero, accumulate, scale, a loss,
+//                each queued on a lane
+//   collectives  (optional) all-reduce and broadcast among devices of the same backend
+//   counters     what the device did, for the report
+//
+// Thread-safety: every member may be called from any thread; a kernel it made is used by
+// one caller at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backends/compute_ops.h"
+#include "backends/kernel.h"
+#include "backends/lane.h"
+#include "backends/loss_value.h"
+#include "core/device.h"
+#include "core/storage.h"
+#include "core/tensor.h"
+#include "graph/training_spec.h"
+
+namespace tandem {
+
+/// Which of a device's lanes. A backend may serve several kinds with one lane (the cpu has
+/// one for everything; a simulated GPU copies in on its compute queue, see sim_gpu.h).
+enum class LaneKind { compute, copy_in, copy_out };
+
+/// A byte position in a storage. Queued work keeps the storage alive until it has run.
+struct BufferRef {
+  std::shared_ptr<Storage> storage;
+  size_t offset = 0;
+};
+
+/// Where `t`'s elements start in its storage.
+inline BufferRef buffer_of(const Tensor& t) {
+  return BufferRef{t.storage(), static_cast<size_t>(static_cast<const char*>(t.raw_data()) -
+                                                    static_cast<const char*>(t.storage()->data()))};
+}
+
+/// What a device did since it was opened; a report subtracts two readings. Bytes and
+/// copies "in" arrived on the device (from the host or a peer); "out" left it.
+struct DeviceCounters {
+  size_t bytes_in = 0;
+  size_t bytes_out = 0;
+  int64_t copies_in = 0;
+  int64_t copies_out = 0;
+  /// Time its compute lane spent running work: measured on the device where it can be
+  /// (CUDA events), else the host's time running the lane's tasks.
+  double busy_seconds = 0.0;
+};
+
+class Backend;
+
+/// One participant of a collective: a float32 tensor on `backend`'s device.
+struct CollectiveMember {
+  Backend* backend = nullptr;
+  Tensor tensor;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------
+  /// Tensors on this device. Its OutOfMemory says which device.
+  virtual Allocator& allocator() = 0;
+  /// (optional) Host memory that copies to and from this device are fastest with, and
+  /// asynchronous (pinned memory for CUDA). Default: the host's allocator.
+  virtual Allocator& host_allocator() { return cpu_allocator(); }
+
+  // ---- lanes --------------------------------------------------------------------------
+  virtual Lane& lane(LaneKind kind) = 0;
+  /// Blocks until every lane has run everything; rethrows the first error after draining
+  /// all of them.
+  virtual void synchronize();
+
+  // ---- copies -------------------------------------------------------------------------
+  /// Queues on `lane` (one of this device's) a copy of `bytes` from `src` into `dst`. One
+  /// end is on this device; the other is host memory, or (peer) on another device of
+  /// this backend. Ordering against other lanes is the caller's (events). `side_by_side`
+  /// as Lane::submit. A bad copy (wrong devices, past the end) is a bug: an assertion.
+  /// Its counters() count this device's end of the copy only; the other end is the other
+  /// device's (or, for host memory, the cpu's) to count.
+  virtual void copy(Lane& lane, const BufferRef& dst, const BufferRef& src, size_t bytes,
+                    std::shared_ptr<TaskGroup> side_by_side = nullptr) = 0;
+
+  // ---- kernels ------------------------------------------------------------------------
+  /// The kernel for `spec` on this device: its forward and backward queue on the compute
+  /// lane when called from work submitted there (lane.h).
+  virtual KernelChoice make_kernel(const KernelSpec& spec) = 0;
+  /// (optional) Why make_kernel would say unsupported for `spec`, without making it;
+  /// empty: it can run it. Pure: placement calls it. Default: every op.
+  virtual std::string cannot_run(const KernelSpec& spec) const { return {}; }
+  /// (optional) One-off preparation its kernels did so far (ComputeOps::preparations).
+  virtual int64_t preparations() const { return 0; }
+
+  // ---- helpers, queued on `lane` -----------------------------------------------------
+  /// As ComputeOps' of the same names, on this device's tensors.
+  virtual void zero(Lane& lane, const Tensor& t) = 0;
+  virtual void accumulate(Lane& lane, const Tensor& into, const Tensor& from) = 0;
+  virtual void scale(Lane& lane, const Tensor& t, float factor) = 0;
+  /// `*result` is written once an event recorded after this on `lane` is reached (it must
+  /// live until then); `grad_input` may be undefined (no gradient).
+  virtual void loss(Lane& lane, const LossSpec& spec, const Tensor& input, const Tensor& target,
+                    const Tensor& grad_input, LossValue* result) = 0;
+
+  // ---- collectives (optional) --------------------------------------------------------
+  /// Every member's tensor becomes the elementwise sum of all of them, queued on each
+  /// member's compute lane (no host wait). Called on members[0].backend; every member is
+  /// of this backend. False: not offered for these members; the caller goes through the
+  /// host (host_collectives.h).
+  virtual bool all_reduce_sum(std::span<const CollectiveMember> members) { return false; }
+  /// Every member's tensor becomes a copy of members[root]'s. As all_reduce_sum.
+  virtual bool broadcast(std::span<const CollectiveMember> members, size_t root) { return false; }
+
+  // ---- counters -----------------------------------------------------------------------
+  virtual DeviceCounters counters() const = 0;
+};
+
+}  // namespace tandem

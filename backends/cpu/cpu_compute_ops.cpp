@@ -1,0 +1,49 @@
+#include "backends/cpu/cpu_compute_ops.h"
+
+#include <cstring>
+
+#include "backends/cpu/cpu_context.h"
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/loss.h"
+#include "backends/cpu/ops/op_util.h"
+
+namespace tandem::cpu {
+namespace {
+
+class CpuComputeOps final : public ComputeOps {
+ public:
+  KernelChoice make_kernel(const KernelSpec& spec) override {
+    CpuKernelFactory factory = find_cpu_kernel(spec.op);
+    if (!factory) return {nullptr, "the cpu backend has no kernel for op '" + spec.op + "'"};
+    return {factory(context_, spec), {}};
+  }
+
+  int64_t preparations() const override { return context_.primitives_created(); }
+
+  void zero(const Tensor& t) override {
+    if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
+  }
+
+  void accumulate(const Tensor& into, const Tensor& from) override { add_into(into, from); }
+
+  void scale(const Tensor& t, float factor) override {
+    float* g = t.data<float>();
+    parallel_for(t.numel(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) g[i] = factor == 0.0f ? 0.0f : g[i] * factor;
+    });
+  }
+
+  LossValue loss(const LossSpec& spec, const Tensor& input, const Tensor& target, const Tensor& grad_input) override {
+    Tensor grad = grad_input;
+    return compute_loss(spec, input, target, grad.defined() ? &grad : nullptr);
+  }
+
+ private:
+  CpuContext context_;
+};
+
+}  // namespace
+
+std::unique_ptr<ComputeOps> make_compute_ops() { return std::make_unique<CpuComputeOps>(); }
+
+}  // namespace tandem::cpu

@@ -1,0 +1,91 @@
+// The CUDA backend as the runtime sees it: one GPU as a Backend (backends/backend.h).
+//
+// Lanes are its CudaContext's three streams (compute, copy in, copy out). A lane calls the
+// work it is handed at once, on the submitting thread, with the GPU current: the work
+// enqueues on the lane's stream (the kernels of make_kernel enqueue on the compute stream,
+// so work that runs a kernel belongs on the compute lane). Events are CUDA events; a lane
+// waits for another CUDA lane's event on the device (cudaStreamWaitEvent), and for another
+// backend's event (the cpu's lane) on the host, before it enqueues what follows.
+//
+// Memory. Tensors come from the context's caching allocator. Work on a stream may still
+// read a block after the host has let go of it: the allocator hands a block freed on the
+// host to the next request of the same stream only, behind that work; a block that a copy
+// lane read or wrote is held by this backend until an event after that copy is reached
+// (what torch's record_stream does). host_allocator() is pinned memory, which copies use
+// asynchronously; copies from or into pageable host memory go through pinned staging.
+//
+// Counters: bytes and copies at this device's end; busy time from CUDA events around each
+// piece of work submitted to the compute lane (device time, not host time).
+//
+// Thread-safety: as Backend. Not copyable.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_context.h"
+#include "backends/cuda_devices.h"
+
+namespace tandem::cuda {
+
+class StreamLane;
+
+class CudaBackend final : public Backend {
+ public:
+  /// cuda:gpu.index on that GPU (CUDA_VISIBLE_DEVICES numbering). UserError when the GPU
+  /// cannot be used (no driver, out of memory for a context).
+  explicit CudaBackend(const CudaDeviceInfo& gpu);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return context_->device(); }
+  CudaContext& context() { return *context_; }
+
+  Allocator& allocator() override;
+  Allocator& host_allocator() override;
+  Lane& lane(LaneKind kind) override;
+
+  void copy(Lane& lane, const BufferRef& dst, const BufferRef& src, size_t bytes,
+            std::shared_ptr<TaskGroup> side_by_side) override;
+
+  KernelChoice make_kernel(const KernelSpec& spec) override;
+  std::string cannot_run(const KernelSpec& spec) const override;
+
+  void zero(Lane& lane, const Tensor& t) override;
+  void accumulate(Lane& lane, const Tensor& into, const Tensor& from) override;
+  void scale(Lane& lane, const Tensor& t, float factor) override;
+  void loss(Lane& lane, const LossSpec& spec, const Tensor& input, const Tensor& target, const Tensor& grad_input,
+            LossValue* result) override;
+
+  /// NCCL among distinct GPUs; device-local copies and adds when several logical devices
+  /// share one (nccl_comms.h). Every member must be a CudaBackend.
+  bool all_reduce_sum(std::span<const CollectiveMember> members) override;
+  bool broadcast(std::span<const CollectiveMember> members, size_t root) override;
+
+  DeviceCounters counters() const override;
+
+ private:
+  StreamLane& own(Lane& lane);
+  /// Keeps `storages` alive until `lane`'s work so far has run, then lets them go; also
+  /// lets go of what earlier calls held whose events are reached.
+  void hold_until_done(StreamLane& lane, std::vector<std::shared_ptr<Storage>> storages);
+  void release_finished();
+
+  std::unique_ptr<CudaContext> context_;
+  std::unique_ptr<StreamLane> compute_, copy_in_, copy_out_;
+  std::unique_ptr<Allocator> pinned_;
+  std::atomic<size_t> bytes_in_{0}, bytes_out_{0};
+  std::atomic<int64_t> copies_in_{0}, copies_out_{0};
+  struct Held;
+  std::mutex held_mutex_;
+  std::deque<Held> held_;  // storages in use by queued copies, oldest first
+};
+
+}  // namespace tandem::cuda

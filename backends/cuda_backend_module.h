@@ -1,0 +1,28 @@
+// How the runtime and the CUDA backend's module (libtandem_cuda.so, built from
+// backends/cuda/cuda_backend_module.cpp) find each other: two C symbols. The module is
+// loaded with dlopen when a real GPU is to be opened, so that programs on machines without
+// a GPU never load the CUDA libraries.
+#pragma once
+
+#include <memory>
+
+#include "backends/backend.h"
+#include "backends/cuda_devices.h"
+
+namespace tandem {
+
+/// Changes whenever backends/backend.h, lane.h or compute_ops.h change in a way that
+/// breaks a module built against the old ones: a module of another build is refused.
+inline constexpr const char kBackendInterfaceVersion[] = "tandem-backend-1";
+
+/// `void tandem_open_cuda_backend(const CudaDeviceInfo&, std::unique_ptr<Backend>&)`:
+/// opens the backend of one GPU; throws UserError (no driver, no memory) or CudaError.
+using OpenCudaBackendFn = void (*)(const CudaDeviceInfo&, std::unique_ptr<Backend>&);
+inline constexpr const char kOpenCudaBackendSymbol[] = "tandem_open_cuda_backend";
+/// `const char* tandem_cuda_backend_interface()`: the kBackendInterfaceVersion it was built with.
+using CudaBackendInterfaceFn = const char* (*)();
+inline constexpr const char kCudaBackendInterfaceSymbol[] = "tandem_cuda_backend_interface";
+/// The module's file name.
+inline constexpr const char kCudaBackendModule[] = "libtandem_cuda.so";
+
+}  // namespace tandem

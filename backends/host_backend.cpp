@@ -1,0 +1,43 @@
+#include "backends/host_backend.h"
+
+#include "backends/trace.h"
+#include "core/error.h"
+
+namespace tandem {
+
+ComputeOps& HostBackend::ops() const {
+  TANDEM_ASSERT(ops_ != nullptr, device().str() + " was opened without kernels");
+  return *ops_;
+}
+
+KernelChoice HostBackend::make_kernel(const KernelSpec& spec) {
+  KernelChoice choice;
+  Lane& compute = lane(LaneKind::compute);
+  TraceLabel label(spec.op, "kernel made");
+  compute.submit([&] { choice = ops().make_kernel(spec); });
+  compute.synchronize();  // rethrows what the factory threw
+  return choice;
+}
+
+int64_t HostBackend::preparations() const { return ops_ ? ops_->preparations() : 0; }
+
+void HostBackend::zero(Lane& lane, const Tensor& t) {
+  lane.submit([&ops = ops(), t] { ops.zero(t); });
+}
+
+void HostBackend::accumulate(Lane& lane, const Tensor& into, const Tensor& from) {
+  lane.submit([&ops = ops(), into, from] { ops.accumulate(into, from); });
+}
+
+void HostBackend::scale(Lane& lane, const Tensor& t, float factor) {
+  lane.submit([&ops = ops(), t, factor] { ops.scale(t, factor); });
+}
+
+void HostBackend::loss(Lane& lane, const LossSpec& spec, const Tensor& input, const Tensor& target,
+                       const Tensor& grad_input, LossValue* result) {
+  lane.submit([&ops = ops(), spec, input, target, grad_input, result] {
+    *result = ops.loss(spec, input, target, grad_input);
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,62 @@
+#include "runtime/placed_schedule.h"
+
+#include "core/error.h"
+#include "runtime/node_kernels.h"
+
+namespace tandem {
+
+PlacedSchedule::PlacedSchedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes,
+                               DeviceRegistry& registry, bool trailing_copies, const ParameterSource& parameter)
+    : devices(open_plan_devices(plan, registry)), slots_(graph, devices, slot_keys) {
+  auto device_index = [&](Device d) { return plan_device_index(devices, d); };
+  for (const GraphInput& in : graph.inputs) input_slots.push_back(slots_.add(in.value, 0));
+
+  const size_t end = plan.steps.size();
+  step_action.assign(end, -1);
+  copies_before.resize(end + 1);
+  size_t next_copy = 0;
+  for (size_t i = 0; i <= end; ++i) {
+    for (; next_copy < plan.copies.size() && plan.copies[next_copy].forward &&
+           plan.copies[next_copy].before_step == static_cast<int>(i);
+         ++next_copy) {
+      if (i == end && !trailing_copies) continue;
+      const CopyStep& c = plan.copies[next_copy];
+      PlacedAction a;
+      a.kind = PlacedAction::Kind::copy;
+      a.from_device = device_index(c.from);
+      a.device = device_index(c.to);
+      a.context = i < end ? layer_context(graph.nodes[plan.steps[i].node])
+                          : "gathering output '" + graph.values[c.value].name + "' to the cpu";
+      a.src_slot = slots_.find(c.value, a.from_device, "the copy to " + c.to.str());
+      a.dst_slot = slots_.add(c.value, a.device);
+      copies_before[i].push_back(static_cast<int>(actions.size()));
+      actions.push_back(std::move(a));
+    }
+    if (i == end) break;
+    const OpStep& s = plan.steps[i];
+    const Node& node = graph.nodes[s.node];
+    PlacedAction a;
+    a.step = static_cast<int>(i);
+    a.node = &node;
+    a.device = device_index(s.device);
+    a.context = layer_context(node);
+    for (const ParamSpec& p : node.params) a.params.push_back(parameter(p, s.device, a.context));
+    for (int v : node.inputs) a.in_slots.push_back(slots_.find(v, a.device, a.context));
+    a.out_slot = slots_.add(node.output, a.device);
+    step_action[i] = static_cast<int>(actions.size());
+    actions.push_back(std::move(a));
+  }
+  TANDEM_ASSERT(next_copy == plan.copies.size() || !plan.copies[next_copy].forward,
+                "a forward copy of the plan is out of order");
+
+  for (size_t i = 0; i < actions.size(); ++i) {
+    PlacedAction& a = actions[i];
+    if (a.kind != PlacedAction::Kind::op || a.node->schema->is_view) continue;
+    Backend& backend = *devices[a.device]->backend;
+    a.kernel = make_node_kernel([&](const KernelSpec& spec) { return backend.make_kernel(spec); },
+                                devices[a.device]->device, graph, *a.node, shapes, a.params);
+    replica_groups.add(static_cast<int>(i), *a.node, devices[a.device]->compute);
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,70 @@
+// PlacedSchedule: what both placed executors (inference and training) build from a plan
+// before they run anything: the devices, the plan's op steps and forward copies as actions
+// in execution order, the slot of every tensor on every device it lives on, each layer's
+// kernel from its device's backend, and which kernels are one layer's replicas.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/kernel.h"
+#include "graph/graph.h"
+#include "placement/plan.h"
+#include "runtime/plan_devices.h"
+#include "runtime/replica_groups.h"
+
+namespace tandem {
+
+/// One op step or forward copy of the plan.
+struct PlacedAction {
+  enum class Kind { op, copy } kind = Kind::op;
+  int device = 0;       // op: where it runs; copy: the destination (indices into the devices)
+  std::string context;  // "layer 'fc' (linear)": named in errors
+  // op
+  int step = -1;
+  const Node* node = nullptr;
+  std::unique_ptr<Kernel> kernel;  // null for views
+  std::vector<Tensor> params;      // on `device`
+  std::vector<int> in_slots;
+  int out_slot = -1;
+  // copy
+  int from_device = 0;
+  int src_slot = -1;
+  int dst_slot = -1;
+};
+
+/// A layer's parameter on the device of `step`, named `context` when its memory runs out.
+using ParameterSource = std::function<Tensor(const ParamSpec& param, Device device, const std::string& context)>;
+
+/// Not copyable or movable (its slot table refers to its members).
+class PlacedSchedule {
+ public:
+  /// `graph` is the executed graph (placement/plan.h, executed_graph). With
+  /// `trailing_copies`, the plan's forward copies after the last step (the outputs'
+  /// gather) are actions too.
+  PlacedSchedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes, DeviceRegistry& registry,
+                 bool trailing_copies, const ParameterSource& parameter);
+  PlacedSchedule(const PlacedSchedule&) = delete;
+  PlacedSchedule& operator=(const PlacedSchedule&) = delete;
+
+  /// The slot of `value` on devices[device], which `reader` reads.
+  int find_slot(int value, int device, const std::string& reader) const { return slots_.find(value, device, reader); }
+  /// The lane action `a` runs on: its device's compute lane (ops); copies choose theirs.
+  Lane& compute_lane(const PlacedAction& a) const { return *devices[a.device]->compute; }
+
+  PlanDevices devices;                          // cpu first
+  std::vector<std::pair<int, int>> slot_keys;   // slot -> (value, device)
+  std::vector<PlacedAction> actions;            // forward copies and op steps, in plan order
+  std::vector<int> step_action;                 // op step -> its action
+  std::vector<std::vector<int>> copies_before;  // op step -> the copy actions run just before it
+  std::vector<int> input_slots;                 // graph input i -> its slot (on the cpu)
+  ReplicaGroups replica_groups;                 // which op actions are one layer's replicas
+
+ private:
+  SlotTable slots_;
+};
+
+}  // namespace tandem
