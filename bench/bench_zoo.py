@@ -191,7 +191,8 @@ def main(argv=None):
                         if who == "torch":
                             t_rounds.append(torch_time(ts, repeat)[0])
                             continue
-                        extra = ["--sim-gpus", str(SIM_GPUS)] if who == "sim" else []
+                        # the tandem column runs every layer on the cpu, as torch does; sim, the config's own placement
+                        extra = ["--sim-gpus", str(SIM_GPUS)] if who == "sim" else ["--place", "*=cpu"]
                         try:
                             med, _, doc = tandem_time(tandem, copy_path, batch, bindings, repeat, args.timeout, extra)
                         except BenchError as e:

@@ -1,9 +1,12 @@
 // The C++ API in a page: load a YAML model, give it weights, run it on named tensors.
 //
 //   build/examples/run_model configs/seed_mixed.yaml [weights.safetensors]
+//   TANDEM_SIM_GPUS=1 build/examples/run_model configs/seed_mixed.yaml   (no GPU here)
 //
 // Every input gets random values of the declared shape with batch = 4 (indices within
-// the table that reads them); the outputs' shapes and first values are printed.
+// the table that reads them); the outputs' shapes and first values are printed. Layers run
+// where the model file puts them (seed_mixed.yaml: its GRU on cuda:0); model.to(cpu)
+// would run them all on the cpu instead.
 #include <cstdio>
 
 #include "core/error.h"

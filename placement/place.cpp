@@ -148,18 +148,44 @@ bool matches_path_or_block(const Graph& g, const Node& n, const std::string& pat
   return false;
 }
 
-std::string run_with_hint(const DeviceInventory& inv, Device missing) {
+/// How many GPUs the model asks for: one more than the highest cuda index that a layer,
+/// a block, a data_parallel block or a --place names.
+int gpus_named(const Graph& g, const PlacementPolicy& policy) {
   int gpus = 0;
-  for (const DeviceInfo& d : inv.devices)
-    if (d.device.kind == DeviceKind::cuda) gpus = std::max(gpus, d.device.index + 1);
-  if (missing.kind == DeviceKind::cuda) gpus = std::max(gpus, missing.index + 1);
-  return "run with --sim-gpus " + std::to_string(gpus) + " or change the placement";
+  auto count = [&](Device d) {
+    if (d.kind == DeviceKind::cuda) gpus = std::max(gpus, d.index + 1);
+  };
+  for (const Node& n : g.nodes)
+    if (n.device) count(*n.device);
+  for (const Block& b : g.blocks) {
+    if (b.device) count(*b.device);
+    if (b.data_parallel) {
+      for (Device d : b.data_parallel->devices) count(d);
+      count(b.data_parallel->output_device);
+    }
+  }
+  for (const auto& [pattern, d] : policy.place_overrides) count(d);
+  return gpus;
+}
+
+/// "cpu, cuda:0" or, without GPUs, "no GPU (why)".
+std::string what_machine_has(const DeviceInventory& inv) {
+  if (inv.devices.size() > 1) return inventory_list(inv);
+  return "no GPU" + (inv.no_gpu_reason.empty() ? std::string() : " (" + inv.no_gpu_reason + ")");
+}
+
+/// Both ways out of a device the machine lacks: simulated GPUs enough for the whole model,
+/// or the cpu for every layer.
+std::string run_with_hint(const PlaceContext& ctx, Device missing) {
+  int gpus = std::max(gpus_named(ctx.graph, ctx.policy), missing.kind == DeviceKind::cuda ? missing.index + 1 : 0);
+  return "run it on simulated GPUs with --sim-gpus " + std::to_string(std::max(gpus, 1)) +
+         ", or on the cpu with --place '*=cpu'";
 }
 
 void check_exists(const PlaceContext& ctx, const std::string& what, Device d, const std::string& source) {
   if (ctx.inventory.has(d)) return;
   throw UserError(what + " is placed on " + d.str() + " (" + source + "), but this machine has " +
-                  inventory_list(ctx.inventory) + "; " + run_with_hint(ctx.inventory, d));
+                  what_machine_has(ctx.inventory) + "; " + run_with_hint(ctx, d));
 }
 
 }  // namespace
@@ -180,8 +206,9 @@ void pass1_explicit(PlaceContext& ctx) {
       const DataParallelSpec& dp = *block.data_parallel;
       for (Device r : dp.devices)
         if (!ctx.inventory.has(r))
-          throw UserError("data_parallel block '" + block.path + "' lists " + r.str() + " in its devices, but this machine has " +
-                          inventory_list(ctx.inventory) + "; " + run_with_hint(ctx.inventory, r));
+          throw UserError(block.location.str() + ": data_parallel block '" + block.path + "' lists " + r.str() +
+                          " in its devices, but this machine has " + what_machine_has(ctx.inventory) + "; " +
+                          run_with_hint(ctx, r));
       const std::string of = " of data_parallel '" + block.path + "'";
       const std::string count = std::to_string(n.replica->replicas);
       switch (n.replica->kind) {
@@ -204,7 +231,8 @@ void pass1_explicit(PlaceContext& ctx) {
       }
     }
     if (!d.pinned) continue;
-    check_exists(ctx, "layer '" + n.path + "'", *d.device, d.source);
+    check_exists(ctx, (n.location.line > 0 ? n.location.str() + ": " : std::string()) + "layer '" + n.path + "'",
+                 *d.device, d.source);
     const DeviceInfo* info = ctx.inventory.find(*d.device);
     if (info->memory_bytes > 0 && ctx.param_bytes[i] > info->memory_bytes)
       throw UserError("layer '" + n.path + "' is placed on " + d.device->str() + " (" + d.source + "), but its parameters alone need " +
@@ -302,12 +330,13 @@ void pass2_policy(PlaceContext& ctx) {
 }
 
 void pass3_fallback(PlaceContext& ctx) {
-  if (!ctx.policy.supports) return;
+  if (!ctx.policy.cannot_run) return;
   for (size_t i = 0; i < ctx.graph.nodes.size(); ++i) {
     Decision& d = ctx.decisions[i];
-    const std::string& op = ctx.graph.nodes[i].op;
-    if (d.device->kind == DeviceKind::cpu || ctx.policy.supports(*d.device, op)) continue;
-    d.reason += "; " + d.device->str() + " cannot run op " + op + " -> cpu";
+    if (d.device->kind == DeviceKind::cpu) continue;
+    const std::string why = ctx.policy.cannot_run(*d.device, ctx.graph, ctx.graph.nodes[i], ctx.bindings);
+    if (why.empty()) continue;
+    d.reason += "; " + d.device->str() + " cannot run it (" + why + ") -> cpu";
     d.device = Device::cpu();
   }
 }

@@ -12,7 +12,8 @@
 //                 embedding tables on the cpu, the rest balanced over the GPUs; balanced ->
 //                 layers in graph order fill cuda:0, then cuda:1, ..., the rest on the cpu.
 //      then each scatter goes where its input is.
-//   3. fallback   a layer whose device cannot run its op moves to the cpu.
+//   3. fallback   a layer whose device cannot run it (the policy asks its backend) moves
+//                 to the cpu, with the backend's reason.
 //   4. partition  same-device segments and copy steps (docs/placement.md: the copy rule).
 //   5. estimate   bytes per device: parameters, activations, gradients, optimizer state.
 #pragma once
@@ -46,8 +47,10 @@ struct PlacementPolicy {
   int64_t batch = 1;
   /// Other symbols; an unbound one counts as 1, with a note.
   Bindings bindings;
-  /// Whether `device` can run `op`; empty: every device runs every op.
-  std::function<bool(Device, const std::string& op)> supports;
+  /// Why `device` cannot run layer `node` of `graph` with these symbol values (its
+  /// backend's word, such as "conv2d: cuDNN pads symmetrically"); empty when it can. Unset:
+  /// every device runs every layer. The runtime asks the backends (backend_capabilities.h).
+  std::function<std::string(Device, const Graph&, const Node&, const Bindings&)> cannot_run;
 };
 
 /// The supported policy names, for help texts and errors.

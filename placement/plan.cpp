@@ -13,29 +13,21 @@ const DeviceInfo* DeviceInventory::find(Device d) const {
 
 Plan plan_on_cpu(const Graph& graph) {
   Plan plan;
-  bool moved = false;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& node = graph.nodes[i];
     OpStep step{static_cast<int>(i), Device::cpu(), "no device declared"};
-    if (node.device && node.device->kind != DeviceKind::cpu) {
-      step.reason = "declared " + node.device->str() + "; runs on cpu until multi-device placement lands";
-      moved = true;
-    } else if (node.device) {
+    if (node.device && node.device->kind != DeviceKind::cpu)
+      step.reason = "declared " + node.device->str() + "; every layer on the cpu (--place '*=cpu', Model::to)";
+    else if (node.device)
       step.reason = "declared cpu";
-    }
-    if (node.block >= 0) {
-      for (int b = node.block; b >= 0; b = graph.blocks[b].parent)
-        if (graph.blocks[b].data_parallel) {
-          step.reason += "; data_parallel of '" + graph.blocks[b].path + "' not yet executed";
-          moved = true;
-          break;
-        }
-    }
+    for (int b = node.block; b >= 0; b = graph.blocks[b].parent)
+      if (graph.blocks[b].data_parallel) {
+        step.reason += "; data_parallel '" + graph.blocks[b].path + "' as one replica on the cpu";
+        break;
+      }
     plan.steps.push_back(std::move(step));
   }
-  if (moved)
-    plan.notes.push_back("device and data_parallel annotations are validated but not yet executed: every layer runs "
-                         "on the cpu, with the same results");
+  plan.policy = "cpu";
   return plan;
 }
 

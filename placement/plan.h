@@ -24,6 +24,8 @@ struct DeviceInfo {
 /// reads it and calls nothing.
 struct DeviceInventory {
   std::vector<DeviceInfo> devices{DeviceInfo{Device::cpu(), 0, false, "cpu"}};
+  /// Without GPUs: why there are none ("no NVIDIA driver was found"), for messages.
+  std::string no_gpu_reason;
   bool has(Device d) const;
   /// The entry of `d`, or nullptr.
   const DeviceInfo* find(Device d) const;
@@ -90,8 +92,9 @@ struct Plan {
 /// it was placed from.
 inline const Graph& executed_graph(const Plan& plan, const Graph& given) { return plan.graph ? *plan.graph : given; }
 
-/// Every layer on the CPU. Device annotations are read and reported: until multi-device
-/// execution lands, a layer declared on a GPU runs on the CPU, with that as its reason.
+/// Every layer on the cpu, in graph order, with no copies: the single-device plan of a model
+/// that names no GPU, or of one moved to the cpu (--place '*=cpu'); a layer's reason says
+/// which, and a data_parallel block runs as one replica.
 Plan plan_on_cpu(const Graph& graph);
 
 }  // namespace tandem

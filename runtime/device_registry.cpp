@@ -182,6 +182,7 @@ void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceI
     return;
   }
   real_gpus_ = std::move(real_gpus);
+  if (real_gpus_.empty()) inventory_.no_gpu_reason = why_no_gpus_;
   for (const CudaDeviceInfo& g : real_gpus_) {
     inventory_.devices.push_back(DeviceInfo{Device::cuda(g.index), g.total_bytes, false, g.name});
     backends_.push_back(nullptr);  // opened on first use

@@ -251,7 +251,7 @@ TensorMap Model::forward(const TensorMap& inputs) {
   std::vector<Tensor> ordered;
   for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
   std::vector<Tensor> outputs;
-  if (placed()) {
+  if (runs_placed()) {
     MultiDeviceForward& placed = placed_for(bindings);
     outputs = placed.run(ordered, params_version_, &forward_hook_);
     add_to_totals(device_totals_, placed.report());
@@ -325,7 +325,7 @@ CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads
 }
 
 TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
-  if (placed()) return placed_backward(inputs, grad_outputs, training, seed);
+  if (runs_placed()) return placed_backward(inputs, grad_outputs, training, seed);
   Bindings bindings = bind(inputs);
   CompiledTraining& t = training_for(bindings, true);
   std::vector<Tensor> ordered;
@@ -356,7 +356,7 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
 
 LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
-  if (placed()) return placed_loss_and_backward(batch, seed);
+  if (runs_placed()) return placed_loss_and_backward(batch, seed);
   Bindings bindings = bind_batch(batch);
   CompiledTraining& t = training_for(bindings, false);
   std::vector<Tensor> ordered;
@@ -373,7 +373,7 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
 
 LossValue Model::evaluate_loss(const TensorMap& batch) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss");
-  if (placed()) return placed_evaluate_loss(batch);
+  if (runs_placed()) return placed_evaluate_loss(batch);
   bind_batch(batch);
   TensorMap inputs;
   for (const GraphInput& in : graph_->inputs) inputs.emplace(in.name, batch.at(in.name));

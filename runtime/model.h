@@ -100,14 +100,33 @@ class Model {
   /// How many oneDNN primitives were built so far (a repeated forward builds none).
   int64_t primitives_created() const;
 
-  // ---- multi-device inference and training -------------------------------------------
+  // ---- devices: where the layers run -------------------------------------------------
+  // One rule: the layers run where the plan says. Without a call below, the plan is the
+  // model file's: a model that names no GPU runs on the cpu (on the calling thread); one
+  // that does (device:, data_parallel:, a placement: policy) is placed at its first pass on
+  // this machine's devices, as use_devices(std::make_shared<DeviceRegistry>(), the file's
+  // policy) would: real GPUs, or simulated ones when TANDEM_SIM_GPUS says so. A model that
+  // names a device the machine lacks is refused (UserError naming the layer and the
+  // device, offering simulated GPUs or the cpu).
+
   /// From now on forward() places the model with place(graph, registry's inventory,
-  /// `policy`) (its batch and bindings those of each call) and runs the plan on the cpu and
-  /// the registry's simulated GPUs (MultiDeviceForward); backward(), loss_and_backward() and
+  /// `policy`) (its batch and bindings those of each call) and runs the plan on the
+  /// registry's devices (MultiDeviceForward); backward(), loss_and_backward() and
   /// evaluate_loss() run a training plan (policy.training) the same way
-  /// (MultiDeviceTraining). Gradients and parameters stay on the host.
+  /// (MultiDeviceTraining). Parameters and gradients keep their master copy on the host.
+  /// A layer a GPU's backend cannot run is planned on the cpu, with the reason in the plan.
   void use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy);
+  /// Every layer on `device`, whatever the model file declares, as torch's module.to():
+  /// Device::cpu() is `--place '*=cpu'` and runs on the calling thread; a GPU is this
+  /// machine's (or TANDEM_SIM_GPUS's simulated) cuda:N.
+  void to(Device device);
+  /// Whether passes run placed (use_devices, to() a GPU, or a model that names GPUs once
+  /// it has run).
   bool placed() const { return registry_ != nullptr; }
+  /// The plan a pass with `bindings` runs (training or inference), placing the model first
+  /// if its file names GPUs: what a caller checks before work starts. UserError when the
+  /// model names a device this machine lacks.
+  Plan plan_for(const Bindings& bindings, bool training = false);
   /// Called after each layer of every forward() (inference) until replaced; an empty
   /// function removes it. See forward_hook.h.
   void set_forward_hook(ForwardHook hook) { forward_hook_ = std::move(hook); }
@@ -141,6 +160,11 @@ class Model {
   TouchedRowsMap grad_rows_;  // every trainable parameter: its touched rows (a row gradient's values)
   std::map<std::pair<Bindings, bool>, std::unique_ptr<CompiledTraining>> training_;
   // multi-device inference (model_devices.cpp)
+  /// Places the model as its file declares if it names GPUs and nothing else was asked
+  /// for (see above); whether passes run placed.
+  bool runs_placed();
+  PlacementPolicy policy_of_model_file() const;
+  bool on_cpu_only_ = false;  // to(cpu): annotations overridden
   MultiDeviceForward& placed_for(const Bindings& bindings);
   std::shared_ptr<DeviceRegistry> registry_;
   PlacementPolicy policy_;

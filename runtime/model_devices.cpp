@@ -4,6 +4,7 @@
 // it was.
 #include <algorithm>
 
+#include "runtime/backend_capabilities.h"
 #include "runtime/device_registry.h"
 #include "runtime/model.h"
 #include "runtime/multi_device_forward.h"
@@ -11,8 +12,61 @@
 
 namespace tandem {
 
+namespace {
+
+/// Whether the model file asks for GPUs anywhere: a layer or block on one, a data_parallel
+/// block, or a placement: policy that fills GPUs.
+bool names_gpus(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.device && n.device->kind == DeviceKind::cuda) return true;
+  for (const Block& b : g.blocks)
+    if ((b.device && b.device->kind == DeviceKind::cuda) || b.data_parallel) return true;
+  return g.placement && g.placement->policy != "annotations";
+}
+
+}  // namespace
+
+PlacementPolicy Model::policy_of_model_file() const {
+  PlacementPolicy policy;
+  if (graph_->placement) apply_placement_spec(*graph_->placement, policy);
+  return policy;
+}
+
+bool Model::runs_placed() {
+  if (!placed() && !on_cpu_only_ && names_gpus(*graph_))
+    use_devices(std::make_shared<DeviceRegistry>(), policy_of_model_file());
+  return placed();
+}
+
+void Model::to(Device device) {
+  if (device == Device::cpu()) {
+    last_placed_ = nullptr;
+    last_training_ = nullptr;
+    placed_.clear();  // compiled for the old devices: drain their lanes while they exist
+    placed_training_.clear();
+    device_params_.reset();
+    device_totals_.clear();
+    registry_.reset();
+    on_cpu_only_ = true;
+    return;
+  }
+  PlacementPolicy policy = policy_of_model_file();
+  policy.place_overrides = {{"*", device}};
+  use_devices(std::make_shared<DeviceRegistry>(), std::move(policy));
+}
+
+Plan Model::plan_for(const Bindings& bindings, bool training) {
+  if (!runs_placed()) return plan_;
+  PlacementPolicy policy = policy_;
+  policy.training = training;
+  policy.bindings = bindings;
+  if (auto batch = bindings.find("batch"); batch != bindings.end()) policy.batch = batch->second;
+  return place(*graph_, registry_->inventory(), policy);
+}
+
 void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy) {
   TANDEM_ASSERT(registry != nullptr, "use_devices without a registry");
+  on_cpu_only_ = false;
   last_placed_ = nullptr;
   last_training_ = nullptr;
   placed_.clear();  // compiled for the old devices: drain their queues while they exist
@@ -23,6 +77,7 @@ void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolic
   device_params_ = std::make_unique<DeviceParameterCache>(params_, grads_, grad_rows_, *registry_);
   policy_ = std::move(policy);
   policy_.training = false;
+  ask_backends(policy_, *registry_);  // a layer a GPU cannot run is planned on the cpu
 }
 
 MultiDeviceForward& Model::placed_for(const Bindings& bindings) {

@@ -29,7 +29,6 @@ std::string declared_device(const Graph& g, const Node& n) {
 
 int run_check(const CheckOptions& o) {
   Graph g = load_graph(o.model);
-  Plan plan = plan_on_cpu(g);
   if (o.json) {
     nlohmann::json j;
     j["model"] = g.name;
@@ -49,13 +48,10 @@ int run_check(const CheckOptions& o) {
                              {"output_shape", sym_shape_str(g.values[n.output].type.shape)},
                              {"dtype", dtype_name(g.values[n.output].type.dtype)},
                              {"parameters", params},
-                             {"declared_device", declared_device(g, n)},
-                             {"runs_on", plan.steps[i].device.str()},
-                             {"reason", plan.steps[i].reason}});
+                             {"declared_device", declared_device(g, n)}});
     }
     for (const GraphOutput& out : g.outputs)
       j["outputs"].push_back({{"name", out.name}, {"shape", sym_shape_str(g.values[out.value].type.shape)}});
-    j["notes"] = plan.notes;
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -75,7 +71,6 @@ int run_check(const CheckOptions& o) {
     fmt::print("output {:<28} {}\n", out.name, sym_shape_str(g.values[out.value].type.shape));
   fmt::print("\n{} layers, {} parameters ({:.2f} MiB float32)\n", g.nodes.size(), g.parameter_count(),
              g.parameter_count() * 4.0 / (1 << 20));
-  for (const std::string& note : plan.notes) fmt::print("note: {}\n", note);
   return 0;
 }
 

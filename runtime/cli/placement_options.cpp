@@ -1,6 +1,7 @@
 #include "runtime/cli/placement_options.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "core/error.h"
@@ -55,6 +56,16 @@ PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph
     p.place_overrides.emplace_back(item.substr(0, eq), *d);
   }
   return p;
+}
+
+void apply_placement_flags(Model& model, const PlacementFlags& flags, bool placed) {
+  const char* sim_env = std::getenv("TANDEM_SIM_GPUS");
+  if (!flags.place.empty() && flags.place.back() == "*=cpu" && flags.placement.empty()) {
+    model.to(Device::cpu());  // one device: no device report to make
+    return;
+  }
+  if (!flags.any_given() && !placed && !(sim_env && *sim_env)) return;
+  model.use_devices(std::make_shared<DeviceRegistry>(device_options(flags)), placement_policy(flags, model.graph()));
 }
 
 }  // namespace tandem::cli

@@ -9,6 +9,7 @@
 #include "graph/graph.h"
 #include "placement/place.h"
 #include "runtime/device_registry.h"
+#include "runtime/model.h"
 
 namespace tandem::cli {
 
@@ -34,5 +35,11 @@ DeviceOptions device_options(const PlacementFlags& flags);
 /// The model's placement: key, then --placement, --max-memory and --place over it. Batch,
 /// bindings and training are left for the caller.
 PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph);
+
+/// What `run` and `train` do with the flags: `--place '*=cpu'` last runs every layer on the
+/// cpu (Model::to: data_parallel blocks as one replica); any other device or policy flag,
+/// `placed` (--report), or TANDEM_SIM_GPUS places the model over the registry's devices;
+/// nothing leaves it where its file puts it (Model: on this machine's GPUs if it names any).
+void apply_placement_flags(Model& model, const PlacementFlags& flags, bool placed);
 
 }  // namespace tandem::cli

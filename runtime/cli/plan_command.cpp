@@ -13,6 +13,7 @@
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/placement_options.h"
+#include "runtime/backend_capabilities.h"
 #include "runtime/device_registry.h"
 
 namespace tandem::cli {
@@ -105,7 +106,10 @@ void print_table(const Graph& given, const Plan& plan) {
 
 int run_plan(const PlanOptions& o) {
   Graph g = load_graph(o.model);
-  Plan plan = place(g, DeviceRegistry(device_options(o.placement)).inventory(), make_policy(o, g));
+  DeviceRegistry registry(device_options(o.placement));
+  PlacementPolicy policy = make_policy(o, g);
+  ask_backends(policy, registry);
+  Plan plan = place(g, registry.inventory(), policy);
   if (!o.dot.empty()) {
     std::ofstream out(o.dot);
     out << plan_to_dot(g, plan);

@@ -32,12 +32,6 @@ struct RunOptions {
   bool report = false;
 };
 
-// Placed (cpu and GPUs) when a device or policy flag, --report or TANDEM_SIM_GPUS asks for it.
-bool wants_placement(const RunOptions& o) {
-  const char* env = std::getenv("TANDEM_SIM_GPUS");
-  return o.placement.any_given() || o.report || (env && *env);
-}
-
 Bindings parse_bindings(const RunOptions& o, const Graph& graph) {
   Bindings b = parse_bind_options(o.binds, graph);
   if (o.batch) {
@@ -71,10 +65,7 @@ int run_inference(const RunOptions& o) {
   Model model = Model::load(o.model);
   if (!o.weights.empty()) model.load_weights(o.weights);
   else model.init_parameters(o.seed);
-  const bool placed = wants_placement(o);
-  if (placed)
-    model.use_devices(std::make_shared<DeviceRegistry>(device_options(o.placement)),
-                      placement_policy(o.placement, model.graph()));
+  apply_placement_flags(model, o.placement, o.report);
   if (!o.save_weights.empty()) model.save_weights(o.save_weights);
 
   TensorMap inputs;
@@ -115,7 +106,7 @@ int run_inference(const RunOptions& o) {
     for (const auto& [name, t] : outputs) j["outputs"][name] = summarize(t);
     if (!times_ms.empty())
       j["timing"] = {{"repeat", o.repeat}, {"median_ms", median}, {"min_ms", sorted.front()}, {"max_ms", sorted.back()}};
-    if (placed) {
+    if (model.placed()) {
       j["policy"] = model.last_plan().policy;
       j["devices"] = devices_json(model.device_report());
     }

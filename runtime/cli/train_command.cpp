@@ -96,16 +96,14 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
 
 int run_train(const TrainOptions& o) {
   Model model = Model::load(o.model);
-  const char* sim_env = std::getenv("TANDEM_SIM_GPUS");
-  if (o.placement.any_given() || o.report || (sim_env && *sim_env))  // placed over the cpu and GPUs, as `tandem run`
-    model.use_devices(std::make_shared<DeviceRegistry>(device_options(o.placement)),
-                      placement_policy(o.placement, model.graph()));
+  apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
   model.init_parameters(spec.seed);
   if (!o.weights.empty()) model.load_weights(o.weights);
   if (o.bench_steps > 0) return bench_training(model, spec, o);
   Trainer trainer(model, spec);  // first: it says when the model has no loss
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
+  model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused before the data loads
   Dataset all = load_dataset(*spec.data, data_columns(model.graph()));
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
   if (!o.resume.empty()) trainer.load_checkpoint(o.resume);

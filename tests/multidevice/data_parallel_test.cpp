@@ -91,6 +91,7 @@ TEST_CASE("a data-parallel block computes and trains what the unwrapped model do
   INFO(devices << " devices, batch " << batch << ", " << optimizer << ", dim " << dim);
   const std::string yaml = dim == 0 ? nested_yaml(devices, optimizer) : sequence_first_yaml(devices, optimizer);
   Model reference = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
   Model model = Model::load(yaml);
   reference.init_parameters(11);
   model.init_parameters(11);
@@ -177,6 +178,7 @@ TEST_CASE("a parallel loss trains as the gathered loss does and leaves the outpu
   const int64_t batch = GENERATE(64, 61);
   INFO(devices << " devices, " << reduction << ", batch " << batch);
   Model reference = Model::load(classifier_yaml(devices, true, reduction));
+  reference.to(Device::cpu());  // the single-device reference
   Model parallel = Model::load(classifier_yaml(devices, true, reduction));
   Model gathered = Model::load(classifier_yaml(devices, false, reduction));
   for (Model* m : {&reference, &parallel, &gathered}) m->init_parameters(5);
@@ -279,6 +281,7 @@ TEST_CASE("the seeds' tutorial prints each replica's sizes and the gathered size
 
 TEST_CASE("forward hooks see every layer on one device and each replica's chunk", "[multidevice][data_parallel]") {
   Model model = Model::load(std::string(TANDEM_SOURCE_DIR) + "/configs/seed_nested_dp.yaml");
+  model.to(Device::cpu());
   model.init_parameters(1);
   std::vector<std::string> seen;
   model.set_forward_hook([&](const LayerCall& call) {
@@ -315,6 +318,7 @@ outputs: [body.fc]
 )");
   Model model = Model::load(yaml);
   Model reference = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
   model.init_parameters(3);
   reference.init_parameters(3);
   model.use_devices(sim_gpus(2), policy());
@@ -374,6 +378,7 @@ train:
   {
     const std::string yaml = yaml_for("gpu", "    device: cuda:0");
     Model reference = Model::load(yaml), model = Model::load(yaml);
+    reference.to(Device::cpu());  // the single-device reference
     reference.init_parameters(2);
     model.init_parameters(2);
     model.use_devices(sim_gpus(1), policy());
@@ -394,6 +399,7 @@ train:
   {
     const std::string yaml = yaml_for("dp", "    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0}");
     Model chunk0 = Model::load(yaml), model = Model::load(yaml);
+    chunk0.to(Device::cpu());  // the single-device reference
     chunk0.init_parameters(3);
     model.init_parameters(3);
     model.use_devices(sim_gpus(2), policy());
@@ -437,6 +443,7 @@ train:
   optimizer: {name: sgd, lr: 0.1}
 )");
   Model reference = Model::load(yaml), model = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
   reference.init_parameters(8);
   model.init_parameters(8);
   model.use_devices(sim_gpus(2), policy());
@@ -485,6 +492,7 @@ train:
   optimizer: {name: sgd, lr: 0.1}
 )");
   Model reference = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
   Model model = Model::load(yaml);
   reference.init_parameters(5);
   model.init_parameters(5);

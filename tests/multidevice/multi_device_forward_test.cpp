@@ -107,6 +107,7 @@ TEST_CASE("the mixed seed model over simulated GPUs gives the all-cpu outputs an
   int gpus = GENERATE(2, 4);
   const int64_t batch = 32;
   Model reference = Model::load(config("seed_mixed.yaml"));
+  reference.to(Device::cpu());  // the single-device reference
   TensorMap inputs = reference.random_inputs({{"batch", batch}}, 7);
   TensorMap expected = reference.forward(inputs);
 
@@ -143,6 +144,7 @@ TEST_CASE("the mixed seed model over simulated GPUs gives the all-cpu outputs an
 
 TEST_CASE("the recommender with embeddings on the cpu over 2 GPUs equals the single-device run", "[multidevice]") {
   Model reference = Model::load(config("recommender.yaml"));
+  reference.to(Device::cpu());  // the single-device reference
   TensorMap inputs = reference.random_inputs({{"batch", 16}, {"tags", 40}}, 3);
   TensorMap expected = reference.forward(inputs);
 
@@ -170,6 +172,7 @@ TEST_CASE("mlp_4x1024 split by --place patterns equals the single-device run", "
                                {"hidden.2*", Device::cuda(2)}, {"head", Device::cuda(0)}}));
   INFO(label);
   Model reference = Model::load(config("mlp_4x1024.yaml"));
+  reference.to(Device::cpu());  // the single-device reference
   TensorMap inputs = reference.random_inputs({{"batch", 8}}, 11);
   TensorMap expected = reference.forward(inputs);
 
@@ -207,6 +210,7 @@ TEST_CASE("repeated placed forwards build no new kernels and give the same outpu
   // new weights reach the GPUs' copies
   model.init_parameters(42);
   Model reference = Model::load(config("mlp_4x1024.yaml"));
+  reference.to(Device::cpu());  // the single-device reference
   reference.init_parameters(42);
   CHECK(max_difference(reference.forward(inputs), model.forward(inputs)) <= 1e-6f);
 }
@@ -225,6 +229,7 @@ TEST_CASE("a GPU too small at run time throws OutOfMemory naming the layer, and 
     CHECK_THAT(e.what(), Catch::Contains("layer 'rnn' (linear)") && Catch::Contains("cuda:0"));
   }
   Model reference = Model::load(config("seed_mixed.yaml"));
+  reference.to(Device::cpu());  // the single-device reference
   TensorMap small = model.random_inputs({{"batch", 8}}, 1);
   CHECK(max_difference(reference.forward(small), model.forward(small)) <= 1e-6f);
   CHECK(entry(model.device_report(), Device::cuda(0)).copies_in == 1);

@@ -90,6 +90,7 @@ TEST_CASE("the mixed seed model trains over simulated GPUs as on the cpu", "[mul
   const int64_t batch = 32;
   const std::string yaml = mixed_training_yaml();
   Model reference = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
   Model model = Model::load(yaml);
   model.use_devices(sim_gpus(gpus), policy());
   const TrainingSpec spec = *reference.graph().training;
@@ -179,6 +180,7 @@ TEST_CASE("the mixed seed model trains over simulated GPUs as on the cpu", "[mul
 TEST_CASE("the recommender with embeddings on the cpu over 2 GPUs has the single-device gradients",
           "[multidevice][train]") {
   Model reference = Model::load(config("recommender.yaml"));
+  reference.to(Device::cpu());  // the single-device reference
   TensorMap inputs = reference.random_inputs({{"batch", 16}, {"tags", 40}}, 3);
   TensorMap outputs = reference.forward(inputs);
   TensorMap grad_outputs;
@@ -267,6 +269,7 @@ TEST_CASE("placed training out of GPU memory throws OutOfMemory naming the layer
   TensorMap fits = model.random_inputs(small, 2);
   fits.merge(model.random_targets(small, 2));
   Model reference = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
   model.zero_gradients();
   reference.zero_gradients();
   model.loss_and_backward(fits, 0);
@@ -325,6 +328,7 @@ TEST_CASE("placed training updates the cpu's table row by row and takes GPU grad
           "[multidevice][train][touched_rows]") {
   const std::string yaml = tables_yaml();
   Model reference = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
   Model model = Model::load(yaml);
   const uint64_t seed = static_cast<uint64_t>(getpid()) % 1000;  // fresh weights and batches per run
   INFO("seed " << seed);

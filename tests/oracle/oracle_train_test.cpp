@@ -37,6 +37,7 @@ TEST_CASE("gradients of every op and model equal PyTorch's", "[oracle][grad]") {
     std::string name = c["name"], dir = c["dir"];
     DYNAMIC_SECTION(name) {
       tandem::Model model = tandem::Model::load(c["model"]);
+      model.to(tandem::Device::cpu());  // PyTorch's oracle runs every layer on the cpu
       model.load_weights(dir + "/weights.safetensors");
       TensorMap inputs = tandem::read_safetensors(dir + "/inputs.safetensors");
       TensorMap grads = tandem::read_safetensors(dir + "/grads.safetensors");
@@ -75,6 +76,7 @@ TEST_CASE("training runs track PyTorch step for step", "[oracle][train]") {
     int64_t steps = c["steps"];
     DYNAMIC_SECTION(name) {
       tandem::Model model = tandem::Model::load(c["model"]);
+      model.to(tandem::Device::cpu());  // PyTorch's oracle runs every layer on the cpu
       model.load_weights(dir + "/weights.safetensors");
       TensorMap batches = tandem::read_safetensors(dir + "/batches.safetensors");
       TensorMap expected = tandem::read_safetensors(dir + "/expected.safetensors");

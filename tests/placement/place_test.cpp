@@ -337,10 +337,13 @@ TEST_CASE("cpu fallback for an op the device cannot run") {
   Graph g = load(kPlainMixed);
   PlacementPolicy policy;
   policy.name = "balanced";
-  policy.supports = [](Device d, const std::string& op) { return op != "embedding"; };
+  policy.cannot_run = [](Device d, const Graph&, const Node& node, const Bindings& bindings) -> std::string {
+    CHECK(bindings.at("batch") == 1);
+    return node.op == "embedding" ? "no kernel for op 'embedding'" : "";
+  };
   Plan p = place(g, inventory(1), policy);
   CHECK(step_of(g, p, "embedding").device == Device::cpu());
-  CHECK_THAT(step_of(g, p, "embedding").reason, Contains("cuda:0 cannot run op embedding -> cpu"));
+  CHECK_THAT(step_of(g, p, "embedding").reason, Contains("cuda:0 cannot run it (no kernel for op 'embedding') -> cpu"));
   CHECK(step_of(g, p, "fc").device == Device::cuda(0));
 }
 
@@ -386,7 +389,8 @@ layers:
   for (const OpStep& s : one.steps) replicas += one.graph->nodes[s.node].op == "linear" &&
                                                 one.graph->nodes[s.node].replica.has_value();
   CHECK(replicas == 1);
-  CHECK_THROWS_WITH(place(g, inventory(1), {}), Contains("data_parallel block 'block2' lists cuda:1 in its devices, but this machine has cpu, cuda:0; run with --sim-gpus 2"));
+  CHECK_THROWS_WITH(place(g, inventory(1), {}), Contains("test.yaml:7:5: data_parallel block 'block2' lists cuda:1 in its devices, but this machine has cpu, cuda:0; "
+                             "run it on simulated GPUs with --sim-gpus 2, or on the cpu with --place '*=cpu'"));
 }
 
 TEST_CASE("chunking memory sizes the chunks by each device's memory") {
@@ -449,8 +453,8 @@ layers:
 )");
   CHECK_THROWS_AS(place(g, inventory(2), {}), UserError);
   CHECK_THROWS_WITH(place(g, inventory(2), {}),
-                    "layer 'enc.fc' is placed on cuda:3 (device: on block 'enc'), but this machine has cpu, cuda:0, "
-                    "cuda:1; run with --sim-gpus 4 or change the placement");
+                    "test.yaml:9:9: layer 'enc.fc' is placed on cuda:3 (device: on block 'enc'), but this machine has "
+                    "cpu, cuda:0, cuda:1; run it on simulated GPUs with --sim-gpus 4, or on the cpu with --place '*=cpu'");
   PlacementPolicy policy;
   policy.place_overrides = {{"enc.fc", Device::cuda(7)}};
   CHECK_THROWS_WITH(place(g, inventory(2), policy), Contains("(--place enc.fc=cuda:7)"));
@@ -530,7 +534,7 @@ TEST_CASE("the dot drawing has a cluster per device and dashed copies") {
   CHECK_THAT(dot, Contains("\"layer:embedding\" -> \"layer:rnn\" [style=dashed"));
 }
 
-TEST_CASE("plan_on_cpu is unchanged: everything on the cpu with the declared device in the reason") {
+TEST_CASE("plan_on_cpu: everything on the cpu, with the declared device in the reason") {
   Graph g = load(kMixed);
   Plan p = plan_on_cpu(g);
   REQUIRE(p.steps.size() == 2);

@@ -70,8 +70,9 @@ TEST_CASE("tandem plan --dot writes a Graphviz file") {
 TEST_CASE("tandem plan refuses a device the machine does not have with exit code 2") {
   Result r = run_cli("plan " + kSeedMixed + " --sim-gpus 0");
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Contains("layer 'rnn' is placed on cuda:0 (device: on the layer), but this machine has cpu"));
-  CHECK_THAT(r.out, Contains("--sim-gpus 1"));
+  CHECK_THAT(r.out, Contains("seed_mixed.yaml:8:5: layer 'rnn' is placed on cuda:0 (device: on the layer), but this "
+                              "machine has no GPU"));
+  CHECK_THAT(r.out, Contains("run it on simulated GPUs with --sim-gpus 1, or on the cpu with --place '*=cpu'"));
 }
 
 TEST_CASE("tandem plan --place and --placement options") {

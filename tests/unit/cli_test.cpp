@@ -98,13 +98,13 @@ TEST_CASE("inputs from a file are checked and bad indices name the layer", "[cli
   tandem::TensorMap inputs;
   inputs["tokens"] = tandem::Tensor::from_vector<int64_t>({3}, {1, 2, 1000});
   tandem::write_safetensors(path, inputs);
-  Result r = run_cli("run " + config("seed_mixed.yaml") + " --inputs " + path);
+  Result r = run_cli("run " + config("seed_mixed.yaml") + " --sim-gpus 1 --inputs " + path);
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Catch::Contains("layer 'embedding'") && Catch::Contains("1000"));
   inputs["tokens"] = tandem::Tensor::from_vector<int64_t>({3}, {1, 2, 999});
   tandem::write_safetensors(path, inputs);
-  CHECK(run_cli("run " + config("seed_mixed.yaml") + " --inputs " + path).code == 0);
-  Result conflict = run_cli("run " + config("seed_mixed.yaml") + " --inputs " + path + " --batch 4");
+  CHECK(run_cli("run " + config("seed_mixed.yaml") + " --sim-gpus 1 --inputs " + path).code == 0);
+  Result conflict = run_cli("run " + config("seed_mixed.yaml") + " --sim-gpus 1 --inputs " + path + " --batch 4");
   CHECK(conflict.code == 2);
   CHECK_THAT(conflict.output, Catch::Contains("--batch says 4"));
 }

@@ -91,7 +91,7 @@ TEST_CASE("the char GRU's validation loss falls epoch by epoch", "[zoo][char_gru
   // any seed: a fresh initialisation, shuffle and split must learn as well
   uint32_t seed = fresh_seed();
   INFO("seed " << seed);
-  Result r = run(std::string(TANDEM_CLI) + " train " + source("configs/char_gru.yaml") + " --data " + data +
+  Result r = run(std::string(TANDEM_CLI) + " train " + source("configs/char_gru.yaml") + " --place '*=cpu' --data " + data +
                  " --epochs 3 --seed " + std::to_string(seed) + " --json");
   INFO(r.output);
   REQUIRE(r.code == 0);
@@ -151,7 +151,7 @@ TEST_CASE("the BERT-mini encoder learns masked tokens, the same on the cpu and t
                     " --samples 1024 --seed " + std::to_string(fresh_seed()) + " 2>&1");
   INFO(made.output);
   REQUIRE(made.code == 0);
-  std::vector<double> cpu = bert_mini_losses(data, "");
+  std::vector<double> cpu = bert_mini_losses(data, "--place '*=cpu'");
   REQUIRE(cpu.size() == 2);
   // 62 equally likely tokens would be ln(62) = 4.13 nats
   CHECK(cpu[0] < std::log(62.0));
@@ -243,7 +243,7 @@ TEST_CASE("the DLRM click model's validation AUC rises epoch by epoch, the same 
   const double dense_auc = std::stod(made.output.substr(at + dense_only.size()));
   const std::string yaml = dlrm_with_rows(dir, 20000);
 
-  DlrmRun cpu = train_dlrm(yaml, data, seed, "");
+  DlrmRun cpu = train_dlrm(yaml, data, seed, "--place '*=cpu'");
   REQUIRE(cpu.auc.size() == 4);
   // runs of this size (seeds 1, 2, 4, 7, 71562): 0.648 to 0.677 after the first epoch, 0.674
   // to 0.702 after the fourth, 0.013 to 0.040 above what the dense features alone allow

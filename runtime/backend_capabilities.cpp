@@ -1,0 +1,30 @@
+#include "runtime/backend_capabilities.h"
+
+#include "backends/kernel.h"
+
+namespace tandem {
+namespace {
+
+Shape concrete(const SymShape& shape, const Bindings& bindings) {
+  Shape out;
+  for (const Dim& d : shape) out.push_back(d.evaluate(bindings).value_or(1));
+  return out;
+}
+
+}  // namespace
+
+void ask_backends(PlacementPolicy& policy, DeviceRegistry& registry) {
+  policy.cannot_run = [&registry](Device device, const Graph& graph, const Node& node,
+                                  const Bindings& bindings) -> std::string {
+    if (node.schema->is_view || !registry.has(device)) return {};  // views run nowhere; placement names missing devices
+    KernelSpec spec;
+    spec.op = node.op;
+    spec.attrs = &node.attrs;
+    for (int v : node.inputs) spec.inputs.push_back({concrete(graph.values[v].type.shape, bindings), graph.values[v].type.dtype});
+    for (const ParamSpec& p : node.params) spec.params.push_back({p.shape, p.dtype});
+    spec.outputs.push_back({concrete(graph.values[node.output].type.shape, bindings), graph.values[node.output].type.dtype});
+    return registry.backend(device).cannot_run(spec);
+  };
+}
+
+}  // namespace tandem
