@@ -56,8 +56,10 @@ size_t sim_gpu_memory_from(const DeviceOptions& options) {
 
 }  // namespace
 
-int sim_gpus_from_environment() {
-  const char* env = std::getenv("TANDEM_SIM_GPUS");
+int sim_gpus_from_environment() { return count_from_environment("TANDEM_SIM_GPUS", max_sim_gpus); }
+
+int count_from_environment(const char* variable, int most) {
+  const char* env = std::getenv(variable);
   if (env == nullptr) return 0;
   std::string_view text(env);
   while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
@@ -65,9 +67,11 @@ int sim_gpus_from_environment() {
   if (text.empty()) return 0;
   int count = -1;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
-  if (ec != std::errc() || end != text.data() + text.size() || count < 0 || count > max_sim_gpus)
-    throw UserError("TANDEM_SIM_GPUS='" + std::string(env) + "' is not a number of simulated GPUs: set it to a whole number from 0 to " +
-                    std::to_string(max_sim_gpus) + ", e.g. TANDEM_SIM_GPUS=2, or unset it");
+  if (ec != std::errc() || end != text.data() + text.size() || count < 0 || count > most)
+    throw UserError(std::string(variable) + "='" + std::string(env) + "' is not a number of " +
+                    (std::string(variable) == "TANDEM_SIM_GPUS" ? "simulated" : "logical") +
+                    " GPUs: set it to a whole number from 0 to " + std::to_string(most) + ", e.g. " + variable +
+                    "=2, or unset it");
   return count;
 }
 
@@ -114,7 +118,7 @@ void* load_cuda_module() {
                   "; set TANDEM_CUDA_BACKEND to its path). Tried:" + errors);
 }
 
-std::unique_ptr<Backend> open_cuda_backend(const CudaDeviceInfo& gpu) {
+std::unique_ptr<Backend> open_cuda_backend(const CudaGpuSpec& spec) {
   if (!cuda_backend_built())
     throw UserError("this build of Tandem has no CUDA backend (it was built without CUDA, or without cuDNN and NCCL "
                     "beside the toolkit: docs/cuda-backend.md); rebuild with -DTANDEM_CUDA=ON, or run on the cpu "
@@ -127,7 +131,7 @@ std::unique_ptr<Backend> open_cuda_backend(const CudaDeviceInfo& gpu) {
                     (interface ? interface() : "unknown") + ", this program's " + kBackendInterfaceVersion +
                     "); rebuild, or point TANDEM_CUDA_BACKEND at the right one");
   std::unique_ptr<Backend> backend;
-  open(gpu, backend);
+  open(spec, backend);
   return backend;
 }
 
@@ -166,6 +170,9 @@ void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceI
     throw UserError("--sim-gpus " + std::to_string(sims) + " is out of range: ask for 0 to " +
                     std::to_string(max_sim_gpus) + " simulated GPUs, e.g. --sim-gpus 2");
   if (sims == -1) sims = sim_gpus_from_environment();
+  if (options.logical_gpus < -1 || options.logical_gpus > max_sim_gpus)
+    throw UserError("--logical-gpus " + std::to_string(options.logical_gpus) + " is out of range: ask for 0 to " +
+                    std::to_string(max_sim_gpus) + " devices over the real GPUs, e.g. --logical-gpus 4");
   if (sims > 0) SimTrace::check_environment();
   sim_gpu_memory_ = sim_gpu_memory_from(options);
 
@@ -182,9 +189,20 @@ void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceI
     return;
   }
   real_gpus_ = std::move(real_gpus);
-  if (real_gpus_.empty()) inventory_.no_gpu_reason = why_no_gpus_;
-  for (const CudaDeviceInfo& g : real_gpus_) {
-    inventory_.devices.push_back(DeviceInfo{Device::cuda(g.index), g.total_bytes, false, g.name});
+  if (real_gpus_.empty()) {
+    inventory_.no_gpu_reason = why_no_gpus_;
+    return;
+  }
+  int logical = options.logical_gpus >= 0 ? options.logical_gpus : count_from_environment("TANDEM_LOGICAL_GPUS", max_sim_gpus);
+  const int physical = static_cast<int>(real_gpus_.size());
+  if (logical == 0) logical = physical;
+  for (int i = 0; i < logical; ++i) physical_of_logical_.push_back(i % physical);
+  for (int i = 0; i < logical; ++i) {
+    const CudaDeviceInfo& g = real_gpus_[static_cast<size_t>(physical_of_logical_[i])];
+    const int sharing = logical / physical + (i % physical < logical % physical ? 1 : 0);
+    std::string name = g.name;
+    if (sharing > 1) name += " (1/" + std::to_string(sharing) + " of GPU " + std::to_string(g.index) + ")";
+    inventory_.devices.push_back(DeviceInfo{Device::cuda(i), g.total_bytes / static_cast<size_t>(sharing), false, name});
     backends_.push_back(nullptr);  // opened on first use
   }
 }
@@ -216,11 +234,16 @@ Backend& DeviceRegistry::backend(Device device) {
   const size_t i = static_cast<size_t>(inventory_.find(device) - inventory_.devices.data());
   std::lock_guard lock(mutex_);
   if (!backends_[i]) {
-    const CudaDeviceInfo& gpu = real_gpus_.at(i - 1);
+    CudaGpuSpec spec;
+    spec.logical = device.index;
+    spec.gpu = real_gpus_.at(static_cast<size_t>(physical_of_logical_.at(static_cast<size_t>(device.index))));
+    for (int p : physical_of_logical_) spec.physical_of_logical.push_back(real_gpus_[static_cast<size_t>(p)].index);
+    const bool shared = static_cast<int>(physical_of_logical_.size()) > static_cast<int>(real_gpus_.size());
+    spec.capacity = shared ? inventory_.devices[i].memory_bytes : 0;
     try {
-      backends_[i] = open_real_(gpu);
+      backends_[i] = open_real_(spec);
     } catch (const UserError& e) {
-      throw UserError(device.str() + " (" + gpu.name + ") could not be opened: " + e.what());
+      throw UserError(device.str() + " (" + spec.gpu.name + ") could not be opened: " + e.what());
     }
   }
   return *backends_[i];

@@ -20,6 +20,7 @@
 
 #include "backends/backend.h"
 #include "backends/compute_ops.h"
+#include "backends/cuda_backend_module.h"
 #include "backends/cuda_devices.h"
 #include "core/device.h"
 #include "core/storage.h"
@@ -37,11 +38,17 @@ struct DeviceOptions {
   /// Capacity of each simulated GPU in bytes. Unset: from TANDEM_SIM_GPU_MEMORY (a size such
   /// as "2GiB", see parse_memory_size), or default_sim_gpu_memory.
   std::optional<size_t> sim_gpu_memory;
+  /// Real GPUs: 0 makes each physical GPU one device cuda:N; N > 0 makes N logical devices
+  /// cuda:0..N-1 over the physical GPUs in turn (cuda:k on GPU k % count), each with its own
+  /// streams and an equal share of its GPU's memory, so that a plan that names more GPUs
+  /// than the machine has runs on real ones (collectives among devices that share a GPU stay
+  /// on it). From TANDEM_LOGICAL_GPUS when -1.
+  int logical_gpus = -1;
 };
 
-/// Opens the backend of one real GPU: the CUDA backend, when this build has it. Tests hand
-/// the registry their own.
-using RealGpuOpener = std::function<std::unique_ptr<Backend>(const CudaDeviceInfo&)>;
+/// Opens the backend of one logical real GPU: the CUDA backend, when this build has it.
+/// Tests hand the registry their own.
+using RealGpuOpener = std::function<std::unique_ptr<Backend>(const CudaGpuSpec&)>;
 
 /// Owns every device's Backend: the cpu's, and the GPUs' (simulated, or real ones opened on
 /// first use, when their CUDA context is made). Not copyable. Thread-safe. Destroying it
@@ -80,8 +87,11 @@ class DeviceRegistry {
   /// Capacity of each simulated GPU (also when there are none).
   size_t sim_gpu_memory() const { return sim_gpu_memory_; }
 
-  /// The real GPUs in use as cuda:N (empty when simulated GPUs replace them).
+  /// The physical GPUs in use (empty when simulated GPUs replace them); with logical GPUs,
+  /// fewer than the devices cuda:N.
   const std::vector<CudaDeviceInfo>& real_gpus() const { return real_gpus_; }
+  /// The physical GPU (an index of real_gpus()) that real cuda:`logical` runs on.
+  int physical_gpu(int logical) const { return physical_of_logical_.at(static_cast<size_t>(logical)); }
   /// Real GPUs set aside because simulated ones were asked for.
   int hidden_real_gpus() const { return hidden_real_gpus_; }
   /// Why the CUDA runtime reported no GPU, when it reported none.
@@ -97,6 +107,7 @@ class DeviceRegistry {
   RealGpuOpener open_real_;
   int sim_gpu_count_ = 0;
   std::vector<CudaDeviceInfo> real_gpus_;
+  std::vector<int> physical_of_logical_;  // real cuda:N -> its entry of real_gpus_
   size_t sim_gpu_memory_ = default_sim_gpu_memory;
   int hidden_real_gpus_ = 0;
   std::string why_no_gpus_;
@@ -109,6 +120,9 @@ std::unique_ptr<ComputeOps> open_cpu_compute();
 /// The number of simulated GPUs TANDEM_SIM_GPUS asks for: 0 when unset or empty. Throws
 /// UserError for anything but a whole number from 0 to max_sim_gpus.
 int sim_gpus_from_environment();
+/// The whole number from 0 to `most` that environment variable `variable` holds: 0 when
+/// unset or empty. UserError for anything else, naming the variable.
+int count_from_environment(const char* variable, int most);
 /// A sanity bound: each simulated GPU is two queues and a pool.
 inline constexpr int max_sim_gpus = 1024;
 

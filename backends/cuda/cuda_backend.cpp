@@ -123,8 +123,9 @@ struct CudaBackend::Held {
   std::vector<std::shared_ptr<Storage>> storages;
 };
 
-CudaBackend::CudaBackend(const CudaDeviceInfo& gpu)
-    : context_(std::make_unique<CudaContext>(Device::cuda(gpu.index), gpu.index)),
+CudaBackend::CudaBackend(const CudaGpuSpec& spec)
+    : physical_of_logical_(spec.physical_of_logical),
+      context_(std::make_unique<CudaContext>(Device::cuda(spec.logical), spec.gpu.index, spec.capacity)),
       compute_(std::make_unique<StreamLane>(device().str(), context_->stream(), /*timed=*/true)),
       copy_in_(std::make_unique<StreamLane>(device().str() + " copies in", context_->copy_in_stream(), false)),
       copy_out_(std::make_unique<StreamLane>(device().str() + " copies out", context_->copy_out_stream(), false)),
@@ -200,8 +201,10 @@ void CudaBackend::copy(Lane& given, const BufferRef& dst, const BufferRef& src, 
     } else {  // staged: returns once the bytes are there, in stream order
       copy_to_host(at(dst), at(src), bytes, stream);
     }
-  } else {  // between GPUs: logical cuda:N is CUDA device N (the registry opens them so)
-    copy_peer(at(dst), to.index, at(src), from.index, bytes, stream);
+  } else {  // between logical GPUs: the same physical one, or a peer
+    const int to_gpu = physical_of_logical_.at(static_cast<size_t>(to.index));
+    const int from_gpu = physical_of_logical_.at(static_cast<size_t>(from.index));
+    copy_peer(at(dst), to_gpu, at(src), from_gpu, bytes, stream);
     hold_until_done(lane, {dst.storage, src.storage});
   }
   if (to == device() && from != device()) bytes_in_.fetch_add(bytes), copies_in_.fetch_add(1);

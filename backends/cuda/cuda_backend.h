@@ -30,7 +30,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_context.h"
-#include "backends/cuda_devices.h"
+#include "backends/cuda_backend_module.h"
 
 namespace tandem::cuda {
 
@@ -38,9 +38,9 @@ class StreamLane;
 
 class CudaBackend final : public Backend {
  public:
-  /// cuda:gpu.index on that GPU (CUDA_VISIBLE_DEVICES numbering). UserError when the GPU
-  /// cannot be used (no driver, out of memory for a context).
-  explicit CudaBackend(const CudaDeviceInfo& gpu);
+  /// cuda:spec.logical on GPU spec.gpu.index (CUDA_VISIBLE_DEVICES numbering). UserError
+  /// when the GPU cannot be used (no driver, out of memory for a context).
+  explicit CudaBackend(const CudaGpuSpec& spec);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
   void hold_until_done(StreamLane& lane, std::vector<std::shared_ptr<Storage>> storages);
   void release_finished();
 
+  std::vector<int> physical_of_logical_;  // for peer copies: each logical device's GPU
   std::unique_ptr<CudaContext> context_;
   std::unique_ptr<StreamLane> compute_, copy_in_, copy_out_;
   std::unique_ptr<Allocator> pinned_;

@@ -10,8 +10,8 @@
 #include "backends/cuda_backend_module.h"
 
 extern "C" __attribute__((visibility("default"))) void tandem_open_cuda_backend(
-    const tandem::CudaDeviceInfo& gpu, std::unique_ptr<tandem::Backend>& backend) {
-  backend = std::make_unique<tandem::cuda::CudaBackend>(gpu);
+    const tandem::CudaGpuSpec& spec, std::unique_ptr<tandem::Backend>& backend) {
+  backend = std::make_unique<tandem::cuda::CudaBackend>(spec);
 }
 
 extern "C" __attribute__((visibility("default"))) const char* tandem_cuda_backend_interface() {

@@ -15,6 +15,7 @@ namespace {
 
 struct DevicesOptions {
   std::optional<int> sim_gpus;
+  std::optional<int> logical_gpus;
   std::string sim_gpu_memory;
   bool json = false;
 };
@@ -22,6 +23,7 @@ struct DevicesOptions {
 DeviceOptions device_options(const DevicesOptions& o) {
   DeviceOptions options;
   if (o.sim_gpus) options.sim_gpus = *o.sim_gpus;
+  if (o.logical_gpus) options.logical_gpus = *o.logical_gpus;
   if (!o.sim_gpu_memory.empty()) {
     try {
       options.sim_gpu_memory = parse_memory_size(o.sim_gpu_memory);
@@ -46,11 +48,11 @@ int print_json(const DeviceRegistry& registry) {
     nlohmann::json entry{{"device", d.device.str()}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
                          {"simulated", d.simulated}};
     if (d.device.kind == DeviceKind::cpu) entry["threads"] = threads;
-    for (const CudaDeviceInfo& g : registry.real_gpus())
-      if (d.device == Device::cuda(g.index)) {
-        entry["free_bytes"] = g.free_bytes;
-        entry["compute_capability"] = std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor);
-      }
+    if (d.device.kind == DeviceKind::cuda && !d.simulated) {
+      const CudaDeviceInfo& g = registry.real_gpus().at(static_cast<size_t>(registry.physical_gpu(d.device.index)));
+      entry["free_bytes"] = g.free_bytes;
+      entry["compute_capability"] = std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor);
+    }
     j["devices"].push_back(entry);
   }
   j["cuda_compiled"] = cuda_compiled();
@@ -67,9 +69,10 @@ int print_table(const DeviceRegistry& registry) {
     std::string notes;
     if (d.device.kind == DeviceKind::cpu) notes = fmt::format("{} threads", omp_get_max_threads());
     if (d.simulated) notes = "simulated: own memory pool and queue, CPU kernels";
-    for (const CudaDeviceInfo& g : registry.real_gpus())
-      if (d.device == Device::cuda(g.index))
-        notes = fmt::format("sm_{}{}, {} free", g.compute_major, g.compute_minor, format_bytes(g.free_bytes));
+    if (d.device.kind == DeviceKind::cuda && !d.simulated) {
+      const CudaDeviceInfo& g = registry.real_gpus().at(static_cast<size_t>(registry.physical_gpu(d.device.index)));
+      notes = fmt::format("sm_{}{}, {} free", g.compute_major, g.compute_minor, format_bytes(g.free_bytes));
+    }
     fmt::print("{:<8} {:<44} {:>12}  {}\n", d.device.str(), d.name, format_bytes(d.memory_bytes), notes);
   }
   if (registry.hidden_real_gpus() > 0)
@@ -88,6 +91,8 @@ Command add_devices_command(CLI::App& app) {
                   "simulate N GPUs as cuda:0..N-1 (default: TANDEM_SIM_GPUS, else none); they replace real GPUs");
   sub->add_option("--sim-gpu-memory", o->sim_gpu_memory,
                   "memory of each simulated GPU, e.g. 2GiB, 512MiB, 1.5GB (default: TANDEM_SIM_GPU_MEMORY, else 16GiB)");
+  sub->add_option("--logical-gpus", o->logical_gpus,
+                  "N devices cuda:0..N-1 over the real GPUs in turn, each with its share of the memory");
   sub->add_flag("--json", o->json, "print the result as JSON");
   return [o] {
     DeviceRegistry registry(device_options(*o));

@@ -15,15 +15,16 @@ namespace tandem::cli {
 
 struct PlacementFlags {
   int sim_gpus = -1;           // -1: from TANDEM_SIM_GPUS, else the real GPUs
+  int logical_gpus = -1;       // -1: from TANDEM_LOGICAL_GPUS, else one device per real GPU
   std::string sim_gpu_memory;  // empty: TANDEM_SIM_GPU_MEMORY or 16 GiB
   std::string placement;       // empty: the model's placement:, else annotations
   std::string max_memory;
   std::vector<std::string> place;
   /// Whether a flag asks for placement (a device or policy flag was given).
-  bool any_given() const { return sim_gpus >= 0 || !sim_gpu_memory.empty() || !placement.empty() || !place.empty() || !max_memory.empty(); }
+  bool any_given() const { return sim_gpus >= 0 || logical_gpus >= 0 || !sim_gpu_memory.empty() || !placement.empty() || !place.empty() || !max_memory.empty(); }
 };
 
-/// Registers --sim-gpus (help: `sim_gpus_help`) and --sim-gpu-memory.
+/// Registers --sim-gpus (help: `sim_gpus_help`), --sim-gpu-memory and --logical-gpus.
 void add_device_flags(CLI::App& app, PlacementFlags& flags, const std::string& sim_gpus_help);
 /// Registers --placement, --max-memory and --place.
 void add_policy_flags(CLI::App& app, PlacementFlags& flags);

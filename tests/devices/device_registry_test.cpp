@@ -144,7 +144,7 @@ TEST_CASE("real GPUs are cuda:N unless simulated ones are asked for", "[registry
 
   // A real GPU's backend is opened when first asked for, by the opener the registry was given.
   int opened = 0;
-  DeviceRegistry lazy({}, {fake_gpu(0)}, {}, [&](const CudaDeviceInfo& gpu) -> std::unique_ptr<Backend> {
+  DeviceRegistry lazy({}, {fake_gpu(0)}, {}, [&](const CudaGpuSpec& gpu) -> std::unique_ptr<Backend> {
     ++opened;
     throw UserError("no CUDA driver");
   });
@@ -157,6 +157,33 @@ TEST_CASE("real GPUs are cuda:N unless simulated ones are asked for", "[registry
   CHECK(sims.real_gpus().empty());
   CHECK(sims.simulated(Device::cuda(0)));
   CHECK(sims.simulated(Device::cuda(1)));
+}
+
+TEST_CASE("logical GPUs share the real ones: cuda:k on GPU k % count, each with its share of the memory", "[registry]") {
+  ScopedEnv gpus("TANDEM_SIM_GPUS", nullptr);
+  std::vector<CudaGpuSpec> opened;
+  DeviceRegistry registry({.sim_gpus = 0, .logical_gpus = 3}, {fake_gpu(0), fake_gpu(1)}, {},
+                          [&](const CudaGpuSpec& spec) -> std::unique_ptr<Backend> {
+                            opened.push_back(spec);
+                            throw UserError("not here");
+                          });
+  const auto& devices = registry.inventory().devices;
+  REQUIRE(devices.size() == 4);
+  CHECK(devices[1].name == "NVIDIA H100 (1/2 of GPU 0)");
+  CHECK(devices[1].memory_bytes == 40 * GiB);
+  CHECK(devices[2].name == "NVIDIA H100");  // GPU 1 has cuda:1 alone
+  CHECK(devices[2].memory_bytes == 80 * GiB);
+  CHECK(devices[3].name == "NVIDIA H100 (1/2 of GPU 0)");
+  CHECK(registry.physical_gpu(2) == 0);
+  CHECK_THROWS_WITH(registry.backend(Device::cuda(2)), Catch::Contains("could not be opened: not here"));
+  REQUIRE(opened.size() == 1);
+  CHECK(opened[0].logical == 2);
+  CHECK(opened[0].gpu.index == 0);
+  CHECK(opened[0].physical_of_logical == std::vector<int>{0, 1, 0});
+  CHECK(opened[0].capacity == 40 * GiB);
+  CHECK_THROWS_AS(DeviceRegistry({.sim_gpus = 0, .logical_gpus = -5}, {fake_gpu(0)}), UserError);
+  ScopedEnv logical("TANDEM_LOGICAL_GPUS", "four");
+  CHECK_THROWS_WITH(DeviceRegistry({}, {fake_gpu(0)}), Catch::StartsWith("TANDEM_LOGICAL_GPUS='four' is not a number of logical GPUs"));
 }
 
 TEST_CASE("a real GPU opens through the CUDA backend's module, or says plainly why not", "[registry]") {

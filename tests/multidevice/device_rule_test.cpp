@@ -182,8 +182,8 @@ TEST_CASE("the C++ API follows the same rule: refused, to(cpu), use_devices, TAN
 TEST_CASE("placement asks each GPU's backend what it cannot run, and plans that layer on the cpu", "[multidevice][devices]") {
   ScopedEnv no_sims("TANDEM_SIM_GPUS", nullptr);
   auto registry = std::make_shared<DeviceRegistry>(DeviceOptions{.sim_gpus = 0}, std::vector<CudaDeviceInfo>{fake_gpu(0)},
-                                                   std::string(), [](const CudaDeviceInfo& gpu) -> std::unique_ptr<Backend> {
-                                                     return std::make_unique<PickyGpu>(gpu.index, "embedding_bag");
+                                                   std::string(), [](const CudaGpuSpec& gpu) -> std::unique_ptr<Backend> {
+                                                     return std::make_unique<PickyGpu>(gpu.logical, "embedding_bag");
                                                    });
   Model reference = Model::load(config("recommender.yaml"));
   reference.to(Device::cpu());
