@@ -162,7 +162,7 @@ TEST_CASE("real GPUs are cuda:N unless simulated ones are asked for", "[registry
 TEST_CASE("logical GPUs share the real ones: cuda:k on GPU k % count, each with its share of the memory", "[registry]") {
   ScopedEnv gpus("TANDEM_SIM_GPUS", nullptr);
   std::vector<CudaGpuSpec> opened;
-  DeviceRegistry registry({.sim_gpus = 0, .logical_gpus = 3}, {fake_gpu(0), fake_gpu(1)}, {},
+  DeviceRegistry registry({.sim_gpus = 0, .sim_gpu_memory = std::nullopt, .logical_gpus = 3}, {fake_gpu(0), fake_gpu(1)}, {},
                           [&](const CudaGpuSpec& spec) -> std::unique_ptr<Backend> {
                             opened.push_back(spec);
                             throw UserError("not here");
@@ -181,7 +181,7 @@ TEST_CASE("logical GPUs share the real ones: cuda:k on GPU k % count, each with 
   CHECK(opened[0].gpu.index == 0);
   CHECK(opened[0].physical_of_logical == std::vector<int>{0, 1, 0});
   CHECK(opened[0].capacity == 40 * GiB);
-  CHECK_THROWS_AS(DeviceRegistry({.sim_gpus = 0, .logical_gpus = -5}, {fake_gpu(0)}), UserError);
+  CHECK_THROWS_AS(DeviceRegistry({.sim_gpus = 0, .sim_gpu_memory = std::nullopt, .logical_gpus = -5}, {fake_gpu(0)}), UserError);
   ScopedEnv logical("TANDEM_LOGICAL_GPUS", "four");
   CHECK_THROWS_WITH(DeviceRegistry({}, {fake_gpu(0)}), Catch::StartsWith("TANDEM_LOGICAL_GPUS='four' is not a number of logical GPUs"));
 }
