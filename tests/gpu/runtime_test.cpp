@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -23,7 +24,13 @@ using namespace tandem;
 
 namespace {
 
-std::string config(const std::string& name) { return std::string(TANDEM_SOURCE_DIR) + "/configs/" + name; }
+/// The repository's configs: TANDEM_SOURCE_DIR in the environment (a GPU machine that got
+/// a bundle of this build and a copy of the repository, scripts/gpu_check.sh), else where
+/// this build's sources were.
+std::string config(const std::string& name) {
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  return std::string(root && *root ? root : TANDEM_SOURCE_DIR) + "/configs/" + name;
+}
 
 /// Real GPUs as cuda:0..n-1 (logical ones sharing the machine's when it has fewer).
 std::shared_ptr<DeviceRegistry> real_gpus(int n) {
