@@ -1,4 +1,4 @@
-// Two error channels (see STYLE.md): UserError for anything a user can cause (bad
+// Two error channels (docs/architecture.md, "Errors"): UserError for anything a user can cause (bad
 // YAML, shapes, files, devices, memory) with a message they can act on; TANDEM_ASSERT
 // for a bug in Tandem, which names the file and line. Neither exits the process.
 #pragma once

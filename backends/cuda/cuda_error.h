@@ -1,7 +1,7 @@
 // Turning a failed CUDA, cuBLAS, cuDNN or NCCL call into an exception that names the
 // call, where it was made, and the library's own message.
 //
-// Two kinds, after the two error channels of STYLE.md: what a user can fix (memory
+// Two kinds, after the two error channels of core/error.h: what a user can fix (memory
 // exhausted, a device that does not exist, a driver too old or missing) is a UserError
 // (the CLI exits 2); anything else (a bad argument, a launch failure, an illegal
 // address) is a CudaError, which means a bug in Tandem or a broken system (exit 1).

@@ -1,6 +1,6 @@
 // Stream and Event: RAII owners of a cudaStream_t and a cudaEvent_t, each bound to the
 // device it was made on. Work is ordered across streams by events (Stream::wait), never
-// by making the host wait without need (STYLE.md, "What this adds up to", point 3).
+// by making the host wait without need (docs/architecture.md, "Lanes and events").
 //
 // Thread-safety: as the CUDA runtime's: any thread may enqueue on a stream; one object
 // is not moved or destroyed while another thread uses it.
