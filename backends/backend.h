@@ -13,7 +13,7 @@
 //   kernels      make_kernel(): a Kernel (backends/kernel.h) per layer and shape, or why
 //                not (placement asks cannot_run() first and runs the layer elsewhere)
 //   helpers      what executors need besides kernels: zero, accumulate, scale, a loss,
-//                each queued on a lane
+//                the optimizers' updates, a gradient's sum of squares; each queued on a lane
 //   collectives  (optional) all-reduce and broadcast among devices of the same backend
 //   counters     what the device did, for the report
 //
@@ -122,6 +122,16 @@ class Backend {
   /// live until then); `grad_input` may be undefined (no gradient).
   virtual void loss(Lane& lane, const LossSpec& spec, const Tensor& input, const Tensor& target,
                     const Tensor& grad_input, LossValue* result) = 0;
+  /// A parameter held here updated by an optimizer: as ComputeOps' (the same bits as the
+  /// host's optimizer on every backend that computes with the cpu's loops; CUDA's fused
+  /// kernels match them too). The tensors must live until the update has run.
+  virtual void sgd_update(Lane& lane, const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g,
+                          const Tensor& buf, bool first) = 0;
+  virtual void adam_update(Lane& lane, const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g,
+                           const Tensor& m, const Tensor& v) = 0;
+  /// `*result` = the sum of squares of `t` in double, once an event recorded after this is
+  /// reached (clip_grad_norm over gradients held here).
+  virtual void sum_of_squares(Lane& lane, const Tensor& t, double* result) = 0;
 
   // ---- collectives (optional) --------------------------------------------------------
   /// Every member's tensor becomes the elementwise sum of all of them, queued on each

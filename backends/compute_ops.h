@@ -11,6 +11,7 @@
 
 #include "backends/kernel.h"
 #include "backends/loss_value.h"
+#include "backends/update_scalars.h"
 #include "core/tensor.h"
 #include "graph/training_spec.h"
 
@@ -46,6 +47,16 @@ class ComputeOps {
   /// also writes dLoss/dInput into it (assigned). UserError for a class index outside
   /// [0, C) that is not ignore_index.
   virtual LossValue loss(const LossSpec& spec, const Tensor& input, const Tensor& target, const Tensor& grad_input) = 0;
+
+  /// The optimizers' updates of a parameter held here (torch's formulas and bits,
+  /// backends/optimizer_update.h): SGD (`buf` undefined without momentum; `first`: it holds
+  /// no history yet) and Adam(W) (`m`, `v`: exp_avg, exp_avg_sq). float32, one shape.
+  virtual void sgd_update(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
+                          bool first) = 0;
+  virtual void adam_update(const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
+                           const Tensor& v) = 0;
+  /// The sum of the squares of `t`'s elements in double, as clip_grad_norm adds them.
+  virtual double sum_of_squares(const Tensor& t) = 0;
 };
 
 }  // namespace tandem

@@ -40,4 +40,18 @@ void HostBackend::loss(Lane& lane, const LossSpec& spec, const Tensor& input, co
   });
 }
 
+void HostBackend::sgd_update(Lane& lane, const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g,
+                             const Tensor& buf, bool first) {
+  lane.submit([&ops = ops(), s, p, g, buf, first] { ops.sgd_update(s, p, g, buf, first); });
+}
+
+void HostBackend::adam_update(Lane& lane, const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g,
+                              const Tensor& m, const Tensor& v) {
+  lane.submit([&ops = ops(), s, p, g, m, v] { ops.adam_update(s, p, g, m, v); });
+}
+
+void HostBackend::sum_of_squares(Lane& lane, const Tensor& t, double* result) {
+  lane.submit([&ops = ops(), t, result] { *result = ops.sum_of_squares(t); });
+}
+
 }  // namespace tandem

@@ -23,6 +23,11 @@ class HostBackend : public Backend {
   void scale(Lane& lane, const Tensor& t, float factor) override;
   void loss(Lane& lane, const LossSpec& spec, const Tensor& input, const Tensor& target, const Tensor& grad_input,
             LossValue* result) override;
+  void sgd_update(Lane& lane, const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
+                  bool first) override;
+  void adam_update(Lane& lane, const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
+                   const Tensor& v) override;
+  void sum_of_squares(Lane& lane, const Tensor& t, double* result) override;
 
  protected:
   /// `ops` may be null for a device that only stores and copies (tests of queues and pools):

@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/loss.h"
 #include "backends/cpu/ops/op_util.h"
+#include "backends/optimizer_update.h"
 
 namespace tandem::cpu {
 namespace {
@@ -37,6 +38,18 @@ class CpuComputeOps final : public ComputeOps {
     Tensor grad = grad_input;
     return compute_loss(spec, input, target, grad.defined() ? &grad : nullptr);
   }
+
+  void sgd_update(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
+                  bool first) override {
+    sgd_update_host(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first);
+  }
+
+  void adam_update(const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
+                   const Tensor& v) override {
+    adam_update_host(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel());
+  }
+
+  double sum_of_squares(const Tensor& t) override { return sum_of_squares_host(t.data<float>(), t.numel()); }
 
  private:
   CpuContext context_;

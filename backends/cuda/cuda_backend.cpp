@@ -9,6 +9,8 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_limits.h"
 #include "backends/cuda/device_guard.h"
+#include "backends/cuda/kernels/norm.cuh"
+#include "backends/cuda/kernels/optimizer.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/loss.h"
 #include "backends/cuda/nccl_comms.h"
@@ -249,6 +251,37 @@ void CudaBackend::loss(Lane& given, const LossSpec& spec, const Tensor& input, c
   DeviceGuard guard(lane.cuda_device());
   Tensor grad = grad_input;
   *result = compute_loss(*context_, spec, input, target, grad.defined() ? &grad : nullptr);  // reads the value back
+}
+
+void CudaBackend::sgd_update(Lane& given, const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g,
+                             const Tensor& buf, bool first) {
+  StreamLane& lane = own(given);
+  DeviceGuard guard(lane.cuda_device());
+  cuda::sgd_update(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first,
+                   lane.stream());
+  if (&lane != compute_.get()) hold_until_done(lane, {p.storage(), g.storage(), buf.defined() ? buf.storage() : nullptr});
+}
+
+void CudaBackend::adam_update(Lane& given, const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g,
+                              const Tensor& m, const Tensor& v) {
+  StreamLane& lane = own(given);
+  DeviceGuard guard(lane.cuda_device());
+  cuda::adam_update(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), lane.stream());
+  if (&lane != compute_.get()) hold_until_done(lane, {p.storage(), g.storage(), m.storage(), v.storage()});
+}
+
+void CudaBackend::sum_of_squares(Lane& given, const Tensor& t, double* result) {
+  StreamLane& lane = own(given);
+  DeviceGuard guard(lane.cuda_device());
+  const int64_t blocks = norm_blocks(t.numel());
+  *result = 0;
+  if (blocks == 0) return;
+  // the blocks' sums, one double each (a float32 tensor of twice the elements holds them)
+  Tensor partial = Tensor::empty({2 * blocks}, DType::float32, context_->allocator());
+  block_sums_of_squares(t.data<float>(), t.numel(), static_cast<double*>(partial.raw_data()), lane.stream());
+  std::vector<double> host(static_cast<size_t>(blocks));
+  copy_to_host(host.data(), partial.raw_data(), host.size() * sizeof(double), lane.stream());
+  for (double s : host) *result += s;  // in block order, as the host adds them
 }
 
 namespace {

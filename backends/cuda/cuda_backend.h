@@ -63,6 +63,12 @@ class CudaBackend final : public Backend {
   void scale(Lane& lane, const Tensor& t, float factor) override;
   void loss(Lane& lane, const LossSpec& spec, const Tensor& input, const Tensor& target, const Tensor& grad_input,
             LossValue* result) override;
+  void sgd_update(Lane& lane, const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
+                  bool first) override;
+  void adam_update(Lane& lane, const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
+                   const Tensor& v) override;
+  /// Blocks' sums on the device, added on the host in order: the host's bits. Waits.
+  void sum_of_squares(Lane& lane, const Tensor& t, double* result) override;
 
   /// NCCL among distinct GPUs; device-local copies and adds when several logical devices
   /// share one (nccl_comms.h). Every member must be a CudaBackend.

@@ -6,39 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/optimizer_update.h"
 #include "runtime/optim/optimizer_impl.h"
 
 namespace tandem {
 
 namespace {
-
-constexpr int64_t kBlock = 16384;
-
-/// Sum of squares in double of block `b` of x[0, n): 8 independent accumulators the
-/// compiler can vectorise, added in a fixed order.
-double block_sum_of_squares(const float* x, int64_t n, int64_t b) {
-  int64_t end = std::min(n, (b + 1) * kBlock);
-  double lanes[8] = {};
-  int64_t i = b * kBlock;
-  for (; i + 8 <= end; i += 8)
-    for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
-  for (; i < end; ++i) lanes[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  double s = 0;
-  for (double lane : lanes) s += lane;
-  return s;
-}
-
-/// Sum of squares in double over fixed-size blocks added in order, so the result does
-/// not depend on the number of threads.
-double sum_of_squares(const float* x, int64_t n) {
-  int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(static_cast<size_t>(blocks));
-#pragma omp parallel for if (n > optim_detail::kParallelMinElements)
-  for (int64_t b = 0; b < blocks; ++b) partial[static_cast<size_t>(b)] = block_sum_of_squares(x, n, b);
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
-}
 
 /// sum_of_squares of a gradient that is zero outside `rows` (ascending) of `width`
 /// elements each, to the bit: a block without a touched row sums to +0, and adding +0
@@ -48,11 +21,11 @@ double sum_of_squares_rows(const float* x, int64_t n, std::span<const int64_t> r
   std::vector<int64_t> blocks;
   for (int64_t r : rows) {
     if (width == 0) break;
-    const int64_t first = r * width / kBlock, last = ((r + 1) * width - 1) / kBlock;
+    const int64_t first = r * width / kNormBlock, last = ((r + 1) * width - 1) / kNormBlock;
     for (int64_t b = blocks.empty() ? first : std::max(first, blocks.back() + 1); b <= last; ++b) blocks.push_back(b);
   }
   double total = 0;
-  for (int64_t b : blocks) total += block_sum_of_squares(x, n, b);
+  for (int64_t b : blocks) total += block_sum_of_squares_host(x, n, b);
   return total;
 }
 
@@ -74,24 +47,19 @@ double sum_of_squares_held(const TouchedRows& rows, int64_t n) {
     const float* v = rows.values_of(r);
     for (int64_t d = 0; d < width; ++d) {
       const int64_t at = r * width + d;
-      if (at / kBlock != block) {
+      if (at / kNormBlock != block) {
         finish_block();
-        block = at / kBlock;
+        block = at / kNormBlock;
         std::fill(std::begin(lanes), std::end(lanes), 0.0);
-        const int64_t start = block * kBlock, end = std::min(n, start + kBlock);
+        const int64_t start = block * kNormBlock, end = std::min(n, start + kNormBlock);
         tail = start + (end - start) / 8 * 8;
       }
       const double x = static_cast<double>(v[d]);
-      lanes[at < tail ? (at - block * kBlock) % 8 : 0] += x * x;
+      lanes[at < tail ? (at - block * kNormBlock) % 8 : 0] += x * x;
     }
   }
   finish_block();
   return total;
-}
-
-void scale(float* x, int64_t n, float factor) {
-#pragma omp parallel for if (n > optim_detail::kParallelMinElements)
-  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
 
 /// The rows entry of gradient i when it lists some (not all) rows, else null.
@@ -121,7 +89,7 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
     if (TouchedRows* touched = partial_rows(rows, i))
       sum += sum_of_squares_rows(g.data<float>(), g.numel(), touched->list(), g.numel() / touched->rows());
     else
-      sum += sum_of_squares(g.data<float>(), g.numel());
+      sum += sum_of_squares_host(g.data<float>(), g.numel());
   }
   double total_norm = std::sqrt(sum);
   double clip_coef = max_norm / (total_norm + 1e-6);
@@ -132,15 +100,15 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
     const float factor = static_cast<float>(clip_coef);
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined()) {
-        for (int64_t r : rows[i]->list()) scale(rows[i]->values_of(r), rows[i]->width(), factor);
+        for (int64_t r : rows[i]->list()) scale_host(rows[i]->values_of(r), rows[i]->width(), factor);
         continue;
       }
       float* g = grads[i].data<float>();
       if (TouchedRows* touched = partial_rows(rows, i)) {
         const int64_t width = grads[i].numel() / touched->rows();
-        for (int64_t r : touched->list()) scale(g + r * width, width, factor);
+        for (int64_t r : touched->list()) scale_host(g + r * width, width, factor);
       } else {
-        scale(g, grads[i].numel(), factor);
+        scale_host(g, grads[i].numel(), factor);
       }
     }
   }

@@ -10,10 +10,6 @@
 
 namespace tandem::optim_detail {
 
-/// Loops over more elements than this run on OpenMP threads. Every update is elementwise,
-/// so the result does not depend on the thread count.
-inline constexpr int64_t kParallelMinElements = 65536;
-
 /// An optimizer whose state is a step count plus buffers shaped like the parameters
 /// (buffer b of parameter i is buffers_[b][i]). Implements state() and load_state().
 class BufferedOptimizer : public Optimizer {

@@ -1,61 +1,11 @@
 // SGD with momentum, dampening, Nesterov and L2 weight decay: torch.optim.SGD's
-// single-tensor update (torch 1.13), operation for operation.
-//
-// Note [matching torch bit for bit]: torch's CPU kernels compute `a.add_(b, alpha=s)` as
-// fma(b, s, a) (its vectorised and scalar loops are both contracted), with the python
-// float scalars rounded to float32. We write those fmas explicitly and switch off the
-// compiler's own contraction, which could fuse other pairs than torch does.
-#pragma GCC optimize("fp-contract=off")
-
-#include <cmath>
-#include <type_traits>
-
+// single-tensor update (torch 1.13), operation for operation (backends/optimizer_update.h).
+#include "backends/optimizer_update.h"
 #include "runtime/optim/optimizer_impl.h"
-#include "backends/update_scalars.h"
 
 namespace tandem::optim_detail {
 
 namespace {
-
-/// p, g, buf: n elements. The flags are template arguments so that the loop has no
-/// branches and vectorises. kFirst: the buffer holds no history and becomes a copy of d_p.
-template <bool kWeightDecay, bool kMomentum, bool kNesterov, bool kFirst>
-void sgd_loop(float* __restrict p, const float* __restrict g, float* __restrict buf, int64_t n,
-              const SgdScalars s) {
-#pragma omp parallel for if (n > kParallelMinElements)
-  for (int64_t i = 0; i < n; ++i) {
-    float d_p = g[i];
-    if constexpr (kWeightDecay) d_p = std::fma(p[i], s.weight_decay, d_p);  // d_p.add(p, alpha=wd)
-    if constexpr (kMomentum) {
-      // buf = clone(d_p), or buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-      float b = kFirst ? d_p : std::fma(d_p, s.one_minus_dampening, buf[i] * s.momentum);
-      buf[i] = b;
-      d_p = kNesterov ? std::fma(b, s.momentum, d_p) : b;  // d_p.add(buf, alpha=momentum)
-    }
-    p[i] = std::fma(d_p, s.neg_lr, p[i]);  // p.add_(d_p, alpha=-lr)
-  }
-}
-
-/// Calls f(std::bool_constant<b>{}).
-template <class F>
-void with_bool(bool b, F&& f) {
-  if (b)
-    f(std::true_type{});
-  else
-    f(std::false_type{});
-}
-
-void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdScalars& s, bool first) {
-  with_bool(s.has_weight_decay, [&](auto decay) {
-    with_bool(s.has_momentum, [&](auto momentum) {
-      with_bool(s.nesterov, [&](auto nesterov) {
-        with_bool(first, [&](auto first_step) {
-          sgd_loop<decay(), momentum(), nesterov(), first_step()>(p, g, buf, n, s);
-        });
-      });
-    });
-  });
-}
 
 class Sgd final : public BufferedOptimizer {
  public:
@@ -70,7 +20,7 @@ class Sgd final : public BufferedOptimizer {
     const SgdScalars s = sgd_scalars(config_, lr);
     for (size_t i = 0; i < params.size(); ++i) {
       float* buf = buffers_.empty() ? nullptr : buffers_[0][i].data<float>();
-      sgd_update(params[i].data<float>(), grads[i].data<float>(), buf, params[i].numel(), s, first);
+      sgd_update_host(s, params[i].data<float>(), grads[i].data<float>(), buf, params[i].numel(), first);
     }
   }
 
@@ -90,15 +40,15 @@ class Sgd final : public BufferedOptimizer {
       TouchedRows* touched = rows[i];
       if (touched && touched->holds_values()) {  // a row gradient: its rows are the gradient
         const int64_t width = touched->width();
-        for (int64_t r : touched->list()) sgd_update(p + r * width, touched->values_of(r), nullptr, width, s, first);
+        for (int64_t r : touched->list()) sgd_update_host(s, p + r * width, touched->values_of(r), nullptr, width, first);
         continue;
       }
       if (!touched || touched->all() || touched->rows() <= 0) {
-        sgd_update(p, g, nullptr, params[i].numel(), s, first);
+        sgd_update_host(s, p, g, nullptr, params[i].numel(), first);
         continue;
       }
       const int64_t width = params[i].numel() / touched->rows();
-      for (int64_t r : touched->list()) sgd_update(p + r * width, g + r * width, nullptr, width, s, first);
+      for (int64_t r : touched->list()) sgd_update_host(s, p + r * width, g + r * width, nullptr, width, first);
     }
   }
 

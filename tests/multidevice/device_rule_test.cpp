@@ -89,6 +89,15 @@ class PickyGpu final : public Backend {
             LossValue* result) override {
     gpu_.loss(lane, spec, input, target, grad, result);
   }
+  void sgd_update(Lane& lane, const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
+                  bool first) override {
+    gpu_.sgd_update(lane, s, p, g, buf, first);
+  }
+  void adam_update(Lane& lane, const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
+                   const Tensor& v) override {
+    gpu_.adam_update(lane, s, p, g, m, v);
+  }
+  void sum_of_squares(Lane& lane, const Tensor& t, double* result) override { gpu_.sum_of_squares(lane, t, result); }
   DeviceCounters counters() const override { return gpu_.counters(); }
 
  private:
@@ -181,7 +190,7 @@ TEST_CASE("the C++ API follows the same rule: refused, to(cpu), use_devices, TAN
 
 TEST_CASE("placement asks each GPU's backend what it cannot run, and plans that layer on the cpu", "[multidevice][devices]") {
   ScopedEnv no_sims("TANDEM_SIM_GPUS", nullptr);
-  auto registry = std::make_shared<DeviceRegistry>(DeviceOptions{.sim_gpus = 0}, std::vector<CudaDeviceInfo>{fake_gpu(0)},
+  auto registry = std::make_shared<DeviceRegistry>(DeviceOptions{.sim_gpus = 0, .sim_gpu_memory = std::nullopt}, std::vector<CudaDeviceInfo>{fake_gpu(0)},
                                                    std::string(), [](const CudaGpuSpec& gpu) -> std::unique_ptr<Backend> {
                                                      return std::make_unique<PickyGpu>(gpu.logical, "embedding_bag");
                                                    });

@@ -1,0 +1,34 @@
+// The optimizer updates and the gradient norm on float32 arrays in host memory: what the
+// host's optimizer (runtime/optim) runs for parameters whose master copy is on the host,
+// and what the cpu's and the simulated GPUs' backends run for a parameter that a device
+// holds (Backend::sgd_update, adam_update, sum_of_squares). One copy, so that both give
+// torch's bits (Note [matching torch bit for bit] in optimizer_update.cpp).
+//
+// Single-threaded on purpose: the host runs them beside the simulated GPUs' oneDNN teams,
+// and a third OpenMP team spinning after its loops takes their cores (measured: a one-GPU
+// placed step 17.3 -> 18.7 ms with threads, for 5% on a cpu-only step).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/update_scalars.h"
+
+namespace tandem {
+
+/// torch.optim.SGD's single-tensor update of p from g; buf: the momentum buffer (null
+/// without momentum); first: it holds no history yet and becomes a copy of the step.
+void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g, float* buf, int64_t n, bool first);
+/// torch.optim.Adam's or AdamW's update of p from g; m, v: exp_avg, exp_avg_sq.
+void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n);
+
+/// The sum of squares of x[0, n) in double, over blocks of kNormBlock elements summed in
+/// order (each over 8 lanes added in a fixed order), so that the result does not depend on
+/// how the work is split: the gradient norm of clip_grad_norm.
+inline constexpr int64_t kNormBlock = 16384;
+double sum_of_squares_host(const float* x, int64_t n);
+/// Block `b` of that sum (x[b * kNormBlock, ...) up to n), for sums over some rows only.
+double block_sum_of_squares_host(const float* x, int64_t n, int64_t b);
+/// x[0, n) *= factor.
+void scale_host(float* x, int64_t n, float factor);
+
+}  // namespace tandem
