@@ -31,7 +31,13 @@ DeviceParameterCache::Entry& DeviceParameterCache::entry(const std::string& name
 }
 
 Tensor DeviceParameterCache::weight(const std::string& name, Device device, const std::string& context) {
-  if (device == Device::cpu()) return params_.at(name);
+  if (device == Device::cpu()) {
+    // A layer reads it on the cpu: its master stays on the host from now on.
+    Holding& h = holdings_[name];
+    h.read_on_cpu = true;
+    release(name);
+    return params_.at(name);
+  }
   return entry(name, device, context).copy;  // filled by the next refresh()
 }
 
@@ -70,15 +76,24 @@ TouchedRows* DeviceParameterCache::gradient_rows(const std::string& name, Device
 DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_version) {
   // On each GPU's copy_in lane, then its compute lane waits for them before the kernels
   // that read the weights: the host does not wait. A weight going up to several GPUs (a
-  // data_parallel block's replicas) goes to all of them side by side (a TaskGroup).
+  // data_parallel block's replicas) goes to all of them side by side (a TaskGroup). A
+  // weight the GPUs hold is theirs: nothing goes up.
   Traffic uploaded;
-  std::vector<Backend*> waiting;  // devices whose compute lane must wait for their uploads
+  std::vector<Backend*> waiting;  // devices whose compute lane must wait for their copies
+  auto note = [&](Backend& b) {
+    if (std::find(waiting.begin(), waiting.end(), &b) == waiting.end()) waiting.push_back(&b);
+  };
   // entries_ is ordered by (name, device): one weight's copies are neighbours
   for (auto first = entries_.begin(); first != entries_.end();) {
     auto last = first;
+    for (; last != entries_.end() && last->first.first == first->first.first; ++last) {
+    }
+    if (held(first->first.first)) {  // each GPU's copy is a master: nothing to refresh
+      first = last;
+      continue;
+    }
     int stale = 0;
-    for (; last != entries_.end() && last->first.first == first->first.first; ++last)
-      stale += last->second.version != params_version;
+    for (auto it = first; it != last; ++it) stale += it->second.version != params_version;
     auto group = stale > 1 ? std::make_shared<TaskGroup>(stale) : nullptr;
     for (; first != last; ++first) {
       Entry& e = first->second;
@@ -86,7 +101,7 @@ DeviceParameterCache::Traffic DeviceParameterCache::refresh(uint64_t params_vers
       TraceLabel label(first->first.first, "upload");
       Backend& backend = registry_.backend(first->first.second);
       backend.copy(backend.lane(LaneKind::copy_in), buffer_of(e.copy), buffer_of(e.host), e.host.nbytes(), group);
-      if (std::find(waiting.begin(), waiting.end(), &backend) == waiting.end()) waiting.push_back(&backend);
+      note(backend);
       e.version = params_version;
       uploaded.bytes += e.host.nbytes();
       ++uploaded.copies;
@@ -109,10 +124,15 @@ void DeviceParameterCache::invalidate(const std::string& name) {
 
 void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::string, Device>>& keys) {
   // On each device's compute lane, before the backward kernels that accumulate into them;
-  // only those not already zeroed on the copy_out lane after their last trip to the host.
+  // only those not already zeroed on the copy_out lane after their last trip to the host,
+  // and not the first replica's of a held parameter (it accumulates across calls, until
+  // zero_held_gradients).
   for (const auto& key : keys) {
     Entry& e = entries_.at(key);
     if (e.grad_zeroed) continue;
+    if (auto h = holdings_.find(key.first); h != holdings_.end() && !h->second.devices.empty() &&
+                                             h->second.devices.front() == key.second)
+      continue;
     TraceLabel label(key.first, "gradient zeroed");
     Backend& backend = registry_.backend(key.second);
     backend.zero(backend.lane(LaneKind::compute), e.grad);
@@ -175,6 +195,165 @@ DeviceParameterCache::Traffic DeviceParameterCache::add_gradients_to_host(
     staging_.release_after(cpu_lane.record());
   }
   return downloaded;
+}
+
+// ---- parameters held by GPUs ---------------------------------------------------------------
+
+DeviceParameterCache::Traffic DeviceParameterCache::hold(const std::string& name, uint64_t params_version) {
+  Traffic uploaded;
+  Holding& holding = holdings_[name];
+  if (!holding.devices.empty() || holding.read_on_cpu) return uploaded;
+  std::vector<Device> devices;
+  for (auto& [key, e] : entries_)
+    if (key.first == name && e.grad.defined()) devices.push_back(key.second);
+  if (devices.empty()) return uploaded;
+  std::vector<Backend*> backends;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    Entry& e = entries_.at({name, devices[i]});
+    Backend& b = registry_.backend(devices[i]);
+    Lane& in = b.lane(LaneKind::copy_in);
+    TraceLabel label(name, "upload");
+    if (e.version != params_version) {  // the host's values first
+      b.copy(in, buffer_of(e.copy), buffer_of(e.host), e.host.nbytes());
+      e.version = params_version;
+      uploaded.bytes += e.host.nbytes();
+      ++uploaded.copies;
+    }
+    // The gradient so far is the host's: it goes onto the first replica, which accumulates;
+    // the others start from zero, and the host's is left at zero, so nothing counts twice.
+    if (i == 0) {
+      b.copy(in, buffer_of(e.grad), buffer_of(e.host_grad), e.grad.nbytes());
+      uploaded.bytes += e.grad.nbytes();
+      ++uploaded.copies;
+    } else {
+      TraceLabel zero_label(name, "gradient zeroed");
+      b.zero(in, e.grad);
+    }
+    e.grad_zeroed = false;
+    if (&in != &b.lane(LaneKind::compute)) b.lane(LaneKind::compute).wait(in.record());
+    backends.push_back(&b);
+  }
+  for (Backend* b : backends) b->synchronize();  // the host's gradient is read before it is zeroed
+  const Tensor& host_grad = entries_.at({name, devices.front()}).host_grad;
+  std::memset(host_grad.raw_data(), 0, host_grad.nbytes());
+  holding.devices = std::move(devices);
+  holding.host_fresh = true;  // the same values, until the first update on the GPUs
+  return uploaded;
+}
+
+bool DeviceParameterCache::held(const std::string& name) const {
+  auto it = holdings_.find(name);
+  return it != holdings_.end() && !it->second.devices.empty();
+}
+
+std::vector<DeviceParameterCache::Replica> DeviceParameterCache::replicas(const std::string& name) const {
+  std::vector<Replica> out;
+  auto it = holdings_.find(name);
+  if (it == holdings_.end()) return out;
+  for (Device d : it->second.devices) {
+    const Entry& e = entries_.at({name, d});
+    out.push_back({d, e.copy, e.grad});
+  }
+  return out;
+}
+
+std::string DeviceParameterCache::held_name_of(const Tensor& host) const {
+  for (const auto& [name, holding] : holdings_) {
+    if (holding.devices.empty()) continue;
+    const Tensor& t = params_.at(name);
+    if (t.storage() == host.storage()) return name;
+    if (auto g = grads_.find(name); g != grads_.end() && g->second.storage() == host.storage()) return name;
+  }
+  return {};
+}
+
+void DeviceParameterCache::all_reduce_gradients(const std::string& name) {
+  std::vector<Replica> rs = replicas(name);
+  if (rs.size() < 2) return;
+  TraceLabel label(name, "gradients all-reduced");
+  std::vector<CollectiveMember> members;
+  for (const Replica& r : rs) members.push_back({&registry_.backend(r.device), r.grad});
+  Backend& first = *members.front().backend;
+  if (first.all_reduce_sum(members)) return;
+  // A backend that offers none: through the host. Each replica's gradient goes down, the
+  // cpu's lane sums them in replica order, and the sum goes back up to every replica.
+  Backend& cpu = registry_.backend(Device::cpu());
+  Lane& cpu_lane = cpu.lane(LaneKind::compute);
+  std::vector<Tensor> down;
+  for (const CollectiveMember& m : members) {
+    Tensor host = Tensor::empty(m.tensor.shape(), DType::float32, m.backend->host_allocator());
+    queue_download(m.tensor.device(), m.tensor, host);
+    cpu_lane.wait(m.backend->lane(LaneKind::copy_out).record());
+    down.push_back(host);
+  }
+  for (size_t k = 1; k < down.size(); ++k) cpu.accumulate(cpu_lane, down[0], down[k]);
+  const DeviceEvent summed = cpu_lane.record();
+  for (const CollectiveMember& m : members) {
+    Lane& in = m.backend->lane(LaneKind::copy_in);
+    in.wait(summed);
+    m.backend->copy(in, buffer_of(m.tensor), buffer_of(down[0]), m.tensor.nbytes());
+    Lane& compute = m.backend->lane(LaneKind::compute);
+    if (&in != &compute) compute.wait(in.record());
+  }
+}
+
+void DeviceParameterCache::masters_updated() {
+  for (auto& [name, holding] : holdings_)
+    if (!holding.devices.empty()) holding.host_fresh = false;
+}
+
+void DeviceParameterCache::zero_held_gradients() {
+  for (const auto& [name, holding] : holdings_)
+    for (const Replica& r : replicas(name)) {
+      TraceLabel label(name, "gradient zeroed");
+      Backend& b = registry_.backend(r.device);
+      b.zero(b.lane(LaneKind::compute), r.grad);
+    }
+}
+
+void DeviceParameterCache::queue_download(Device device, const Tensor& from, const Tensor& host) {
+  Backend& b = registry_.backend(device);
+  Lane& out = b.lane(LaneKind::copy_out);
+  out.wait(b.lane(LaneKind::compute).record());
+  b.copy(out, buffer_of(host), buffer_of(from), from.nbytes());
+}
+
+void DeviceParameterCache::sync_to_host() {
+  std::vector<Device> used;
+  for (auto& [name, holding] : holdings_) {
+    if (holding.devices.empty()) continue;
+    const Device first = holding.devices.front();
+    const Entry& e = entries_.at({name, first});
+    if (!holding.host_fresh) queue_download(first, e.copy, e.host);
+    queue_download(first, e.grad, e.host_grad);  // the gradient accumulates there: always
+    if (auto rows = grad_rows_.find(name); rows != grad_rows_.end()) rows->second.mark_all();
+    holding.host_fresh = true;
+    if (std::find(used.begin(), used.end(), first) == used.end()) used.push_back(first);
+  }
+  for (Device d : used) registry_.backend(d).synchronize();
+}
+
+void DeviceParameterCache::release(const std::string& name) {
+  Holding& holding = holdings_[name];
+  if (holding.devices.empty()) return;
+  const Device first = holding.devices.front();
+  const Entry& e = entries_.at({name, first});
+  if (!holding.host_fresh) queue_download(first, e.copy, e.host);
+  queue_download(first, e.grad, e.host_grad);
+  if (auto rows = grad_rows_.find(name); rows != grad_rows_.end()) rows->second.mark_all();
+  registry_.backend(first).synchronize();
+  holding.devices.clear();
+  holding.host_fresh = true;
+  for (auto& [key, entry] : entries_)
+    if (key.first == name) entry.version = ~uint64_t{0};  // refreshed from the host again
+}
+
+void DeviceParameterCache::host_written() {
+  for (auto& [name, holding] : holdings_) {
+    holding.devices.clear();
+    holding.host_fresh = true;
+  }
+  for (auto& [key, e] : entries_) e.version = ~uint64_t{0};
 }
 
 }  // namespace tandem

@@ -11,6 +11,8 @@
 #include "runtime/device_registry.h"
 #include "runtime/multi_device_forward.h"
 #include "runtime/multi_device_training.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/parameter_devices.h"
 #include "runtime/io/safetensors.h"
 #include "core/random.h"
 
@@ -87,6 +89,7 @@ void Model::init_parameters(uint64_t seed) {
     }
   }
   ++params_version_;
+  if (device_params_) device_params_->host_written();
 }
 
 void Model::set_weights(const TensorMap& weights, const std::string& source) {
@@ -121,6 +124,7 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
   // copy in place: compiled kernels keep referring to the same storage
   for (auto& [name, target] : params_) std::memcpy(target.raw_data(), weights.at(name).raw_data(), target.nbytes());
   ++params_version_;
+  if (device_params_) device_params_->host_written();
 }
 
 void Model::load_weights(const std::string& path) {
@@ -132,7 +136,7 @@ void Model::load_weights(const std::string& path) {
 }
 
 void Model::save_weights(const std::string& path) const {
-  write_safetensors(path, params_, {{"format", "pt"}, {"model", graph_->name}});
+  write_safetensors(path, parameters(), {{"format", "pt"}, {"model", graph_->name}});
 }
 
 Bindings Model::bind(const TensorMap& inputs) const { return bind_declared(inputs, graph_->inputs, false); }
@@ -274,13 +278,20 @@ void Model::allocate_gradients() const {
   gradients_allocated_ = true;
 }
 
+const TensorMap& Model::parameters() const {
+  sync_parameters();
+  return params_;
+}
+
 const TensorMap& Model::gradients() const {
   allocate_gradients();
+  sync_parameters();
   return grads_;
 }
 
 Tensor Model::gradient(const std::string& name) const {
   allocate_gradients();
+  sync_parameters();
   if (auto it = grads_.find(name); it != grads_.end()) return it->second;
   auto rows = grad_rows_.find(name);
   if (rows == grad_rows_.end()) throw UserError("model '" + graph_->name + "' has no trainable parameter '" + name + "'");
@@ -294,6 +305,7 @@ Tensor Model::gradient(const std::string& name) const {
 }
 
 void Model::zero_gradients() {
+  if (device_params_) device_params_->zero_held_gradients();
   for (auto& [name, rows] : grad_rows_) {
     auto it = grads_.find(name);
     if (it == grads_.end()) {  // a row gradient (forgetting its rows zeroes it), or none yet

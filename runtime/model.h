@@ -29,6 +29,8 @@ class CompiledForward;
 class CompiledTraining;
 class DeviceParameterCache;
 class DeviceRegistry;
+class ParameterDevices;
+class PlacedParameterDevices;
 class MultiDeviceForward;
 class MultiDeviceTraining;
 
@@ -44,8 +46,9 @@ class Model {
   const Graph& graph() const { return *graph_; }
   const Plan& plan() const { return plan_; }
 
-  /// Parameters and buffers by state_dict name ("encoder.0.fc.weight", "bn.running_mean").
-  const TensorMap& parameters() const { return params_; }
+  /// Parameters and buffers by state_dict name ("encoder.0.fc.weight", "bn.running_mean"),
+  /// brought up to date first where placed training keeps a master on a GPU.
+  const TensorMap& parameters() const;
   /// Draws every parameter from the distribution PyTorch uses for its module.
   void init_parameters(uint64_t seed);
   /// Copies `weights` into the parameters. Every parameter must be there with its shape;
@@ -76,7 +79,10 @@ class Model {
   /// Per gradient, the rows a backward may have written since the last zero_gradients():
   /// an embedding table's lookups, or all of them (core/touched_rows.h). The trainer reads
   /// them to clip and update only those rows where that is exact.
-  TouchedRowsMap& gradient_rows() { return grad_rows_; }
+  TouchedRowsMap& gradient_rows() {
+    sync_parameters();  // a gradient GPUs hold comes to the host whole
+    return grad_rows_;
+  }
   /// Zeroes the touched rows of each gradient (all of a dense one), so that the cost of a
   /// step on a huge embedding table follows its lookups, not its size.
   void zero_gradients();
@@ -90,8 +96,15 @@ class Model {
   LossValue loss_and_backward(const TensorMap& batch, uint64_t seed);
   /// The loss of the batch in inference mode (no gradients).
   LossValue evaluate_loss(const TensorMap& batch);
-  /// Parameters were changed in place (an optimizer step): cached derived forms go stale.
-  void parameters_changed() { ++params_version_; }
+  /// Parameters were updated in place (an optimizer step, through parameter_devices()):
+  /// cached derived forms and copies on other devices go stale. To write the host's
+  /// tensors otherwise, use set_weights().
+  void parameters_changed();
+  /// What runs an optimizer's arithmetic for the parameters: the host, or, in placed
+  /// training, the GPUs that hold a parameter only they run (Note [where a master lives]
+  /// in runtime/device_parameter_cache.h). The optimizer is handed the host's tensors
+  /// either way.
+  ParameterDevices& parameter_devices();
   /// Checks `batch` against the inputs and targets; the symbol values it implies.
   Bindings bind_batch(const TensorMap& batch) const;
   /// Random targets for `bindings` (classes within the loss's range).
@@ -169,6 +182,11 @@ class Model {
   std::shared_ptr<DeviceRegistry> registry_;
   PlacementPolicy policy_;
   std::unique_ptr<DeviceParameterCache> device_params_;  // GPU copies of the weights: before their users
+  std::unique_ptr<PlacedParameterDevices> parameter_devices_;  // the devices' optimizer arithmetic, when placed
+  /// The host's tensors brought up to date from masters on GPUs, before the host reads them.
+  void sync_parameters() const;
+  /// Moves every master back to the host before placement changes (its devices go away).
+  void leave_devices();
   std::map<Bindings, std::unique_ptr<MultiDeviceForward>> placed_;
   MultiDeviceForward* last_placed_ = nullptr;
   // multi-device training (model_devices.cpp)

@@ -9,6 +9,7 @@
 #include "runtime/model.h"
 #include "runtime/multi_device_forward.h"
 #include "runtime/multi_device_training.h"
+#include "runtime/parameter_devices.h"
 
 namespace tandem {
 
@@ -38,15 +39,35 @@ bool Model::runs_placed() {
   return placed();
 }
 
+void Model::leave_devices() {
+  sync_parameters();  // masters on GPUs come home before the GPUs go
+  if (parameter_devices_) parameter_devices_->sync_state_to_host();
+  last_placed_ = nullptr;
+  last_training_ = nullptr;
+  placed_.clear();  // compiled for the old devices: drain their lanes while they exist
+  placed_training_.clear();
+  parameter_devices_.reset();
+  device_params_.reset();
+  device_totals_.clear();
+  registry_.reset();
+}
+
+void Model::sync_parameters() const {
+  if (device_params_) device_params_->sync_to_host();
+}
+
+void Model::parameters_changed() {
+  ++params_version_;
+  if (device_params_) device_params_->masters_updated();
+}
+
+ParameterDevices& Model::parameter_devices() {
+  return parameter_devices_ ? *parameter_devices_ : host_parameter_devices();
+}
+
 void Model::to(Device device) {
   if (device == Device::cpu()) {
-    last_placed_ = nullptr;
-    last_training_ = nullptr;
-    placed_.clear();  // compiled for the old devices: drain their lanes while they exist
-    placed_training_.clear();
-    device_params_.reset();
-    device_totals_.clear();
-    registry_.reset();
+    leave_devices();
     on_cpu_only_ = true;
     return;
   }
@@ -67,14 +88,10 @@ Plan Model::plan_for(const Bindings& bindings, bool training) {
 void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy) {
   TANDEM_ASSERT(registry != nullptr, "use_devices without a registry");
   on_cpu_only_ = false;
-  last_placed_ = nullptr;
-  last_training_ = nullptr;
-  placed_.clear();  // compiled for the old devices: drain their queues while they exist
-  placed_training_.clear();
-  device_params_.reset();
-  device_totals_.clear();
+  leave_devices();
   registry_ = std::move(registry);
   device_params_ = std::make_unique<DeviceParameterCache>(params_, grads_, grad_rows_, *registry_);
+  parameter_devices_ = std::make_unique<PlacedParameterDevices>(*registry_, *device_params_);
   policy_ = std::move(policy);
   policy_.training = false;
   ask_backends(policy_, *registry_);  // a layer a GPU cannot run is planned on the cpu

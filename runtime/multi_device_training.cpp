@@ -90,6 +90,16 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
       if (rows && !recorded) t.unrecorded_rows.push_back(rows);
     }
   }
+  // A trainable parameter that every layer using it runs on GPUs is held by them (Note
+  // [where a master lives]).
+  {
+    std::map<std::string, bool> on_cpu;
+    for (int i = 0; i < end; ++i)
+      for (const ParamSpec& p : s.actions[s.step_action[i]].node->params)
+        if (p.trainable) on_cpu[p.name] = on_cpu[p.name] || plan_.steps[i].device == Device::cpu();
+    for (const auto& key : gpu_param_keys_)
+      if (!on_cpu[key.first]) ++replica_count_[key.first];
+  }
   // A GPU parameter's gradient is complete after the backward of the first step that uses
   // it (backward runs the steps in reverse): its reduction into the master can start then.
   gradients_done_after_.resize(plan_.steps.size());
@@ -189,7 +199,9 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
                                   bool training) {
   PlacedSchedule& s = *schedule_;
   start_device_reports(s.devices);
-  DeviceParameterCache::Traffic uploaded = cache_.refresh(params_version);  // counted: real traffic
+  DeviceParameterCache::Traffic uploaded;  // counted: real traffic
+  for (const auto& [name, replicas] : replica_count_) uploaded += cache_.hold(name, params_version);
+  uploaded += cache_.refresh(params_version);
   s.devices[0]->counted_here.bytes_out += uploaded.bytes;
   s.devices[0]->counted_here.copies_out += uploaded.copies;
   seed_ = seed;
@@ -362,6 +374,7 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
   try {
     cache_.zero_gradients(gpu_param_keys_);
     std::map<Device, GradientBucket> buckets;
+    std::map<std::string, int> replicas_done;  // parameters the GPUs hold: their replicas complete so far
     auto reduce = [&](GradientBucket& bucket) {
       if (bucket.keys.empty()) return;
       DeviceParameterCache::Traffic downloaded = cache_.add_gradients_to_host(bucket.keys);
@@ -437,6 +450,10 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
       // parameter gradients complete now go to the master, a bucket per device at a time,
       // overlapped with the rest of backward
       for (const auto& key : gradients_done_after_[i]) {
+        if (cache_.held(key.first)) {  // all-reduced among the GPUs that hold it
+          if (++replicas_done[key.first] == replica_count_.at(key.first)) cache_.all_reduce_gradients(key.first);
+          continue;
+        }
         GradientBucket& bucket = buckets[key.second];
         bucket.keys.push_back(key);
         bucket.bytes += cache_.gradient(key.first, key.second, "").nbytes();

@@ -24,17 +24,23 @@
 // the destination and is copied back (the plan's backward CopyStep) and added to the
 // gradient on the source. Gradients of the float graph inputs end on the cpu.
 //
-// Parameters: the host tensors of the Model stay the master copy (the optimizer updates
-// them). A GPU layer reads the one copy of each of its parameters on that device, shared
-// by every placed executor of the model, inference (MultiDeviceForward) and training
-// alike (DeviceParameterCache), re-copied when params_version changes. Its kernel
-// accumulates its parameter gradients into a gradient buffer in the device's pool, zeroed
-// at the start of each backward. As soon as the backward of the first step that uses a
-// parameter has been submitted, its gradient is complete: it joins its device's bucket,
-// and a full bucket (gradient_bucket_bytes) is copied to the host on the copy_out lane and
-// added to the model's gradient on the cpu's lane while the rest of backward runs (counted
-// in the report). So gradients() accumulate across calls exactly as on the cpu, and the
-// replicas of a data_parallel block sum theirs into the one master gradient.
+// Parameters (Note [where a master lives] in device_parameter_cache.h): a GPU layer reads
+// the one copy of each of its parameters on that device, shared by every placed executor
+// of the model, inference (MultiDeviceForward) and training alike (DeviceParameterCache).
+// Its kernel accumulates its parameter gradients into a gradient buffer in the device's
+// pool. As soon as the backward of the first step that uses a parameter has been
+// submitted, its gradient on that device is complete.
+//   - A parameter that only GPUs run is held by them, each replica a master with its
+//     own gradient and optimizer state (as DistributedDataParallel holds a module): when
+//     every replica's gradient is complete, they are all-reduced among the GPUs while the
+//     rest of backward runs, and the optimizer applies the same update on every GPU.
+//     Nothing of it crosses to the host in a step.
+//   - Any other keeps its master on the host: its GPU copies are refreshed when
+//     params_version changes, and a GPU's gradient joins its device's bucket; a full
+//     bucket (gradient_bucket_bytes) is copied to the host on the copy_out lane and added
+//     to the model's gradient on the cpu's lane while the rest of backward runs.
+// Either way gradients() accumulate across calls exactly as on the cpu, and the replicas
+// of a data_parallel block sum theirs into the one master gradient.
 #pragma once
 
 #include <map>
@@ -123,6 +129,7 @@ class MultiDeviceTraining {
   std::vector<size_t> budget_;                          // per device: pool bytes the host may have in use before it waits
   std::vector<std::vector<int>> release_after_forward_; // action -> slots nobody reads afterwards
   std::vector<std::pair<std::string, Device>> gpu_param_keys_;
+  std::map<std::string, int> replica_count_;  // trainable parameters only GPUs run -> how many GPUs hold them
   std::vector<std::pair<std::string, Device>> buffers_to_master_;  // GPU copies a training forward updates
   std::vector<std::vector<std::pair<std::string, Device>>> gradients_done_after_;  // op step -> keys
   /// Parameter gradients bound for the master, on one device, not yet sent.

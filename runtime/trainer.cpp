@@ -74,7 +74,10 @@ double Trainer::step(const TensorMap& batch) {
   }
   LossValue loss = model_.loss_and_backward(batch, step_seed(spec_.seed, step_));
   HostSpan span("optimizer step");
-  if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_);
+  // The host's tensors; the arithmetic of a parameter that GPUs hold runs on them.
+  ParameterDevices& devices = model_.parameter_devices();
+  optimizer_->set_devices(devices);
+  if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_, devices);
   optimizer_->step_rows(params_, grads_, rows_, current_lr());
   model_.parameters_changed();
   ++step_;

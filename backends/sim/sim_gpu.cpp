@@ -1,6 +1,7 @@
 #include "backends/sim/sim_gpu.h"
 
 #include <algorithm>
+#include <vector>
 #include <cstring>
 #include <string>
 
@@ -88,6 +89,49 @@ void SimGpu::copy(Lane& lane, const BufferRef& dst, const BufferRef& src, size_t
         if (from == device_) bytes_out_.fetch_add(bytes), copies_out_.fetch_add(1);
       },
       std::move(side_by_side));
+}
+
+bool SimGpu::collective(std::span<const CollectiveMember> members, std::function<void()> work) {
+  std::vector<SimGpu*> gpus;
+  for (const CollectiveMember& m : members) {
+    auto* gpu = dynamic_cast<SimGpu*>(m.backend);
+    if (!gpu || m.tensor.dtype() != DType::float32 || m.tensor.numel() != members[0].tensor.numel()) return false;
+    gpus.push_back(gpu);
+  }
+  SimQueue& first = gpus.front()->compute_;
+  for (size_t k = 1; k < gpus.size(); ++k) first.wait(gpus[k]->compute_.record());
+  first.submit(std::move(work));
+  const DeviceEvent done = first.record();
+  for (size_t k = 1; k < gpus.size(); ++k) gpus[k]->compute_.wait(done);
+  return true;
+}
+
+bool SimGpu::all_reduce_sum(std::span<const CollectiveMember> members) {
+  std::vector<Tensor> tensors;
+  for (const CollectiveMember& m : members) tensors.push_back(m.tensor);
+  return collective(members, [tensors] {
+    std::vector<float*> data;
+    for (const Tensor& t : tensors) data.push_back(t.data<float>());
+    const int64_t n = tensors.front().numel();
+    const size_t members = data.size();
+    // over the compute thread's team, as a GPU's kernel over its SMs; each element summed in
+    // member order, whatever the split
+#pragma omp parallel for if (n > (int64_t{1} << 16) && !omp_in_parallel())
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = data[0][i];
+      for (size_t k = 1; k < members; ++k) sum += data[k][i];
+      for (size_t k = 0; k < members; ++k) data[k][i] = sum;
+    }
+  });
+}
+
+bool SimGpu::broadcast(std::span<const CollectiveMember> members, size_t root) {
+  std::vector<Tensor> tensors;
+  for (const CollectiveMember& m : members) tensors.push_back(m.tensor);
+  return collective(members, [tensors, root] {
+    for (size_t k = 0; k < tensors.size(); ++k)
+      if (k != root) std::memcpy(tensors[k].raw_data(), tensors[root].raw_data(), tensors[root].nbytes());
+  });
 }
 
 DeviceCounters SimGpu::counters() const {

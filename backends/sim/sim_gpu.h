@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <span>
 
 #include "backends/host_backend.h"
 #include "backends/sim/sim_engine.h"
@@ -48,11 +50,22 @@ class SimGpu final : public HostBackend {
   void copy(Lane& lane, const BufferRef& dst, const BufferRef& src, size_t bytes,
             std::shared_ptr<TaskGroup> side_by_side = nullptr) override;
 
+  /// Device-local collectives, as NCCL's among GPUs that share memory: the first member's
+  /// compute queue waits for every member's, sums the tensors in member order (or copies
+  /// the root's) into every member's in one task, and every member's queue waits for it.
+  /// Every member must be a simulated GPU.
+  bool all_reduce_sum(std::span<const CollectiveMember> members) override;
+  bool broadcast(std::span<const CollectiveMember> members, size_t root) override;
+
   /// Counts so far (items still queued are not in them yet). Busy time is the compute
   /// queue's: the copy engine works beside it.
   DeviceCounters counters() const override;
 
  private:
+  /// Runs `work` on the first member's compute queue once every member's compute queue
+  /// has reached this point, and makes every member's wait for it.
+  static bool collective(std::span<const CollectiveMember> members, std::function<void()> work);
+
   const Device device_;
   PoolAllocator allocator_;
   std::atomic<size_t> bytes_in_{0}, bytes_out_{0};

@@ -1,7 +1,6 @@
 // Adam (L2 weight decay on the gradient) and AdamW (decoupled weight decay):
 // torch.optim.Adam's and AdamW's single-tensor updates (torch 1.13, amsgrad off),
 // operation for operation (backends/optimizer_update.h).
-#include "backends/optimizer_update.h"
 #include "runtime/optim/optimizer_impl.h"
 
 namespace tandem::optim_detail {
@@ -19,8 +18,7 @@ class Adam final : public BufferedOptimizer {
     begin_step(params, grads);  // the zeroed moments need no first-step case
     AdamScalars s = adam_scalars(config_, decoupled_, lr, steps_);
     for (size_t i = 0; i < params.size(); ++i)
-      adam_update_host(s, params[i].data<float>(), grads[i].data<float>(), buffers_[0][i].data<float>(),
-                       buffers_[1][i].data<float>(), params[i].numel());
+      devices_->adam(s, params[i], grads[i], buffers_[0][i], buffers_[1][i]);
   }
 
  private:

@@ -70,7 +70,8 @@ TouchedRows* partial_rows(std::span<TouchedRows* const> rows, size_t i) {
 
 }  // namespace
 
-double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows) {
+double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows,
+                      ParameterDevices& devices) {
   if (!(max_norm > 0)) throw UserError("clip_grad_norm must be > 0, got " + std::to_string(max_norm));
   TANDEM_ASSERT(rows.empty() || rows.size() == grads.size(), "clip_grad_norm: one touched-rows entry per gradient");
   double sum = 0;
@@ -82,11 +83,10 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
       sum += sum_of_squares_held(*rows[i], rows[i]->rows() * rows[i]->width());
       continue;
     }
-    if (g.device() != Device::cpu())
-      throw UserError("clip_grad_norm: gradient " + std::to_string(i) + " is on " + g.device().str() +
-                      "; clipping runs on host tensors");
     TANDEM_ASSERT(g.dtype() == DType::float32, "clip_grad_norm: gradient " + std::to_string(i) + " is not float32");
-    if (TouchedRows* touched = partial_rows(rows, i))
+    if (g.device() != Device::cpu() || devices.holds(g))  // held by GPUs (placed training): summed there
+      sum += devices.sum_of_squares(g);
+    else if (TouchedRows* touched = partial_rows(rows, i))
       sum += sum_of_squares_rows(g.data<float>(), g.numel(), touched->list(), g.numel() / touched->rows());
     else
       sum += sum_of_squares_host(g.data<float>(), g.numel());
@@ -101,6 +101,10 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined()) {
         for (int64_t r : rows[i]->list()) scale_host(rows[i]->values_of(r), rows[i]->width(), factor);
+        continue;
+      }
+      if (grads[i].device() != Device::cpu() || devices.holds(grads[i])) {
+        devices.scale(grads[i], factor);
         continue;
       }
       float* g = grads[i].data<float>();

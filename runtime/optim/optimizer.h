@@ -10,12 +10,44 @@
 
 #include "core/tensor.h"
 #include "core/touched_rows.h"
+#include "backends/update_scalars.h"
 #include "graph/training_spec.h"
 
 namespace tandem {
 
 // OptimizerConfig and ScheduleConfig are plain settings read from a model file's
 // `train:` section: they live with the graph.
+
+/// Where an optimizer's arithmetic runs for each parameter: on the host by default; placed
+/// training keeps a GPU-only parameter's master copy, its gradient and its optimizer state
+/// on that GPU, and updates it there (runtime/parameter_devices.h). Each call takes the
+/// tensors where they are; a tensor's device says which device does the work.
+class ParameterDevices {
+ public:
+  virtual ~ParameterDevices() = default;
+  /// A zeroed float32 tensor shaped like `param`, on its device (optimizer state).
+  virtual Tensor zeros_like(const Tensor& param) = 0;
+  /// The updates of backends/optimizer_update.h on `p`'s device (`buf` may be undefined).
+  virtual void sgd(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
+                   bool first) = 0;
+  virtual void adam(const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
+                    const Tensor& v) = 0;
+  /// The sum of squares of `g` in double (the host's bits on every device).
+  virtual double sum_of_squares(const Tensor& g) = 0;
+  /// g *= factor.
+  virtual void scale(const Tensor& g, float factor) = 0;
+  /// A host copy of `t` as the work queued so far leaves it.
+  virtual Tensor to_host(const Tensor& t) = 0;
+  /// `t` (on any device) takes the values of host tensor `from`.
+  virtual void from_host(const Tensor& t, const Tensor& from) = 0;
+  /// Whether the host tensor `t` (a parameter or its gradient) only stands for copies on
+  /// devices that do its arithmetic: then it is updated, summed and scaled whole through
+  /// these calls, never by rows on the host. Default: no.
+  virtual bool holds(const Tensor& t) { return false; }
+};
+
+/// The host's: every tensor in host memory; the loops of backends/optimizer_update.h.
+ParameterDevices& host_parameter_devices();
 
 /// Holds per-parameter state (momentum buffers, moments). Not thread-safe.
 class Optimizer {
@@ -45,9 +77,13 @@ class Optimizer {
   virtual void load_state(const TensorMap& state, std::span<const std::string> names,
                           std::span<const Tensor> params) = 0;
   int64_t steps_taken() const { return steps_; }
+  /// Where the next steps run their arithmetic (see ParameterDevices); the host's until
+  /// set. Must outlive the optimizer's use of it.
+  void set_devices(ParameterDevices& devices) { devices_ = &devices; }
 
  protected:
   int64_t steps_ = 0;
+  ParameterDevices* devices_ = &host_parameter_devices();
 };
 
 /// UserError for an unknown name or a bad value (negative lr, betas outside [0, 1)).
@@ -59,7 +95,9 @@ double scheduled_lr(const ScheduleConfig& schedule, double base_lr, int64_t step
 /// torch.nn.utils.clip_grad_norm_: scales all gradients by max_norm / (norm + 1e-6) when
 /// that is below 1. Returns the global L2 norm before clipping. With `rows` (one entry per
 /// gradient, as Optimizer::step_rows), a gradient zero outside its rows is read and scaled
-/// only where they are, and the norm is the dense one to the bit.
-double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows = {});
+/// only where they are, and the norm is the dense one to the bit. A gradient on a device
+/// is summed and scaled there, through `devices`.
+double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows = {},
+                      ParameterDevices& devices = host_parameter_devices());
 
 }  // namespace tandem

@@ -50,9 +50,10 @@ TensorMap BufferedOptimizer::state(std::span<const std::string> names) const {
     TANDEM_ASSERT(names.size() == buffers_[b].size(), kind_ + " state: " + std::to_string(names.size()) +
                                                           " names for " + std::to_string(buffers_[b].size()) +
                                                           " parameters");
-    // Copies: the optimizer keeps updating its buffers in place after this returns.
+    // Host copies: the optimizer keeps updating its buffers in place after this returns,
+    // and a buffer may be on the GPU that holds its parameter.
     for (size_t i = 0; i < names.size(); ++i)
-      out.emplace(names[i] + "." + buffer_names_[b], buffers_[b][i].clone());
+      out.emplace(names[i] + "." + buffer_names_[b], devices_->to_host(buffers_[b][i]));
   }
   return out;
 }
@@ -98,10 +99,9 @@ bool BufferedOptimizer::begin_step(std::span<Tensor> params, std::span<const Ten
       TANDEM_ASSERT(p.device() == Device::cpu() && p.dtype() == DType::float32, kind_ + " step: a row gradient's table");
       continue;
     }
-    if (p.device() != Device::cpu() || g.device() != Device::cpu())
-      throw UserError(kind_ + " optimizer: parameter " + std::to_string(i) + " or its gradient is on " +
-                      (p.device() != Device::cpu() ? p.device() : g.device()).str() +
-                      "; optimizers update host tensors");
+    if (p.device() != g.device())
+      throw UserError(kind_ + " optimizer: parameter " + std::to_string(i) + " is on " + p.device().str() +
+                      " and its gradient on " + g.device().str() + "; both must be on one device");
     TANDEM_ASSERT(p.dtype() == DType::float32 && g.dtype() == DType::float32,
                   kind_ + " step: parameter " + std::to_string(i) + " is not float32");
     TANDEM_ASSERT(p.shape() == g.shape(), kind_ + " step: parameter " + std::to_string(i) + " has shape " +
@@ -111,15 +111,25 @@ bool BufferedOptimizer::begin_step(std::span<Tensor> params, std::span<const Ten
   if (first) {
     buffers_.assign(buffer_names_.size(), {});
     for (auto& buffer : buffers_)
-      for (const Tensor& p : params) buffer.push_back(Tensor::zeros(p.shape(), DType::float32));
+      for (const Tensor& p : params) buffer.push_back(devices_->zeros_like(p));
   }
-  for (const auto& buffer : buffers_) {
+  for (auto& buffer : buffers_) {
     TANDEM_ASSERT(buffer.size() == params.size(), kind_ + " step: " + std::to_string(params.size()) +
                                                       " parameters, the state holds " +
                                                       std::to_string(buffer.size()));
-    for (size_t i = 0; i < params.size(); ++i)
+    for (size_t i = 0; i < params.size(); ++i) {
       TANDEM_ASSERT(buffer[i].shape() == params[i].shape(),
                     kind_ + " step: parameter " + std::to_string(i) + " changed shape");
+      // The state lives where its parameter's master copy does: follow it when that moved
+      // (to a GPU when placed training started, back to the host after Model::to(cpu)).
+      if (buffer[i].device() != params[i].device()) {
+        const bool on_host = buffer[i].device() == Device::cpu();
+        Tensor host = on_host ? buffer[i] : devices_->to_host(buffer[i]);
+        Tensor moved = devices_->zeros_like(params[i]);
+        devices_->from_host(moved, host);
+        buffer[i] = std::move(moved);
+      }
+    }
   }
   ++steps_;
   return first;

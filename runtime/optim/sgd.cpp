@@ -19,8 +19,7 @@ class Sgd final : public BufferedOptimizer {
     bool first = begin_step(params, grads);
     const SgdScalars s = sgd_scalars(config_, lr);
     for (size_t i = 0; i < params.size(); ++i) {
-      float* buf = buffers_.empty() ? nullptr : buffers_[0][i].data<float>();
-      sgd_update_host(s, params[i].data<float>(), grads[i].data<float>(), buf, params[i].numel(), first);
+      devices_->sgd(s, params[i], grads[i], buffers_.empty() ? Tensor() : buffers_[0][i], first);
     }
   }
 
@@ -35,16 +34,19 @@ class Sgd final : public BufferedOptimizer {
     bool first = begin_step(params, grads);
     const SgdScalars s = sgd_scalars(config_, lr);
     for (size_t i = 0; i < params.size(); ++i) {
+      TouchedRows* touched = rows[i];
+      if (devices_->holds(params[i]) || params[i].device() != Device::cpu() || !touched || touched->all() ||
+          touched->rows() <= 0) {
+        if (grads[i].defined()) {  // whole (GPUs hold a parameter whole: its rows are not the host's)
+          devices_->sgd(s, params[i], grads[i], Tensor(), first);
+          continue;
+        }
+      }
       float* p = params[i].data<float>();
       const float* g = grads[i].defined() ? grads[i].data<float>() : nullptr;
-      TouchedRows* touched = rows[i];
       if (touched && touched->holds_values()) {  // a row gradient: its rows are the gradient
         const int64_t width = touched->width();
         for (int64_t r : touched->list()) sgd_update_host(s, p + r * width, touched->values_of(r), nullptr, width, first);
-        continue;
-      }
-      if (!touched || touched->all() || touched->rows() <= 0) {
-        sgd_update_host(s, p, g, nullptr, params[i].numel(), first);
         continue;
       }
       const int64_t width = params[i].numel() / touched->rows();
