@@ -15,31 +15,16 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "../support/scoped_env.h"
 #include "runtime/device_registry.h"
 
 using namespace tandem;
+using tandem::testing::ScopedEnv;
 
 namespace {
 
 constexpr size_t GiB = size_t{1} << 30;
 
-// Sets an environment variable for one scope, then puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 struct Result {
   int code;

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/cpu_compute_ops.h"
 #include "backends/sim/sim_gpu.h"
+#include "../support/scoped_env.h"
 #include "multidevice_support.h"
 
 using namespace tandem;
@@ -42,23 +43,6 @@ Result run_cli(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 bool gpus_here() { return !cuda_devices().empty(); }
 
