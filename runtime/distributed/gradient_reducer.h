@@ -1,0 +1,77 @@
+// GradientReducer: averages the gradients of every rank after each backward, as PyTorch's
+// DistributedDataParallel does: the trainable parameters, in the order backward completes
+// their gradients (the reverse of the layers), are cut into buckets, the first small (so
+// that communication starts early) and the rest up to a cap; as soon as every gradient of
+// a bucket is complete, the bucket's all-reduce starts, in bucket order on every rank, and
+// runs while the rest of backward goes on; finish() waits for them and writes each
+// gradient back as the mean over the ranks.
+//
+// Parameters that got no gradient in a backward are an error that names them, unless
+// find_unused_parameters is set: then they count as zero on that rank, as DDP's flag does.
+//
+// Not thread-safe: the training thread calls it.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/distributed/process_group.h"
+
+namespace tandem {
+
+struct GradientReducerOptions {
+  /// The cap of a bucket (DDP's bucket_cap_mb, 25 MiB by default).
+  size_t bucket_cap_bytes = size_t{25} << 20;
+  /// The first bucket's cap (DDP's 1 MiB): the last layers' gradients leave early.
+  size_t first_bucket_bytes = size_t{1} << 20;
+  bool find_unused_parameters = false;
+};
+
+class GradientReducer {
+ public:
+  /// `grads`: every trainable parameter's name and host gradient tensor, in the order
+  /// backward completes them. `group` must outlive this.
+  GradientReducer(ProcessGroup& group, std::vector<std::pair<std::string, Tensor>> grads,
+                  GradientReducerOptions options = {});
+
+  /// A backward starts: no gradient is complete yet.
+  void start();
+  /// `name`'s gradient is complete for this backward. When its bucket is full, that
+  /// bucket's all-reduce starts (after every earlier bucket's has).
+  void ready(const std::string& name);
+  /// Lets the all-reduces in flight advance (call between layers of backward).
+  void progress();
+  /// Waits for every bucket and writes each gradient back as the mean over the ranks.
+  /// UserError naming the parameters that got no gradient (unless find_unused_parameters).
+  void finish();
+
+  /// The buckets' parameters, in launch order (for tests and logs).
+  std::vector<std::vector<std::string>> buckets() const;
+
+ private:
+  struct Bucket {
+    std::vector<size_t> members;   // indices into grads_
+    std::vector<size_t> offsets;   // each member's place in `flat`, in floats
+    std::vector<float> flat;
+    size_t waiting = 0;            // members not yet complete in this backward
+    ProcessGroup::Request request;
+    bool launched = false;
+  };
+  void launch_ready_buckets();
+
+  ProcessGroup& group_;
+  std::vector<std::pair<std::string, Tensor>> grads_;
+  GradientReducerOptions options_;
+  std::map<std::string, size_t> index_of_;
+  std::vector<size_t> bucket_of_;      // grads_ index -> its bucket
+  std::vector<bool> complete_;         // grads_ index -> complete in this backward
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;             // buckets launch in order
+  int64_t backward_ = 0;               // counts backwards, for messages
+};
+
+}  // namespace tandem
