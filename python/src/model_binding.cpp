@@ -1,6 +1,7 @@
 // tandem.Model: runtime/model.h for Python. Tensors cross without copies (tensor_from_python.h,
 // tensor_to_python.h); the GIL is released while Tandem computes.
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <fstream>
 #include <sstream>
@@ -285,9 +286,9 @@ where its layers run. Inputs and outputs are numpy arrays or torch tensors, shar
 copies; errors a user can cause raise tandem.ModelError with the CLI's message.)doc")
       .def_static(
           "load",
-          [](const std::string& path) {
-            Model model = Model::load(path);
-            return std::make_unique<PyModel>(std::move(model), read_text(path), path);
+          [](const std::filesystem::path& path) {
+            Model model = Model::load(path.string());
+            return std::make_unique<PyModel>(std::move(model), read_text(path.string()), path.string());
           },
           "path"_a, "Loads and validates a YAML model file; parameters are initialised from seed 0.")
       .def_static(
@@ -337,16 +338,16 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           "Draws every parameter from PyTorch's distribution for its module.")
       .def(
           "load_weights",
-          [](PyModel& self, const std::string& path) {
+          [](PyModel& self, const std::filesystem::path& path) {
             py::gil_scoped_release nogil;
-            self.model->load_weights(path);
+            self.model->load_weights(path.string());
           },
           "path"_a, "Loads a safetensors file of weights (or a checkpoint's).")
       .def(
           "save_weights",
-          [](const PyModel& self, const std::string& path) {
+          [](const PyModel& self, const std::filesystem::path& path) {
             py::gil_scoped_release nogil;
-            self.model->save_weights(path);
+            self.model->save_weights(path.string());
           },
           "path"_a, "Writes the weights as safetensors, by state_dict names.")
       .def(

@@ -111,7 +111,13 @@ std::string dlpack_dtype_name(DLDataType t) {
 Tensor from_dlpack(py::handle object, const std::string& what, std::optional<DType> expected) {
   py::object owner = py::reinterpret_borrow<py::object>(object);
   // torch refuses to export a tensor that requires grad: Tandem only reads its values
-  if (is_torch_tensor(owner) && owner.attr("requires_grad").cast<bool>()) owner = owner.attr("detach")();
+  if (is_torch_tensor(owner)) {
+    // torch exports no bool tensors through DLPack: name the dtype before asking
+    std::string dtype = py::str(owner.attr("dtype"));
+    if (dtype != "torch.float32" && dtype != "torch.int64")
+      refuse_dtype("a " + dtype.substr(dtype.find('.') + 1) + " tensor", expected, what);
+    if (owner.attr("requires_grad").cast<bool>()) owner = owner.attr("detach")();
+  }
   py::object capsule = owner.attr("__dlpack__")();
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) throw py::error_already_set();

@@ -12,13 +12,16 @@ and GPUs, with numpy arrays and torch tensors shared without copies (docs/python
 
 Errors a user can cause raise tandem.ModelError with the message the CLI prints.
 """
-from ._tandem import InternalError, Model, ModelError
+from ._tandem import InternalError, Model, ModelError, devices
 from .display import DeviceReport, Plan
 from .training import Callback, Trainer
 from . import parallel
 
 __all__ = ["Model", "ModelError", "InternalError", "Trainer", "Callback", "Plan", "DeviceReport",
-           "from_torch", "to_torch", "parallel"]
+           "from_torch", "to_torch", "parallel", "devices"]
+
+for _cls in (Model, ModelError, InternalError):
+    _cls.__module__ = "tandem"  # as users name them
 
 
 def from_torch(module, example_inputs, **options):

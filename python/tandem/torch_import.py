@@ -128,8 +128,8 @@ def _batch_dims(batch_dim, names):
 
 
 class _Converter:
-    def __init__(self, module, prefix, traced, ctx, input_specs):
-        self.module, self.prefix, self.traced, self.ctx = module, prefix, traced, ctx
+    def __init__(self, module, traced, ctx, input_specs):
+        self.module, self.traced, self.ctx = module, traced, ctx
         self.input_specs = input_specs
         self.refs = {}        # node -> ("input", name) / ("layer", path) / SCALAR / ("tuple", layer, outputs)
         self.devices = {}     # node -> device tag (str) or None
@@ -188,7 +188,7 @@ class _Converter:
             else:
                 inputs.append(self.resolve(node, x, "input %d" % i))
         attrs = _drop_defaults(op.op, op.attrs)
-        layer = Layer(self.prefix + path, op.op, attrs, inputs, device, ", at " + _where(node) if _where(node) else "")
+        layer = Layer(path, op.op, attrs, inputs, device, ", at " + _where(node) if _where(node) else "")
         self.layers.append(layer)
         self.by_path[path] = layer
         return ("layer", layer.path)
@@ -255,7 +255,7 @@ class _Converter:
         if isinstance(result, Composite):
             subs = {}
             for relative, op in result.layers:
-                subs[relative] = self.prefix + path + "." + relative
+                subs[relative] = path + "." + relative
                 self.add_layer(node, path + "." + relative, op, device, sub_refs=subs)
             self.refs[node] = ("layer", subs[result.layers[-1][0]])
             self.devices[node] = device
@@ -391,6 +391,17 @@ def _loss_section(loss, output_refs, loss_input, target_name):
     return dict({"op": op, "input": output_refs[loss_input], "target": target_name}, **attrs)
 
 
+def _named_wrapper(inner, names):
+    """A module holding `inner` as its child `module`, called with forward's argument
+    names (fx reads them from the code): nn.DataParallel's layout, for tracing."""
+    namespace = {}
+    args = ", ".join(names)
+    exec("def forward(self, %s):\n    return self.module(%s)\n" % (args, args), namespace)  # noqa: S102
+    wrapper = type("DataParallelTrace", (nn.Module,), {"forward": namespace["forward"]})()
+    wrapper.module = inner
+    return wrapper
+
+
 def _shape_spec(tensor, dim):
     shape = list(tensor.shape)
     if dim is not None:
@@ -426,13 +437,19 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     cuda:1 (`device:`), as do parameters on a GPU; nn.DataParallel wrappers become
     data_parallel: blocks named as torch names them ('module' for a wrapped whole model).
     """
-    prefix, dp_top = "", None
-    inner = module
-    if isinstance(module, nn.DataParallel):  # torch's state_dict says module.*: so do the layers
-        dp_top, inner, prefix = module, module.module, "module."
+    dp_top, inner = None, module
+    if isinstance(module, nn.DataParallel):
+        dp_top, inner = module, module.module
     inputs = _normalize_inputs(inner, example_inputs)
     names = [n for n, _ in inputs]
     model_name = name or type(inner).__name__
+    root = inner
+    if dp_top is not None:
+        root = _named_wrapper(inner, names)  # torch's state_dict says module.*: so do the layers
+    elif any(type(inner) is t for t in LEAF_MODULES):
+        raise ConversionError("from_torch: the module is a single %s, whose parameters have no layer name "
+                              "('weight', not 'fc.weight'); wrap it, as nn.Sequential(module), to convert it"
+                              % type(inner).__name__)
     specs, errors = {}, []
     for n, t in inputs:
         if not isinstance(t, torch.Tensor):
@@ -453,7 +470,7 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     batch = batch_sizes.pop() if batch_sizes else None
 
     try:
-        traced = trace_module(inner, names, list(LEAF_MODULES))
+        traced = trace_module(root, names, list(LEAF_MODULES))
     except (torch.fx.proxy.TraceError, TypeError, ValueError, NotImplementedError) as e:
         raise ConversionError("from_torch(%s): torch.fx cannot trace the module's forward: %s: %s (Tandem "
                               "converts what fx can trace: no Python control flow that depends on tensor values)"
@@ -482,7 +499,7 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
         t = by_name[p]
         specs[p] = {"shape": _shape_spec(t, batch_dims[p]), "dtype": _dtype_name(t.dtype)}
     ctx = _Context(values, grown, batch, batch + 1 if batch is not None else None)
-    converter = _Converter(inner, prefix, traced, ctx, specs)
+    converter = _Converter(root, traced, ctx, specs)
     converter.convert(_live_nodes(traced.graph_module.graph))
     output_node = next(n for n in traced.graph_module.graph.nodes if n.op == "output")
     outputs = _output_refs(converter, output_node, output_names)
@@ -495,7 +512,7 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     if dp_top is not None:
         blocks["module"] = _data_parallel_spec(dp_top, "module", data_parallel)
     for path, wrapper in traced.data_parallel.items():
-        blocks[prefix + path] = _data_parallel_spec(wrapper, prefix + path, data_parallel)
+        blocks[path] = _data_parallel_spec(wrapper, path, data_parallel)
     data_parallel = blocks
     in_parallel = lambda path: any(path == p or path.startswith(p + ".") for p in data_parallel)  # noqa: E731
     for layer in converter.layers:

@@ -135,6 +135,8 @@ class _Writer:
         fields += list(layer.attrs.items())
         if layer.device:
             fields.append(("device", layer.device))
+        if getattr(layer, "data_parallel", None):
+            fields.append(("data_parallel", layer.data_parallel))
         self.lines.append(pad + "- {" + ", ".join("%s: %s" % (k, scalar(v)) for k, v in fields) + "}")
         self.previous = layer
 
@@ -153,10 +155,14 @@ def emit_model(name, inputs, layers, data_parallel=None, outputs=None, targets=N
             if isinstance(c, _Block):
                 index(c)
     index(root)
+    leaves = {layer.path: layer for layer in layers}
     for path, spec in (data_parallel or {}).items():
-        if path not in blocks:
+        if path in blocks:
+            blocks[path].data_parallel = spec
+        elif path in leaves:  # a wrapped leaf: nn.DataParallel(nn.Linear(...))
+            leaves[path].data_parallel = spec
+        else:
             raise EmitError("data_parallel block '%s' holds no layer" % path)
-        blocks[path].data_parallel = spec
 
     writer = _Writer(list(inputs))
     lines = writer.lines
