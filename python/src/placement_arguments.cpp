@@ -84,9 +84,9 @@ void place_model(Model& model, const PlaceArguments& arguments) {
     model.to(Device::cpu());
     return;
   }
-  std::shared_ptr<DeviceRegistry> registry = shared_registry(options);
-  for (const auto& [pattern, device] : policy.place_overrides) registry->require(device);
-  model.use_devices(std::move(registry), std::move(policy));
+  // A device the machine lacks is refused when the model is planned (its first pass, or
+  // plan()), with the message `tandem run` gives: it names the layer that asked for it.
+  model.use_devices(shared_registry(options), std::move(policy));
 }
 
 void move_model(Model& model, const std::string& text) {

@@ -32,8 +32,8 @@ struct PlaceArguments {
 
 /// What `tandem run` and `tandem train` do with the same flags: `*` = cpu as the last
 /// pattern runs every layer on the cpu (Model::to); anything else places the model over the
-/// registry's devices. UserError for a policy, size or device that is not one, or a device
-/// this machine lacks.
+/// registry's devices. UserError for a policy, size or device that is not one; a device the
+/// machine lacks is refused when the model is planned, as the CLI refuses it.
 void place_model(Model& model, const PlaceArguments& arguments);
 
 /// torch's module.to(device): every layer on `device` ("cpu", "cuda", "cuda:1"), this

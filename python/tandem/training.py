@@ -59,6 +59,8 @@ class Trainer:
             checkpoint=None):
         """Trains until `epochs` epochs are done in all (as `tandem train --epochs`, which a
         resumed run continues to); returns the epochs' metrics (Callback.on_epoch's).
+        Another `epochs` than the trainer's makes the run that long: training goes on from
+        where it is, the schedule laid over the new total.
 
         data: a dict of arrays by input and target name, samples first as in a data file
         (numpy or torch, shared without copies), a CSV or safetensors path, or None for the
@@ -119,7 +121,9 @@ class Trainer:
 
     def _change_epochs(self, epochs):
         """A trainer's epoch count is fixed when it is made; another one is a new trainer
-        that continues this one's state exactly (through a checkpoint)."""
+        that continues this one's state exactly (through a checkpoint), its schedule laid
+        over the new length (a resumed CLI run keeps its checkpoint's instead, which would
+        leave a cosine schedule at its end for the epochs added)."""
         self._settings["epochs"] = epochs
         fresh = _tandem._Trainer(self.model, self._settings)
         if self._impl.steps_done or self._impl.epochs_done:
@@ -127,6 +131,7 @@ class Trainer:
                 path = os.path.join(d, "state.safetensors")
                 self._impl.save(path)
                 fresh.resume(path)
+            fresh.set_total_steps(0)  # fit() counts the run's steps again
         self._impl = fresh
 
     def __repr__(self):
