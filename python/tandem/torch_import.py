@@ -14,7 +14,7 @@ import torch.nn as nn
 from . import _tandem
 from .fx_tracing import grown_batch, is_getitem, propagate_shapes, trace_module
 from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Op, Sub, Unsupported, convert_call,
-                        convert_module)
+                        convert_module, supported_modules)
 from .yaml_emit import EmitError, Layer, emit_model
 
 __all__ = ["ConversionError", "from_torch", "LOSSES"]
@@ -35,18 +35,26 @@ LOSSES = {
 _LOSS_DEFAULTS = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+
 def _where(node):
-    """'model.py:12 (y = self.conv(x))': the line of the user's forward that made `node`."""
+    """'model.py:12 (y = self.conv(x))': the line of the user's code that made `node` (the
+    innermost frame outside torch and this package)."""
     lines = (getattr(node, "stack_trace", None) or "").splitlines()
-    for i, line in enumerate(lines):  # innermost frame first: the forward being traced
-        if line.strip().startswith("File "):
-            try:
-                file = line.split('"')[1]
-                number = line.split("line ")[1].split(",")[0]
-            except IndexError:
-                return ""
-            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            return "%s:%s%s" % (os.path.basename(file), number, " (%s)" % code if code else "")
+    for i, line in enumerate(lines):  # innermost frame first
+        if not line.strip().startswith("File "):
+            continue
+        try:
+            file = line.split('"')[1]
+            number = line.split("line ")[1].split(",")[0]
+        except IndexError:
+            continue
+        if os.path.abspath(file).startswith((_PACKAGE_DIR, _TORCH_DIR)):
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        return "%s:%s%s" % (os.path.basename(file), number, " (%s)" % code if code else "")
     return ""
 
 
@@ -127,6 +135,10 @@ def _batch_dims(batch_dim, names):
     return {n: batch_dim.get(n, 0) for n in names}
 
 
+class _ReadsFailed(Exception):
+    """A node reads one that could not be converted: no error of its own."""
+
+
 class _Converter:
     def __init__(self, module, traced, ctx, input_specs):
         self.module, self.traced, self.ctx = module, traced, ctx
@@ -138,6 +150,7 @@ class _Converter:
         self.errors = []
         self.selections = {}  # tuple-valued layer path -> {select values read}
         self.called = {}      # module path -> first node calling it
+        self.failed = set()   # nodes that could not be converted, or read one that could not
         self.used_paths = set(traced.module_paths)
 
     def fail(self, node, what, message):
@@ -156,6 +169,8 @@ class _Converter:
     def resolve(self, node, x, what):
         """The reference for input `x` of `node`."""
         if isinstance(x, torch.fx.Node):
+            if x in self.failed:
+                raise _ReadsFailed()
             ref = self.refs.get(x)
             if ref is None:
                 raise Unsupported("%s is %s, which Tandem cannot make (see the error for it)" % (what, x.name)
@@ -181,12 +196,17 @@ class _Converter:
         return None
 
     def add_layer(self, node, path, op, device, where_node=None, sub_refs=None):
-        inputs = []
-        for i, x in enumerate(op.inputs):
+        inputs, reads_failed = [], False
+        for i, x in enumerate(op.inputs):  # an input of its own that Tandem cannot take is an error of this node's
             if isinstance(x, Sub):
                 inputs.append(("layer", sub_refs[x.name]))
-            else:
+                continue
+            try:
                 inputs.append(self.resolve(node, x, "input %d" % i))
+            except _ReadsFailed:
+                reads_failed = True
+        if reads_failed:
+            raise _ReadsFailed()
         attrs = _drop_defaults(op.op, op.attrs)
         layer = Layer(path, op.op, attrs, inputs, device, ", at " + _where(node) if _where(node) else "")
         self.layers.append(layer)
@@ -203,7 +223,10 @@ class _Converter:
                 continue
             try:
                 self.convert_node(node)
+            except _ReadsFailed:
+                self.failed.add(node)  # its input's error says it: one error per cause
             except Unsupported as e:
+                self.failed.add(node)
                 self.fail(node, self.describe(node), str(e))
 
     def describe(self, node):
@@ -247,6 +270,8 @@ class _Converter:
             self.refs[node] = SCALAR
             return
         if isinstance(result, Alias):
+            if result.source in self.failed:
+                raise _ReadsFailed()
             self.refs[node] = self.refs.get(result.source) if isinstance(result.source, torch.fx.Node) else None
             if self.refs[node] is None:
                 raise Unsupported("its input is not a tensor Tandem makes")
@@ -316,6 +341,8 @@ def _output_refs(converter, output_node, output_names):
         items = [(n, v) for n, (_, v) in zip(output_names, items)]
     out = {}
     for name, node in items:
+        if node in converter.failed:
+            continue
         try:
             ref = converter.resolve(output_node, node, "output '%s'" % name)
         except Unsupported as e:
@@ -506,7 +533,8 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     converter.apply_selections()
     if converter.errors:
         raise ConversionError("from_torch(%s): cannot convert %d operation(s):\n  " % (model_name, len(converter.errors))
-                              + "\n  ".join(converter.errors))
+                              + "\n  ".join(converter.errors) + "\n(from_torch converts torch.nn's %s, and the torch "
+                              "functions and tensor methods docs/python.md lists)" % supported_modules())
 
     blocks = {}
     if dp_top is not None:

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["Unsupported", "Op", "Composite", "Sub", "Alias", "SCALAR", "LEAF_MODULES", "convert_module",
-           "convert_call"]
+           "convert_call", "supported_modules"]
 
 
 class Unsupported(Exception):
@@ -331,10 +331,11 @@ def convert_module(module, node, ctx):
     name = type(module).__module__ + "." + type(module).__qualname__
     if name.startswith("torch.nn.modules."):
         name = "torch.nn." + type(module).__qualname__
-    raise Unsupported("%s: Tandem has no such op (it has %s)" % (name, _supported_list()))
+    raise Unsupported("%s: Tandem has no such op" % name)
 
 
-def _supported_list():
+def supported_modules():
+    """'AvgPool2d, BatchNorm2d, ...': the torch.nn modules from_torch converts."""
     return ", ".join(sorted(t.__name__ for t in LEAF_MODULES))
 
 
