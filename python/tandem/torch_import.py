@@ -5,6 +5,7 @@ beside it, so the parameters are named as the module's state_dict; the YAML is w
 person would write (docs/python.md, "From PyTorch"). What cannot be converted is named with
 where the module's forward calls it, all of it in one error.
 """
+import inspect
 import os
 
 import numpy
@@ -12,8 +13,9 @@ import torch
 import torch.nn as nn
 
 from . import _tandem
+from ._oracle.tandem_torch import OPS as _OP_DEFAULTS, _REQ
 from .fx_tracing import grown_batch, is_getitem, propagate_shapes, trace_module
-from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Op, Sub, Unsupported, convert_call,
+from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Sub, Unsupported, convert_call,
                         convert_module, supported_modules)
 from .yaml_emit import EmitError, Layer, emit_model
 
@@ -103,9 +105,9 @@ class _Context:
 
 
 def _drop_defaults(op, attrs):
-    """Attributes at Tandem's default are left out, as a person would write the file."""
-    from ._oracle.tandem_torch import OPS, _REQ
-    defaults = OPS.get(op, ({}, None))[0]
+    """Attributes at Tandem's default are left out, as a person would write the file (the
+    defaults are the oracle's table of the format, docs/yaml-format.md's)."""
+    defaults = _OP_DEFAULTS.get(op, ({}, None))[0]
 
     def at_default(k, v):
         d = defaults.get(k, _REQ)
@@ -120,7 +122,6 @@ def _normalize_inputs(module, example_inputs):
         return list(example_inputs.items())
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    import inspect
     names = [n for n, p in inspect.signature(module.forward).parameters.items()
              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(example_inputs) > len(names):
@@ -140,9 +141,11 @@ class _ReadsFailed(Exception):
 
 
 class _Converter:
-    def __init__(self, module, traced, ctx, input_specs):
-        self.module, self.traced, self.ctx = module, traced, ctx
-        self.input_specs = input_specs
+    """Walks the traced graph in order, making each node a layer (or an alias, or nothing),
+    and collects what it cannot convert."""
+
+    def __init__(self, traced, ctx):
+        self.traced, self.ctx = traced, ctx
         self.refs = {}        # node -> ("input", name) / ("layer", path) / SCALAR / ("tuple", layer, outputs)
         self.devices = {}     # node -> device tag (str) or None
         self.layers = []      # Layer, in execution order
@@ -195,7 +198,7 @@ class _Converter:
                 return self.devices[x]
         return None
 
-    def add_layer(self, node, path, op, device, where_node=None, sub_refs=None):
+    def add_layer(self, node, path, op, device, sub_refs=None):
         inputs, reads_failed = [], False
         for i, x in enumerate(op.inputs):  # an input of its own that Tandem cannot take is an error of this node's
             if isinstance(x, Sub):
@@ -208,7 +211,8 @@ class _Converter:
         if reads_failed:
             raise _ReadsFailed()
         attrs = _drop_defaults(op.op, op.attrs)
-        layer = Layer(path, op.op, attrs, inputs, device, ", at " + _where(node) if _where(node) else "")
+        where = _where(node)
+        layer = Layer(path, op.op, attrs, inputs, device, ", at " + where if where else "")
         self.layers.append(layer)
         self.by_path[path] = layer
         return ("layer", layer.path)
@@ -464,69 +468,33 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     cuda:1 (`device:`), as do parameters on a GPU; nn.DataParallel wrappers become
     data_parallel: blocks named as torch names them ('module' for a wrapped whole model).
     """
-    dp_top, inner = None, module
-    if isinstance(module, nn.DataParallel):
-        dp_top, inner = module, module.module
+    dp_top = module if isinstance(module, nn.DataParallel) else None
+    inner = module.module if dp_top is not None else module
     inputs = _normalize_inputs(inner, example_inputs)
     names = [n for n, _ in inputs]
     model_name = name or type(inner).__name__
-    root = inner
+    _check_example_inputs(inputs, model_name)
     if dp_top is not None:
         root = _named_wrapper(inner, names)  # torch's state_dict says module.*: so do the layers
     elif any(type(inner) is t for t in LEAF_MODULES):
         raise ConversionError("from_torch: the module is a single %s, whose parameters have no layer name "
                               "('weight', not 'fc.weight'); wrap it, as nn.Sequential(module), to convert it"
                               % type(inner).__name__)
-    specs, errors = {}, []
-    for n, t in inputs:
-        if not isinstance(t, torch.Tensor):
-            raise ConversionError("from_torch: example input '%s' is a %s; give tensors" % (n, type(t).__name__))
-        if _dtype_name(t.dtype) is None:
-            errors.append("input '%s' is %s: Tandem's inputs are float32 or int64 (give an example of one of those)"
-                          % (n, t.dtype))
-    if errors:
-        raise ConversionError("from_torch(%s): cannot convert:\n  " % model_name + "\n  ".join(errors))
+    else:
+        root = inner
+    target_names = list(example_targets) if isinstance(example_targets, dict) else ["target"]
+    batch_dims = _batch_dims(batch_dim, names + target_names)
+    batch = _batch_size(inputs, batch_dims)
 
-    batch_dims = _batch_dims(batch_dim, names + (list(example_targets) if isinstance(example_targets, dict)
-                                                  else ["target"]))
-    batch_sizes = {t.shape[batch_dims[n]] for n, t in inputs if batch_dims[n] is not None}
-    if len(batch_sizes) > 1:
-        raise ConversionError("from_torch: the example inputs' batch dimensions differ in size (%s): give each "
-                              "input's batch dimension with batch_dim={name: dim} (None: no batch)"
-                              % sorted(batch_sizes))
-    batch = batch_sizes.pop() if batch_sizes else None
-
-    try:
-        traced = trace_module(root, names, list(LEAF_MODULES))
-    except (torch.fx.proxy.TraceError, TypeError, ValueError, NotImplementedError) as e:
-        raise ConversionError("from_torch(%s): torch.fx cannot trace the module's forward: %s: %s (Tandem "
-                              "converts what fx can trace: no Python control flow that depends on tensor values)"
-                              % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from None
+    traced = _trace(root, names, model_name)
     placeholders = [n.target for n in traced.graph_module.graph.nodes if n.op == "placeholder"]
     by_name = dict(inputs)
-    ordered = [by_name[p] for p in placeholders]
-    was_training = module.training
-    module.eval()  # batch norm must not update its statistics while shapes are found
-    try:
-        values = propagate_shapes(traced, ordered)
-        grown = None
-        if batch is not None:
-            bigger = [grown_batch(by_name[p], batch_dims[p]) if batch_dims[p] is not None else by_name[p]
-                      for p in placeholders]
-            try:
-                grown = propagate_shapes(traced, bigger)
-            except Exception as e:  # noqa: BLE001 - the module's own error, reported with the advice
-                raise ConversionError("from_torch(%s): the module fails at batch %d (%s: %s), so which dimensions "
-                                      "follow the batch cannot be found; give batch_dim= (None: fixed shapes)"
-                                      % (model_name, batch + 1, type(e).__name__, str(e).splitlines()[0]))
-    finally:
-        module.train(was_training)
+    values, grown = _values_at_two_batches(module, traced, [by_name[p] for p in placeholders],
+                                           [batch_dims[p] for p in placeholders], batch, model_name)
+    specs = {p: {"shape": _shape_spec(by_name[p], batch_dims[p]), "dtype": _dtype_name(by_name[p].dtype)}
+             for p in placeholders}
 
-    for p in placeholders:
-        t = by_name[p]
-        specs[p] = {"shape": _shape_spec(t, batch_dims[p]), "dtype": _dtype_name(t.dtype)}
-    ctx = _Context(values, grown, batch, batch + 1 if batch is not None else None)
-    converter = _Converter(root, traced, ctx, specs)
+    converter = _Converter(traced, _Context(values, grown, batch, batch + 1 if batch is not None else None))
     converter.convert(_live_nodes(traced.graph_module.graph))
     output_node = next(n for n in traced.graph_module.graph.nodes if n.op == "output")
     outputs = _output_refs(converter, output_node, output_names)
@@ -536,42 +504,19 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
                               + "\n  ".join(converter.errors) + "\n(from_torch converts torch.nn's %s, and the torch "
                               "functions and tensor methods docs/python.md lists)" % supported_modules())
 
-    blocks = {}
-    if dp_top is not None:
-        blocks["module"] = _data_parallel_spec(dp_top, "module", data_parallel)
+    blocks = {"module": _data_parallel_spec(dp_top, "module", data_parallel)} if dp_top is not None else {}
     for path, wrapper in traced.data_parallel.items():
         blocks[path] = _data_parallel_spec(wrapper, path, data_parallel)
-    data_parallel = blocks
-    in_parallel = lambda path: any(path == p or path.startswith(p + ".") for p in data_parallel)  # noqa: E731
-    for layer in converter.layers:
-        if layer.device is not None and in_parallel(layer.path):
-            layer.device = None  # the replicas' devices are the block's
-    if all(layer.device in (None, "cpu") for layer in converter.layers):
-        for layer in converter.layers:
-            layer.device = None  # a model on the cpu alone says nothing of devices
-
+    _settle_devices(converter.layers, blocks)
     targets, loss_section = None, None
     if loss is not None:
-        if example_targets is None:
-            raise ConversionError("from_torch: loss= needs example_targets= (a target tensor, or {name: tensor})")
-        if isinstance(example_targets, torch.Tensor):
-            example_targets = {"target": example_targets}
-        if len(example_targets) != 1:
-            raise ConversionError("from_torch: Tandem's loss scores one target; example_targets has %d"
-                                  % len(example_targets))
-        targets = {}
-        for n, t in example_targets.items():
-            if _dtype_name(t.dtype) is None or t.dtype == torch.bool:
-                raise ConversionError("from_torch: target '%s' is %s: give float32 or int64" % (n, t.dtype))
-            targets[n] = {"shape": _shape_spec(t, batch_dims.get(n, batch_dims.get("target"))),
-                          "dtype": _dtype_name(t.dtype)}
+        targets = _target_specs(example_targets, batch_dims)
         loss_section = _loss_section(loss, outputs, loss_input, next(iter(targets)))
 
     header = ["Converted from the PyTorch module %s.%s by tandem.from_torch (torch.fx)."
               % (type(module).__module__, type(module).__qualname__)]
     try:
-        text = emit_model(model_name, specs, converter.layers, data_parallel, outputs, targets, loss_section, train,
-                          header)
+        text = emit_model(model_name, specs, converter.layers, blocks, outputs, targets, loss_section, train, header)
     except EmitError as e:
         raise ConversionError("from_torch(%s): %s" % (model_name, e)) from None
     try:
@@ -579,8 +524,7 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     except _tandem.ModelError as e:
         raise ConversionError("from_torch(%s): Tandem refuses the converted model: %s\n--- the model:\n%s"
                               % (model_name, e, text)) from None
-    state = module.state_dict()
-    missing, _unused = model.load_state_dict(state, strict=False)
+    missing, _unused = model.load_state_dict(module.state_dict(), strict=False)
     if missing:
         raise ConversionError("from_torch(%s): no weights for %s in the module's state_dict" % (model_name, missing))
     if check:
@@ -591,6 +535,86 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
             f.write(text)
         model.save_weights(save_to + ".safetensors")
     return model
+
+
+def _check_example_inputs(inputs, model_name):
+    errors = []
+    for n, t in inputs:
+        if not isinstance(t, torch.Tensor):
+            raise ConversionError("from_torch: example input '%s' is a %s; give tensors" % (n, type(t).__name__))
+        if _dtype_name(t.dtype) is None:
+            errors.append("input '%s' is %s: Tandem's inputs are float32 or int64 (give an example of one of those)"
+                          % (n, t.dtype))
+    if errors:
+        raise ConversionError("from_torch(%s): cannot convert:\n  " % model_name + "\n  ".join(errors))
+
+
+def _batch_size(inputs, batch_dims):
+    """The example's batch, which every input's batch dimension must agree on; None when
+    no input has one."""
+    sizes = {t.shape[batch_dims[n]] for n, t in inputs if batch_dims[n] is not None}
+    if len(sizes) > 1:
+        raise ConversionError("from_torch: the example inputs' batch dimensions differ in size (%s): give each "
+                              "input's batch dimension with batch_dim={name: dim} (None: no batch)" % sorted(sizes))
+    return sizes.pop() if sizes else None
+
+
+def _trace(root, names, model_name):
+    try:
+        return trace_module(root, names, list(LEAF_MODULES))
+    except (torch.fx.proxy.TraceError, TypeError, ValueError, NotImplementedError) as e:
+        raise ConversionError("from_torch(%s): torch.fx cannot trace the module's forward: %s: %s (Tandem "
+                              "converts what fx can trace: no Python control flow that depends on tensor values)"
+                              % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from None
+
+
+def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name):
+    """Every node's value at the example's batch, and at one more (None without a batch):
+    which dimensions follow the batch is what tells them apart."""
+    was_training = module.training
+    module.eval()  # batch norm must not update its statistics while shapes are found
+    try:
+        values = propagate_shapes(traced, tensors)
+        if batch is None:
+            return values, None
+        bigger = [grown_batch(t, d) if d is not None else t for t, d in zip(tensors, batch_dims)]
+        try:
+            return values, propagate_shapes(traced, bigger)
+        except Exception as e:  # noqa: BLE001 - the module's own error, reported with the advice
+            raise ConversionError("from_torch(%s): the module fails at batch %d (%s: %s), so which dimensions "
+                                  "follow the batch cannot be found; give batch_dim= (None: fixed shapes)"
+                                  % (model_name, batch + 1, type(e).__name__, str(e).splitlines()[0]))
+    finally:
+        module.train(was_training)
+
+
+def _settle_devices(layers, data_parallel):
+    """Inside a data_parallel block the replicas' devices are the block's; a model all on
+    the cpu says nothing of devices."""
+    in_parallel = lambda path: any(path == p or path.startswith(p + ".") for p in data_parallel)  # noqa: E731
+    for layer in layers:
+        if layer.device is not None and in_parallel(layer.path):
+            layer.device = None
+    if all(layer.device in (None, "cpu") for layer in layers):
+        for layer in layers:
+            layer.device = None
+
+
+def _target_specs(example_targets, batch_dims):
+    if example_targets is None:
+        raise ConversionError("from_torch: loss= needs example_targets= (a target tensor, or {name: tensor})")
+    if isinstance(example_targets, torch.Tensor):
+        example_targets = {"target": example_targets}
+    if len(example_targets) != 1:
+        raise ConversionError("from_torch: Tandem's loss scores one target; example_targets has %d"
+                              % len(example_targets))
+    targets = {}
+    for n, t in example_targets.items():
+        if _dtype_name(t.dtype) is None or t.dtype == torch.bool:
+            raise ConversionError("from_torch: target '%s' is %s: give float32 or int64" % (n, t.dtype))
+        targets[n] = {"shape": _shape_spec(t, batch_dims.get(n, batch_dims.get("target"))),
+                      "dtype": _dtype_name(t.dtype)}
+    return targets
 
 
 def _check(module, model, text, inputs, model_name, traced_outputs):
