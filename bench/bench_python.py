@@ -29,7 +29,6 @@ import time  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 
-import numpy  # noqa: E402
 import torch  # noqa: E402
 
 import tandem  # noqa: E402

@@ -6,7 +6,6 @@ import subprocess
 
 import numpy
 import pytest
-import torch
 
 import tandem
 from conftest import CLI, config

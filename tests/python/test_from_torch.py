@@ -6,7 +6,6 @@ import subprocess
 
 os.environ.setdefault("TANDEM_SIM_GPUS", "2")  # placed runs of the converted models, on simulated GPUs
 
-import numpy  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402

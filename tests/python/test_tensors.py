@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tandem
-from conftest import assert_close, config
+from conftest import config
 
 # A model whose output is a view of its input: the output's memory is the input's own.
 VIEW = """

@@ -6,7 +6,6 @@ import os
 
 os.environ.setdefault("TANDEM_SIM_GPUS", "2")  # the zoo's data_parallel blocks over two (simulated) GPUs
 
-import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -1,7 +1,6 @@
 """Comparing a converted model with its PyTorch module: outputs and, through
 tandem.Model.backward and torch's autograd, the gradients of every parameter and float
 input (both in eval mode: dropout off, batch norm on its running statistics)."""
-import numpy
 import torch
 
 import tandem
