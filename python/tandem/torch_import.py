@@ -89,6 +89,10 @@ class _Context:
         if self.grown is None:
             return shape
         other = list(self.grown[node].shape)
+        if len(other) != len(shape):
+            raise Unsupported("the result has %d dimensions at batch %d and %d at batch %d (a squeeze of a batch of "
+                              "1?); give an example batch of 2 or more" % (len(shape), self.batch, len(other),
+                                                                            self.grown_batch))
         out, varying = [], 0
         for a, b in zip(shape, other):
             if a == b:

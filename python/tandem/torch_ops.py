@@ -143,6 +143,23 @@ def _avg_pool2d(m, node, ctx):
                              "count_include_pad": m.count_include_pad}, [_tensor(node, a["input"], "the input")])
 
 
+def _adaptive_pool(op):
+    """nn.AdaptiveAvgPool2d / AdaptiveMaxPool2d where the input divides evenly into the
+    output (a global pool, (1, 1), most often): the fixed window that computes the same."""
+    def convert(m, node, ctx):
+        x = _tensor(node, node.args[0], "the input")
+        h, w = ctx.value(x).shape[-2:]
+        size = m.output_size if isinstance(m.output_size, (tuple, list)) else (m.output_size, m.output_size)
+        out = [h if s is None else s for s in size[:1]] + [w if s is None else s for s in size[1:2]]
+        if h % out[0] or w % out[1]:
+            raise Unsupported("output size %s of a %dx%d input: Tandem pools with fixed windows, which fit only an "
+                              "input that divides into the output" % (list(size), h, w))
+        kernel = _pair([h // out[0], w // out[1]])
+        attrs = {"kernel_size": kernel, "stride": kernel}
+        return Op(op, attrs, [x])
+    return convert
+
+
 def _batch_norm2d(m, node, ctx):
     a = _bind(nn.BatchNorm2d.forward, node)
     return Op("batch_norm2d", {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
@@ -305,6 +322,8 @@ LEAF_MODULES = {
     nn.Conv2d: _conv2d,
     nn.MaxPool2d: _max_pool2d,
     nn.AvgPool2d: _avg_pool2d,
+    nn.AdaptiveAvgPool2d: _adaptive_pool("avg_pool2d"),
+    nn.AdaptiveMaxPool2d: _adaptive_pool("max_pool2d"),
     nn.BatchNorm2d: _batch_norm2d,
     nn.LayerNorm: _layer_norm,
     nn.GRU: _rnn,
@@ -435,6 +454,31 @@ def _softmax(op):
     return convert
 
 
+def _pool(op):
+    """F.max_pool2d / F.avg_pool2d: the modules' attributes, by the functions' arguments."""
+    def convert(node, ctx):
+        if op == "max_pool2d":
+            a = _args(node, ["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"],
+                      {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False})
+            if a["return_indices"]:
+                raise Unsupported("return_indices=True: Tandem's max_pool2d returns the values only")
+        else:
+            a = _args(node, ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                             "divisor_override"], {"stride": None, "padding": 0, "ceil_mode": False,
+                                                   "count_include_pad": True, "divisor_override": None})
+            if a["divisor_override"] is not None:
+                raise Unsupported("divisor_override: Tandem's avg_pool2d divides by the window")
+        stride = a["stride"] if a["stride"] not in (None, [], ()) else a["kernel_size"]
+        attrs = {"kernel_size": _pair(a["kernel_size"]), "stride": _pair(stride), "padding": _pair(a["padding"]),
+                 "ceil_mode": a["ceil_mode"]}
+        if op == "max_pool2d":
+            attrs["dilation"] = _pair(a["dilation"])
+        else:
+            attrs["count_include_pad"] = a["count_include_pad"]
+        return Op(op, attrs, [_tensor(node, a["input"], "the input")])
+    return convert
+
+
 def _dropout(node, ctx):
     a = _args(node, ["input", "p", "training", "inplace"], {"p": 0.5, "training": True, "inplace": False})
     if not a["training"]:
@@ -487,11 +531,14 @@ FUNCTIONS = {
     F.softmax: _softmax("softmax"), torch.softmax: _softmax("softmax"),
     F.log_softmax: _softmax("log_softmax"), torch.log_softmax: _softmax("log_softmax"),
     F.dropout: _dropout,
+    F.max_pool2d: _pool("max_pool2d"), F.avg_pool2d: _pool("avg_pool2d"),
+    torch.squeeze: _reshape, torch.unsqueeze: _reshape,
 }
 
 METHODS = {
     "add": _binary("add"), "sub": _binary("add", negate=True), "mul": _binary("mul"),
-    "flatten": _flatten, "view": _reshape, "reshape": _reshape,
+    "flatten": _flatten, "view": _reshape, "reshape": _reshape, "squeeze": _reshape, "unsqueeze": _reshape,
+    "view_as": _reshape, "reshape_as": _reshape, "relu_": _activation("relu"),
     "matmul": _matmul, "bmm": _matmul, "mm": _matmul, "narrow": _narrow,
     "relu": _activation("relu"), "tanh": _activation("tanh"), "sigmoid": _activation("sigmoid"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
