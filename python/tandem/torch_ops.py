@@ -419,19 +419,25 @@ def _narrow(node, ctx):
 
 
 def _getitem(node, ctx):
-    """x[:, 2:5]: a narrow, the one slice with bounds along one dimension."""
+    """x[:, 2:5] is a narrow; x[:, -1] (the last step of a sequence) a narrow of one, then a
+    reshape without that dimension. One dimension indexed; the others whole."""
     x, index = node.args
     index = index if isinstance(index, tuple) else (index,)
-    if any(i is Ellipsis or i is None or not isinstance(i, slice) for i in index):
-        raise Unsupported("indexing %s: Tandem slices one dimension with [a:b] only (a narrow)" % (index,))
-    bounded = [(d, s) for d, s in enumerate(index) if s != slice(None)]
-    if len(bounded) != 1 or bounded[0][1].step not in (None, 1):
-        raise Unsupported("indexing %s: Tandem slices one dimension with [a:b] only (a narrow)" % (index,))
-    dim, s = bounded[0]
+    refused = Unsupported("indexing %s: Tandem indexes one dimension, with [a:b] or [i]" % (index,))
+    if any(i is Ellipsis or i is None or not isinstance(i, (slice, int)) for i in index):
+        raise refused
+    chosen = [(d, i) for d, i in enumerate(index) if i != slice(None)]
+    if len(chosen) != 1:
+        raise refused
+    dim, i = chosen[0]
     size = ctx.value(x).shape[dim]
-    start, stop, _ = s.indices(size)
-    if not all(isinstance(v, int) or v is None for v in (s.start, s.stop)):
-        raise Unsupported("a slice with computed bounds")
+    if isinstance(i, int):
+        start = i + size if i < 0 else i
+        return Composite([("narrow", Op("narrow", {"dim": dim, "start": start, "length": 1}, [x])),
+                          ("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [Sub("narrow")]))])
+    if i.step not in (None, 1) or not all(isinstance(v, int) or v is None for v in (i.start, i.stop)):
+        raise refused
+    start, stop, _ = i.indices(size)
     return Op("narrow", {"dim": dim, "start": start, "length": stop - start}, [x])
 
 

@@ -117,7 +117,42 @@ class MnistStyle(nn.Module):
         return F.log_softmax(self.fc(pooled), dim=1)
 
 
+class TextLSTM(nn.Module):
+    """A text classifier reading its LSTM's last and first steps by index."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(100, 16)
+        self.lstm = nn.LSTM(16, 32, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(64, 4)
+
+    def forward(self, text):
+        out, (h, c) = self.lstm(self.embedding(text))
+        return self.fc(torch.cat([out[:, -1, :], out[:, 0]], dim=1))
+
+
+class Residual(nn.Module):
+    """A ResNet basic block and its head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        identity = x
+        out = F.relu(self.bn2(self.conv2(x)) + identity)
+        return self.fc(torch.flatten(self.pool(out), 1))
+
+
 CASES = {
+    "text_lstm": (TextLSTM, lambda: (torch.randint(0, 100, (3, 7)),), {}),
+    "residual": (Residual, lambda: (torch.randn(2, 3, 8, 8),), {}),
     "mnist_style": (MnistStyle, lambda: (torch.randn(3, 16, 16),), {}),
     "dense": (Dense, lambda: (torch.randn(5, 6), torch.randn(5, 6)), {}),
     "lookups": (Lookups, lambda: (torch.randint(0, 20, (4, 3)), torch.randint(0, 30, (4, 5)), torch.randint(0, 30, (9,)),
