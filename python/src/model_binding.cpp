@@ -3,6 +3,8 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -387,6 +389,28 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           },
           "batch"_a = 1, "seed"_a = 0,
           "Random inputs as `tandem run` draws them; other symbols by keyword (seq=12).")
+      .def(
+          "_time_forward",
+          [](PyModel& self, const py::dict& inputs, int repeat) {
+            // What `tandem run --repeat` times (Model::forward alone, after three warm-up
+            // calls), in this process: bench/bench_python.py tells the binding's cost from
+            // the process's by it.
+            bool as_torch = false;
+            TensorMap in = inputs_from_dict(self, inputs, as_torch);
+            std::vector<double> us;
+            {
+              py::gil_scoped_release nogil;
+              for (int i = 0; i < 3; ++i) self.model->forward(in);
+              for (int i = 0; i < repeat; ++i) {
+                auto start = std::chrono::steady_clock::now();
+                TensorMap out = self.model->forward(in);
+                us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+              }
+            }
+            std::sort(us.begin(), us.end());
+            return us.empty() ? 0.0 : us[us.size() / 2];
+          },
+          "inputs"_a, "repeat"_a)
       .def_property_readonly("name", [](const PyModel& self) { return self.model->graph().name; })
       .def_property_readonly("inputs",
                              [](const PyModel& self) { return declared_to_python(self.model->graph(), self.model->graph().inputs); },
