@@ -81,6 +81,7 @@ double Trainer::step(const TensorMap& batch) {
   optimizer_->step_rows(params_, grads_, rows_, current_lr());
   model_.parameters_changed();
   ++step_;
+  last_loss_ = loss.loss;
   return loss.loss;
 }
 

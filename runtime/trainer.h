@@ -65,6 +65,8 @@ class Trainer {
   const TrainingSpec& spec() const { return spec_; }
   /// The learning rate of the next step.
   double current_lr() const;
+  /// The loss of the last step() (before its update): what a progress callback reports.
+  double last_loss() const { return last_loss_; }
   /// Total optimizer steps of the run, for schedules; set by fit() or by the caller.
   void set_total_steps(int64_t steps) { total_steps_ = steps; }
 
@@ -78,6 +80,7 @@ class Trainer {
   int64_t step_ = 0;
   int64_t epoch_ = 0;
   int64_t total_steps_ = 0;
+  double last_loss_ = 0;
 };
 
 /// The columns a dataset must provide for `graph`: each input and target without its

@@ -1,0 +1,105 @@
+#include "placement_arguments.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/memory_size.h"
+
+namespace tandem::python {
+namespace {
+
+size_t size_argument(const std::string& text, const std::string& argument) {
+  size_t bytes = 0;
+  try {
+    bytes = parse_memory_size(text);
+  } catch (const UserError& e) {
+    throw UserError("place(" + argument + "=" + text + "): " + e.what());
+  }
+  if (bytes == 0) throw UserError("place(" + argument + "=...) must be more than 0 bytes");
+  return bytes;
+}
+
+/// The model file's placement: key, as Model itself reads it.
+PlacementPolicy policy_of_file(const Graph& graph) {
+  PlacementPolicy policy;
+  if (graph.placement) apply_placement_spec(*graph.placement, policy);
+  return policy;
+}
+
+}  // namespace
+
+std::shared_ptr<DeviceRegistry> shared_registry(const DeviceOptions& options) {
+  using Key = std::tuple<int, size_t, int>;
+  static std::mutex mutex;
+  static auto* registries = new std::map<Key, std::weak_ptr<DeviceRegistry>>();  // never destroyed: used until exit
+  Key key{options.sim_gpus, options.sim_gpu_memory.value_or(0), options.logical_gpus};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto registry = (*registries)[key].lock()) return registry;
+  auto registry = std::make_shared<DeviceRegistry>(options);
+  (*registries)[key] = registry;
+  return registry;
+}
+
+Device parse_device_argument(const std::string& text, const std::string& what) {
+  std::optional<Device> device = Device::parse(text);
+  if (!device) throw UserError(what + ": '" + text + "' is not a device; write cpu, cuda or cuda:N");
+  return *device;
+}
+
+void place_model(Model& model, const PlaceArguments& arguments) {
+  DeviceOptions options;
+  if (arguments.sim_gpus) {
+    if (*arguments.sim_gpus < 0 || *arguments.sim_gpus > max_sim_gpus)
+      throw UserError("place(sim_gpus=" + std::to_string(*arguments.sim_gpus) + "): give 0 to " +
+                      std::to_string(max_sim_gpus) + " simulated GPUs");
+    options.sim_gpus = *arguments.sim_gpus;
+  }
+  if (arguments.logical_gpus) {
+    if (*arguments.logical_gpus < 0 || *arguments.logical_gpus > max_sim_gpus)
+      throw UserError("place(logical_gpus=" + std::to_string(*arguments.logical_gpus) + "): give 0 to " +
+                      std::to_string(max_sim_gpus));
+    options.logical_gpus = *arguments.logical_gpus;
+  }
+  if (arguments.sim_gpu_memory) options.sim_gpu_memory = size_argument(*arguments.sim_gpu_memory, "sim_gpu_memory");
+
+  PlacementPolicy policy = policy_of_file(model.graph());
+  if (arguments.policy) {
+    const auto& names = placement_policy_names();
+    if (std::find(names.begin(), names.end(), *arguments.policy) == names.end())
+      throw UserError("place(policy='" + *arguments.policy +
+                      "'): not a policy; write annotations, embeddings-on-cpu or balanced");
+    policy.name = *arguments.policy;
+  }
+  if (arguments.max_memory) policy.max_memory = size_argument(*arguments.max_memory, "max_memory");
+  for (const auto& [pattern, device] : arguments.patterns) {
+    if (pattern.empty()) throw UserError("place(place=...): an empty pattern for " + device + "; write a glob such as 'encoder.*'");
+    policy.place_overrides.emplace_back(pattern, parse_device_argument(device, "place(place={'" + pattern + "': ...})"));
+  }
+
+  const bool all_on_cpu = !arguments.patterns.empty() && arguments.patterns.back().first == "*" &&
+                          policy.place_overrides.back().second == Device::cpu() && !arguments.policy;
+  if (all_on_cpu) {
+    model.to(Device::cpu());
+    return;
+  }
+  // A device the machine lacks is refused when the model is planned (its first pass, or
+  // plan()), with the message `tandem run` gives: it names the layer that asked for it.
+  model.use_devices(shared_registry(options), std::move(policy));
+}
+
+void move_model(Model& model, const std::string& text) {
+  Device device = parse_device_argument(text, "to()");
+  if (device == Device::cpu()) {
+    model.to(device);
+    return;
+  }
+  std::shared_ptr<DeviceRegistry> registry = shared_registry(DeviceOptions{});
+  registry->require(device);
+  PlacementPolicy policy = policy_of_file(model.graph());
+  policy.place_overrides = {{"*", device}};
+  model.use_devices(std::move(registry), std::move(policy));
+}
+
+}  // namespace tandem::python

@@ -1,0 +1,657 @@
+"""tandem.from_torch: a PyTorch nn.Module as a Tandem model, by tracing it with torch.fx.
+
+Each module call becomes a layer at the module's path and each torch function a layer
+beside it, so the parameters are named as the module's state_dict; the YAML is what a
+person would write (docs/python.md, "From PyTorch"). What cannot be converted is named with
+where the module's forward calls it, all of it in one error.
+"""
+import inspect
+import os
+
+import numpy
+import torch
+import torch.nn as nn
+
+from . import _tandem
+from ._oracle.tandem_torch import OPS as _OP_DEFAULTS, _REQ
+from .fx_tracing import grown_batch, is_getitem, propagate_shapes, trace_module
+from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Sub, Unsupported, convert_call,
+                        convert_module, supported_modules)
+from .yaml_emit import EmitError, Layer, emit_model
+
+__all__ = ["ConversionError", "from_torch", "LOSSES"]
+
+
+class ConversionError(_tandem.ModelError):
+    """A torch module from_torch cannot convert; the message lists every operation it
+    cannot, with where the module's forward calls it."""
+
+
+# torch loss modules -> Tandem's loss: (op, attributes read from the module)
+LOSSES = {
+    nn.CrossEntropyLoss: ("cross_entropy", ("ignore_index", "label_smoothing")),
+    nn.NLLLoss: ("nll_loss", ("ignore_index",)),
+    nn.MSELoss: ("mse_loss", ()),
+    nn.BCEWithLogitsLoss: ("binary_cross_entropy_with_logits", ()),
+}
+_LOSS_DEFAULTS = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def _where(node):
+    """'model.py:12 (y = self.conv(x))': the line of the user's code that made `node` (the
+    innermost frame outside torch and this package)."""
+    lines = (getattr(node, "stack_trace", None) or "").splitlines()
+    for i, line in enumerate(lines):  # innermost frame first
+        if not line.strip().startswith("File "):
+            continue
+        try:
+            file = line.split('"')[1]
+            number = line.split("line ")[1].split(",")[0]
+        except IndexError:
+            continue
+        if os.path.abspath(file).startswith((_PACKAGE_DIR, _TORCH_DIR)):
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        return "%s:%s%s" % (os.path.basename(file), number, " (%s)" % code if code else "")
+    return ""
+
+
+def _dtype_name(dtype):
+    return {torch.float32: "float32", torch.int64: "int64", torch.bool: "int64"}.get(dtype)
+
+
+class _Context:
+    """What converters may ask about a node: its values at the two batch sizes."""
+
+    def __init__(self, values, grown, batch, grown_batch_size):
+        self.values, self.grown, self.batch, self.grown_batch = values, grown, batch, grown_batch_size
+
+    def value(self, node):
+        return self.values[node]
+
+    def is_tensor(self, node):
+        return isinstance(self.values.get(node), torch.Tensor)
+
+    def is_tuple_of_tensors(self, node):
+        v = self.values.get(node)
+        return isinstance(v, (tuple, list)) and v and all(
+            isinstance(x, torch.Tensor) or (isinstance(x, (tuple, list)) and all(isinstance(y, torch.Tensor) for y in x))
+            for x in v)
+
+    def reshape_target(self, node):
+        """A reshape's shape in Tandem's terms: sizes that stay, `batch` for the one that
+        follows the batch, -1 for the one that grows with it otherwise."""
+        shape = list(self.values[node].shape)
+        if self.grown is None:
+            return shape
+        other = list(self.grown[node].shape)
+        if len(other) != len(shape):
+            raise Unsupported("the result has %d dimensions at batch %d and %d at batch %d (a squeeze of a batch of "
+                              "1?); give an example batch of 2 or more" % (len(shape), self.batch, len(other),
+                                                                            self.grown_batch))
+        out, varying = [], 0
+        for a, b in zip(shape, other):
+            if a == b:
+                out.append(a)
+            elif a == self.batch and b == self.grown_batch:
+                out.append("batch")
+            else:
+                out.append(-1)
+                varying += 1
+        if varying > 1:
+            raise Unsupported("reshape to %s: %d of its dimensions grow with the batch; Tandem infers one (-1)"
+                              % (shape, varying))
+        return out
+
+
+def _drop_defaults(op, attrs):
+    """Attributes at Tandem's default are left out, as a person would write the file (the
+    defaults are the oracle's table of the format, docs/yaml-format.md's)."""
+    defaults = _OP_DEFAULTS.get(op, ({}, None))[0]
+
+    def at_default(k, v):
+        d = defaults.get(k, _REQ)
+        return d is not _REQ and d == v and isinstance(d, bool) == isinstance(v, bool) and \
+            (d is None) == (v is None)
+    return {k: v for k, v in attrs.items() if not at_default(k, v)}
+
+
+def _normalize_inputs(module, example_inputs):
+    """[(name, tensor)] in forward's order."""
+    if isinstance(example_inputs, dict):
+        return list(example_inputs.items())
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    names = [n for n, p in inspect.signature(module.forward).parameters.items()
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(example_inputs) > len(names):
+        raise ConversionError("from_torch: %d example inputs, but %s.forward takes %d" %
+                              (len(example_inputs), type(module).__name__, len(names)))
+    return list(zip(names, example_inputs))
+
+
+def _batch_dims(batch_dim, names):
+    if batch_dim is None or isinstance(batch_dim, int):
+        return {n: batch_dim for n in names}
+    return {n: batch_dim.get(n, 0) for n in names}
+
+
+class _ReadsFailed(Exception):
+    """A node reads one that could not be converted: no error of its own."""
+
+
+class _Converter:
+    """Walks the traced graph in order, making each node a layer (or an alias, or nothing),
+    and collects what it cannot convert."""
+
+    def __init__(self, traced, ctx):
+        self.traced, self.ctx = traced, ctx
+        self.refs = {}        # node -> ("input", name) / ("layer", path) / SCALAR / ("tuple", layer, outputs)
+        self.devices = {}     # node -> device tag (str) or None
+        self.layers = []      # Layer, in execution order
+        self.by_path = {}
+        self.errors = []
+        self.selections = {}  # tuple-valued layer path -> {select values read}
+        self.called = {}      # module path -> first node calling it
+        self.failed = set()   # nodes that could not be converted, or read one that could not
+        self.used_paths = set(traced.module_paths)
+
+    def fail(self, node, what, message):
+        where = _where(node)
+        self.errors.append("%s%s: %s" % (what, ", at " + where if where else "", message))
+
+    def path_in_scope(self, node):
+        scope = self.traced.scopes.get(node, "")
+        name = node.name
+        base = (scope + "." if scope else "") + name
+        path, k = base, 1
+        while path in self.by_path or path in self.used_paths:
+            path, k = "%s_%d" % (base, k), k + 1
+        return path
+
+    def resolve(self, node, x, what):
+        """The reference for input `x` of `node`."""
+        if isinstance(x, torch.fx.Node):
+            if x in self.failed:
+                raise _ReadsFailed()
+            ref = self.refs.get(x)
+            if ref is None:
+                raise Unsupported("%s is %s, which Tandem cannot make (see the error for it)" % (what, x.name)
+                                  if x.op != "get_attr" else
+                                  "%s is the tensor attribute '%s', used outside a module: Tandem's parameters "
+                                  "belong to layers" % (what, x.target))
+            if ref is SCALAR:
+                raise Unsupported("%s is a number computed from a shape (%s); Tandem's layers take tensors"
+                                  % (what, x.name))
+            if ref[0] == "tuple":
+                raise Unsupported("%s is the whole tuple that '%s' returns; take one element ([0])" % (what, ref[1]))
+            return ref[:2]
+        raise Unsupported("%s is %r, not a tensor" % (what, x))
+
+    def device_of(self, inputs, module=None):
+        if module is not None:
+            for p in list(module.parameters()) + list(module.buffers()):
+                if p.device.type != "cpu":
+                    return str(p.device)
+        for x in inputs:
+            if isinstance(x, torch.fx.Node) and self.devices.get(x):
+                return self.devices[x]
+        return None
+
+    def add_layer(self, node, path, op, device, sub_refs=None):
+        inputs, reads_failed = [], False
+        for i, x in enumerate(op.inputs):  # an input of its own that Tandem cannot take is an error of this node's
+            if isinstance(x, Sub):
+                inputs.append(("layer", sub_refs[x.name]))
+                continue
+            try:
+                inputs.append(self.resolve(node, x, "input %d" % i))
+            except _ReadsFailed:
+                reads_failed = True
+        if reads_failed:
+            raise _ReadsFailed()
+        attrs = _drop_defaults(op.op, op.attrs)
+        where = _where(node)
+        layer = Layer(path, op.op, attrs, inputs, device, ", at " + where if where else "")
+        self.layers.append(layer)
+        self.by_path[path] = layer
+        return ("layer", layer.path)
+
+    def convert(self, live):
+        graph = self.traced.graph_module.graph
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                self.refs[node] = ("input", node.target)
+                continue
+            if node.op == "output" or node not in live:
+                continue
+            try:
+                self.convert_node(node)
+            except _ReadsFailed:
+                self.failed.add(node)  # its input's error says it: one error per cause
+            except Unsupported as e:
+                self.failed.add(node)
+                self.fail(node, self.describe(node), str(e))
+
+    def describe(self, node):
+        if node.op == "call_module":
+            m = self.traced.module_paths[node.target]
+            return "'%s' (%s.%s)" % (node.target, "torch.nn" if type(m).__module__.startswith("torch.nn")
+                                     else type(m).__module__, type(m).__name__)
+        if node.op == "get_attr":
+            return "attribute '%s'" % node.target
+        scope = self.traced.scopes.get(node, "")
+        return "'%s'%s" % (node.name, " in '%s'" % scope if scope else "")
+
+    def convert_node(self, node):
+        if node.op == "get_attr":
+            return  # refused where a layer reads it (resolve)
+        if is_getitem(node) and isinstance(self.refs.get(node.args[0]), tuple) and \
+                self.refs[node.args[0]][0] == "tuple":
+            _, path, outputs = self.refs[node.args[0]]
+            chosen = outputs[node.args[1]]
+            self.devices[node] = self.devices.get(node.args[0])
+            if isinstance(chosen, tuple):
+                self.refs[node] = ("tuple", path, chosen)
+                return
+            self.selections.setdefault(path, set()).add(chosen)
+            self.refs[node] = ("layer", path)
+            return
+        if node.op == "call_module":
+            module = self.traced.module_paths[node.target]
+            if node.target in self.called:
+                raise Unsupported("called a second time (first as '%s'): a Tandem layer owns its parameters, so give "
+                                  "each call its own module" % self.called[node.target].name)
+            self.called[node.target] = node
+            result = convert_module(module, node, self.ctx)
+            path = node.target
+            device = self.device_of(node.args, module)
+        else:
+            result = convert_call(node, self.ctx)
+            path = self.path_in_scope(node)
+            device = self.device_of(list(node.args) + list(node.kwargs.values()))
+        if result is SCALAR:
+            self.refs[node] = SCALAR
+            return
+        if isinstance(result, Alias):
+            if result.source in self.failed:
+                raise _ReadsFailed()
+            self.refs[node] = self.refs.get(result.source) if isinstance(result.source, torch.fx.Node) else None
+            if self.refs[node] is None:
+                raise Unsupported("its input is not a tensor Tandem makes")
+            self.devices[node] = result.device or self.devices.get(result.source)
+            return
+        if isinstance(result, Composite):
+            subs = {}
+            for relative, op in result.layers:
+                subs[relative] = path + "." + relative
+                self.add_layer(node, path + "." + relative, op, device, sub_refs=subs)
+            self.refs[node] = ("layer", subs[result.layers[-1][0]])
+            self.devices[node] = device
+            return
+        ref = self.add_layer(node, path, result, device)
+        self.devices[node] = device
+        if result.outputs is not None:
+            self.refs[node] = ("tuple", ref[1], result.outputs)
+            self.by_path[path].tuple_outputs = result.outputs
+        else:
+            self.refs[node] = ref
+
+    def apply_selections(self):
+        for layer in self.layers:
+            outputs = getattr(layer, "tuple_outputs", None)
+            if outputs is None:
+                continue
+            chosen = self.selections.get(layer.path, set())
+            if "attention weights" in chosen:
+                self.errors.append("'%s' (torch.nn.MultiheadAttention): its attention weights are read; Tandem's "
+                                   "multi_head_attention gives the output only" % layer.path)
+            chosen.discard("attention weights")
+            if len(chosen) > 1:
+                self.errors.append("'%s' (%s): both %s are read; a Tandem layer has one output (select): give each "
+                                   "its own module" % (layer.path, layer.op, " and ".join(sorted(chosen))))
+            elif layer.op in ("gru", "lstm") and chosen and chosen != {"output"}:
+                layer.attrs["select"] = next(iter(chosen))
+            layer.tuple_outputs = None
+
+
+def _live_nodes(graph):
+    """Nodes the outputs depend on: a call nothing reads (an attention's unused weights)
+    makes no layer."""
+    output = next(n for n in graph.nodes if n.op == "output")
+    live, stack = set(), [output]
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(n.all_input_nodes)
+    return live
+
+
+def _output_refs(converter, output_node, output_names):
+    value = output_node.args[0]
+    if isinstance(value, torch.fx.Node):
+        items = [("output", value)]
+    elif isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (tuple, list)):
+        items = [("output_%d" % i, v) for i, v in enumerate(value)]
+    else:
+        raise ConversionError("from_torch: forward returns %r; Tandem's outputs are tensors" % (value,))
+    if output_names:
+        if len(output_names) != len(items):
+            raise ConversionError("from_torch: output_names has %d names for %d outputs" % (len(output_names), len(items)))
+        items = [(n, v) for n, (_, v) in zip(output_names, items)]
+    out = {}
+    for name, node in items:
+        if node in converter.failed:
+            continue
+        try:
+            ref = converter.resolve(output_node, node, "output '%s'" % name)
+        except Unsupported as e:
+            converter.errors.append("output '%s': %s" % (name, e))
+            continue
+        if ref[0] == "input":
+            converter.errors.append("output '%s' is the input '%s' itself; Tandem's outputs are layers' outputs"
+                                    % (name, ref[1]))
+        out[str(name)] = ref
+    return out
+
+
+_DP_KEYS = {"devices", "output_device", "dim"}
+
+
+def _data_parallel_spec(wrapper, path, given):
+    """The data_parallel: entry of nn.DataParallel `wrapper` at `path` ('module' for a
+    wrapped whole model). A torch without CUDA keeps neither the wrapper's device_ids nor
+    its dim nor output_device: then `given` must say them (a spec, or specs by path)."""
+    if given and not set(given) <= _DP_KEYS:
+        given = given.get(path)
+    where = "nn.DataParallel at '%s'" % path
+    ids = list(getattr(wrapper, "device_ids", []))
+    as_device = lambda d: "cuda:%d" % (d.index if isinstance(d, torch.device) else d) \
+        if isinstance(d, (int, torch.device)) else str(d)  # noqa: E731
+    if given:
+        unknown = set(given) - _DP_KEYS
+        if unknown:
+            raise ConversionError("from_torch: data_parallel for '%s': unknown key(s) %s (it takes devices, "
+                                  "output_device and dim)" % (path, sorted(unknown)))
+        devices = [as_device(d) for d in given.get("devices", ids)]
+        dim = given.get("dim", getattr(wrapper, "dim", 0))
+        output_device = given.get("output_device", getattr(wrapper, "output_device", None) if ids else None)
+    elif ids:
+        devices, dim, output_device = [as_device(d) for d in ids], wrapper.dim, wrapper.output_device
+    else:
+        raise ConversionError("from_torch: %s: this torch has no CUDA, so the wrapper kept neither its device_ids "
+                              "nor its dim; say them with data_parallel={'devices': ['cuda:0', 'cuda:1'], 'dim': 0} "
+                              "(or such a spec by wrapper path: {'%s': {...}})" % (where, path))
+    if not devices:
+        raise ConversionError("from_torch: %s spreads over no devices; give data_parallel={'devices': [...]}" % where)
+    spec = {"devices": devices, "output_device": as_device(output_device) if output_device is not None else devices[0]}
+    if dim != 0:
+        spec["dim"] = dim
+    return spec
+
+
+def _loss_section(loss, output_refs, loss_input, target_name):
+    if isinstance(loss, str):
+        op, attrs = loss, {}
+    else:
+        for t, (op, keys) in LOSSES.items():
+            if type(loss) is t:
+                break
+        else:
+            raise ConversionError("from_torch: loss %s: Tandem's losses are %s" % (
+                type(loss).__name__, ", ".join(t.__name__ for t in LOSSES)))
+        if getattr(loss, "weight", None) is not None or getattr(loss, "pos_weight", None) is not None:
+            raise ConversionError("from_torch: loss %s with class weights: Tandem's losses weigh every class alike"
+                                  % type(loss).__name__)
+        if loss.reduction not in ("mean", "sum"):
+            raise ConversionError("from_torch: loss reduction '%s': Tandem's losses reduce to mean or sum"
+                                  % loss.reduction)
+        attrs = {k: getattr(loss, k) for k in keys + ("reduction",)}
+        attrs = {k: v for k, v in attrs.items() if v != _LOSS_DEFAULTS[k]}
+    if loss_input is None:
+        if len(output_refs) != 1:
+            raise ConversionError("from_torch: the module has outputs %s: say which one the loss scores with "
+                                  "loss_input=" % list(output_refs))
+        loss_input = next(iter(output_refs))
+    if loss_input not in output_refs:
+        raise ConversionError("from_torch: loss_input '%s' is not an output (%s)" % (loss_input, list(output_refs)))
+    return dict({"op": op, "input": output_refs[loss_input], "target": target_name}, **attrs)
+
+
+def _named_wrapper(inner, names):
+    """A module holding `inner` as its child `module`, called with forward's argument
+    names (fx reads them from the code): nn.DataParallel's layout, for tracing."""
+    namespace = {}
+    args = ", ".join(names)
+    exec("def forward(self, %s):\n    return self.module(%s)\n" % (args, args), namespace)  # noqa: S102
+    wrapper = type("DataParallelTrace", (nn.Module,), {"forward": namespace["forward"]})()
+    wrapper.module = inner
+    return wrapper
+
+
+def _shape_spec(tensor, dim):
+    shape = list(tensor.shape)
+    if dim is not None:
+        shape[dim] = "batch"
+    return shape
+
+
+def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=None, loss=None,
+               example_targets=None, loss_input=None, train=None, data_parallel=None, check=True,
+               save_to=None):
+    """A tandem.Model computing what `module` computes, with its weights.
+
+    example_inputs: a tensor, a tuple of them (forward's positional arguments), or a dict
+    by argument name; forward's other arguments keep their defaults. float32 and int64
+    tensors (bool masks become int64 inputs, nonzero meaning masked).
+    batch_dim: which dimension of each input is the batch (the symbol `batch`): an int for
+    all, a dict by input (and target) name, or None for fixed shapes. Found out by running
+    the module at the example's batch and one more.
+    output_names: names for forward's outputs (default: 'output', or 'output_0', ... for a
+    tuple, or a returned dict's keys).
+    loss, example_targets, loss_input, train: to train it: a torch loss module
+    (nn.CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss) or Tandem's loss name, an
+    example target (a tensor, or {name: tensor}), which output it scores, and a train:
+    section ({'epochs': 3, 'optimizer': {'name': 'adam', 'lr': 1e-3}, ...}).
+    data_parallel: {'devices': [...], 'dim': ..., 'output_device': ...} for the
+    nn.DataParallel wrappers (or such specs by wrapper path): needed where torch has no
+    CUDA, as its wrappers then keep neither device_ids nor dim; it overrides them elsewhere.
+    check: run the converted model on the example inputs on the cpu and compare with
+    torch's outputs (eval mode), raising ConversionError on a difference.
+    save_to: a path prefix: writes PREFIX.yaml and PREFIX.safetensors.
+
+    Devices: a tensor moved with .to('cuda:1') / .cuda(1) puts the layers that read it on
+    cuda:1 (`device:`), as do parameters on a GPU; nn.DataParallel wrappers become
+    data_parallel: blocks named as torch names them ('module' for a wrapped whole model).
+    """
+    dp_top = module if isinstance(module, nn.DataParallel) else None
+    inner = module.module if dp_top is not None else module
+    inputs = _normalize_inputs(inner, example_inputs)
+    names = [n for n, _ in inputs]
+    model_name = name or type(inner).__name__
+    _check_example_inputs(inputs, model_name)
+    if dp_top is not None:
+        root = _named_wrapper(inner, names)  # torch's state_dict says module.*: so do the layers
+    elif any(type(inner) is t for t in LEAF_MODULES):
+        raise ConversionError("from_torch: the module is a single %s, whose parameters have no layer name "
+                              "('weight', not 'fc.weight'); wrap it, as nn.Sequential(module), to convert it"
+                              % type(inner).__name__)
+    else:
+        root = inner
+    target_names = list(example_targets) if isinstance(example_targets, dict) else ["target"]
+    batch_dims = _batch_dims(batch_dim, names + target_names)
+    batch = _batch_size(inputs, batch_dims)
+
+    traced = _trace(root, names, model_name)
+    placeholders = [n.target for n in traced.graph_module.graph.nodes if n.op == "placeholder"]
+    by_name = dict(inputs)
+    values, grown = _values_at_two_batches(module, traced, [by_name[p] for p in placeholders],
+                                           [batch_dims[p] for p in placeholders], batch, model_name)
+    specs = {p: {"shape": _shape_spec(by_name[p], batch_dims[p]), "dtype": _dtype_name(by_name[p].dtype)}
+             for p in placeholders}
+
+    converter = _Converter(traced, _Context(values, grown, batch, batch + 1 if batch is not None else None))
+    converter.convert(_live_nodes(traced.graph_module.graph))
+    output_node = next(n for n in traced.graph_module.graph.nodes if n.op == "output")
+    outputs = _output_refs(converter, output_node, output_names)
+    converter.apply_selections()
+    if converter.errors:
+        raise ConversionError("from_torch(%s): cannot convert %d operation(s):\n  " % (model_name, len(converter.errors))
+                              + "\n  ".join(converter.errors) + "\n(from_torch converts torch.nn's %s, and the torch "
+                              "functions and tensor methods docs/python.md lists)" % supported_modules())
+
+    blocks = {"module": _data_parallel_spec(dp_top, "module", data_parallel)} if dp_top is not None else {}
+    for path, wrapper in traced.data_parallel.items():
+        blocks[path] = _data_parallel_spec(wrapper, path, data_parallel)
+    _settle_devices(converter.layers, blocks)
+    targets, loss_section = None, None
+    if loss is not None:
+        targets = _target_specs(example_targets, batch_dims)
+        loss_section = _loss_section(loss, outputs, loss_input, next(iter(targets)))
+
+    header = ["Converted from the PyTorch module %s.%s by tandem.from_torch (torch.fx)."
+              % (type(module).__module__, type(module).__qualname__)]
+    try:
+        text = emit_model(model_name, specs, converter.layers, blocks, outputs, targets, loss_section, train, header)
+    except EmitError as e:
+        raise ConversionError("from_torch(%s): %s" % (model_name, e)) from None
+    try:
+        model = _tandem.Model.from_yaml(text, model_name + ".yaml")
+    except _tandem.ModelError as e:
+        raise ConversionError("from_torch(%s): Tandem refuses the converted model: %s\n--- the model:\n%s"
+                              % (model_name, e, text)) from None
+    missing, _unused = model.load_state_dict(module.state_dict(), strict=False)
+    if missing:
+        raise ConversionError("from_torch(%s): no weights for %s in the module's state_dict" % (model_name, missing))
+    if check:
+        _check(module, model, text, inputs, model_name, values[output_node])
+    if save_to is not None:
+        save_to = os.fspath(save_to)
+        with open(save_to + ".yaml", "w") as f:
+            f.write(text)
+        model.save_weights(save_to + ".safetensors")
+    return model
+
+
+def _check_example_inputs(inputs, model_name):
+    errors = []
+    for n, t in inputs:
+        if not isinstance(t, torch.Tensor):
+            raise ConversionError("from_torch: example input '%s' is a %s; give tensors" % (n, type(t).__name__))
+        if _dtype_name(t.dtype) is None:
+            errors.append("input '%s' is %s: Tandem's inputs are float32 or int64 (give an example of one of those)"
+                          % (n, t.dtype))
+    if errors:
+        raise ConversionError("from_torch(%s): cannot convert:\n  " % model_name + "\n  ".join(errors))
+
+
+def _batch_size(inputs, batch_dims):
+    """The example's batch, which every input's batch dimension must agree on; None when
+    no input has one."""
+    sizes = {t.shape[batch_dims[n]] for n, t in inputs if batch_dims[n] is not None}
+    if len(sizes) > 1:
+        raise ConversionError("from_torch: the example inputs' batch dimensions differ in size (%s): give each "
+                              "input's batch dimension with batch_dim={name: dim} (None: no batch)" % sorted(sizes))
+    return sizes.pop() if sizes else None
+
+
+def _trace(root, names, model_name):
+    try:
+        return trace_module(root, names, list(LEAF_MODULES))
+    except (torch.fx.proxy.TraceError, TypeError, ValueError, NotImplementedError) as e:
+        raise ConversionError("from_torch(%s): torch.fx cannot trace the module's forward: %s: %s (Tandem "
+                              "converts what fx can trace: no Python control flow that depends on tensor values)"
+                              % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from None
+
+
+def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name):
+    """Every node's value at the example's batch, and at one more (None without a batch):
+    which dimensions follow the batch is what tells them apart."""
+    was_training = module.training
+    module.eval()  # batch norm must not update its statistics while shapes are found
+    try:
+        values = propagate_shapes(traced, tensors)
+        if batch is None:
+            return values, None
+        bigger = [grown_batch(t, d) if d is not None else t for t, d in zip(tensors, batch_dims)]
+        try:
+            return values, propagate_shapes(traced, bigger)
+        except Exception as e:  # noqa: BLE001 - the module's own error, reported with the advice
+            raise ConversionError("from_torch(%s): the module fails at batch %d (%s: %s), so which dimensions "
+                                  "follow the batch cannot be found; give batch_dim= (None: fixed shapes)"
+                                  % (model_name, batch + 1, type(e).__name__, str(e).splitlines()[0]))
+    finally:
+        module.train(was_training)
+
+
+def _settle_devices(layers, data_parallel):
+    """Inside a data_parallel block the replicas' devices are the block's; a model all on
+    the cpu says nothing of devices."""
+    in_parallel = lambda path: any(path == p or path.startswith(p + ".") for p in data_parallel)  # noqa: E731
+    for layer in layers:
+        if layer.device is not None and in_parallel(layer.path):
+            layer.device = None
+    if all(layer.device in (None, "cpu") for layer in layers):
+        for layer in layers:
+            layer.device = None
+
+
+def _target_specs(example_targets, batch_dims):
+    if example_targets is None:
+        raise ConversionError("from_torch: loss= needs example_targets= (a target tensor, or {name: tensor})")
+    if isinstance(example_targets, torch.Tensor):
+        example_targets = {"target": example_targets}
+    if len(example_targets) != 1:
+        raise ConversionError("from_torch: Tandem's loss scores one target; example_targets has %d"
+                              % len(example_targets))
+    targets = {}
+    for n, t in example_targets.items():
+        if _dtype_name(t.dtype) is None or t.dtype == torch.bool:
+            raise ConversionError("from_torch: target '%s' is %s: give float32 or int64" % (n, t.dtype))
+        targets[n] = {"shape": _shape_spec(t, batch_dims.get(n, batch_dims.get("target"))),
+                      "dtype": _dtype_name(t.dtype)}
+    return targets
+
+
+def _check(module, model, text, inputs, model_name, traced_outputs):
+    """The converted model on the cpu against torch in eval mode, on the example inputs:
+    the module itself where it runs here, else its traced graph with the moves between
+    devices left out (a module written for GPUs, converted on a machine without)."""
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            expected = module(*[t for _, t in inputs])
+    except Exception:  # noqa: BLE001 - it cannot run here: its trace, which ran, says the same
+        expected = traced_outputs
+    finally:
+        module.train(was_training)
+    on_cpu = _tandem.Model.from_yaml(text, model_name + ".yaml")
+    on_cpu.load_state_dict(model.state_dict())
+    on_cpu.to("cpu")
+    feed = {n: (t.long() if t.dtype == torch.bool else t) for n, t in inputs}
+    got = on_cpu(**feed)
+    if isinstance(expected, torch.Tensor):
+        expected = [expected]
+    elif isinstance(expected, dict):
+        expected = list(expected.values())
+    for (out_name, value), want in zip(got.items(), expected):
+        want = want.detach().numpy()
+        value = numpy.asarray(value)
+        if value.shape != want.shape:
+            raise ConversionError("from_torch(%s): output '%s' has shape %s, torch's %s" % (
+                model_name, out_name, list(value.shape), list(want.shape)))
+        scale = max(1.0, float(numpy.abs(want).max())) if want.size else 1.0
+        error = float(numpy.abs(value - want).max()) if want.size else 0.0
+        if not error <= 1e-4 * scale:
+            raise ConversionError("from_torch(%s): output '%s' differs from torch's by %.3g (the converted model "
+                                  "does not compute what the module does; please report it)\n--- the model:\n%s"
+                                  % (model_name, out_name, error, text))

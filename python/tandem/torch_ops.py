@@ -1,0 +1,570 @@
+"""What each torch operation becomes in a Tandem model, for from_torch: torch.nn modules
+(called as leaves of the fx graph) and torch functions and tensor methods.
+
+A converter returns an Op (a Tandem layer: op, attributes, inputs), a Composite (layers
+under the module's path: nn.TransformerEncoderLayer and nn.TransformerEncoder, which fx
+cannot trace through), an Alias (the node is its input: x.contiguous(), x.to(device)) or
+SCALAR (a size computed from a shape, which only reshapes read). Anything else raises
+Unsupported with what Tandem lacks; from_torch adds where it was called."""
+import inspect
+import operator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["Unsupported", "Op", "Composite", "Sub", "Alias", "SCALAR", "LEAF_MODULES", "convert_module",
+           "convert_call", "supported_modules"]
+
+
+class Unsupported(Exception):
+    """A torch operation Tandem cannot express; the message says what and, where it can,
+    what to write instead."""
+
+
+class Op:
+    """One Tandem layer. `inputs`: fx nodes (or Sub names inside a Composite). `outputs`:
+    for a module returning a tuple (GRU, LSTM, MultiheadAttention), the Tandem `select`
+    value of each tuple position (nested for LSTM's (h_n, c_n)); None otherwise."""
+
+    def __init__(self, op, attrs=None, inputs=(), outputs=None):
+        self.op, self.attrs, self.inputs, self.outputs = op, dict(attrs or {}), list(inputs), outputs
+
+
+class Sub:
+    """Inside a Composite: the output of its layer `name`."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class Composite:
+    """Layers under the module's path, in order: [(relative path, Op)]; the last is the
+    module's output."""
+
+    def __init__(self, layers):
+        self.layers = layers
+
+
+class Alias:
+    """The node's value is `source`'s; `device` (a string) when the node moved it there."""
+
+    def __init__(self, source, device=None):
+        self.source, self.device = source, device
+
+
+SCALAR = object()
+
+
+def _is_node(x):
+    return isinstance(x, torch.fx.Node)
+
+
+def _pair(v):
+    """An int, or [h, w] for a pair that differs (Tandem's kernel_size, stride, ...)."""
+    if isinstance(v, (tuple, list)):
+        return v[0] if len(v) == 2 and v[0] == v[1] else list(v)
+    return v
+
+
+def _bind(function, node):
+    """node's arguments by parameter name of `function`'s signature, defaults filled."""
+    bound = inspect.signature(function).bind(None, *node.args, **node.kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.pop(next(iter(arguments)))  # self
+    return arguments
+
+
+def _tensor(node, value, what):
+    if not _is_node(value):
+        raise Unsupported("%s is %r, not a tensor: Tandem's layers take tensors only" % (what, value))
+    return value
+
+
+# ----------------------------------------------------------------------------- modules
+
+def _linear(m, node, ctx):
+    a = _bind(nn.Linear.forward, node)
+    return Op("linear", {"in_features": m.in_features, "out_features": m.out_features, "bias": m.bias is not None},
+              [_tensor(node, a["input"], "the input")])
+
+
+def _embedding(m, node, ctx):
+    a = _bind(nn.Embedding.forward, node)
+    if m.max_norm is not None:
+        raise Unsupported("max_norm=%s: Tandem's embedding renormalises no rows (max_norm: null only)" % m.max_norm)
+    return Op("embedding", {"num_embeddings": m.num_embeddings, "embedding_dim": m.embedding_dim,
+                            "padding_idx": m.padding_idx, "scale_grad_by_freq": m.scale_grad_by_freq,
+                            "sparse": m.sparse}, [_tensor(node, a["input"], "the indices")])
+
+
+def _embedding_bag(m, node, ctx):
+    a = _bind(nn.EmbeddingBag.forward, node)
+    if m.max_norm is not None:
+        raise Unsupported("max_norm=%s: Tandem's embedding_bag renormalises no rows (max_norm: null only)" % m.max_norm)
+    if a["per_sample_weights"] is not None:
+        raise Unsupported("per_sample_weights: Tandem's embedding_bag weighs every index alike")
+    inputs = [_tensor(node, a["input"], "the indices")]
+    if a["offsets"] is not None:
+        inputs.append(_tensor(node, a["offsets"], "the offsets"))
+    return Op("embedding_bag", {"num_embeddings": m.num_embeddings, "embedding_dim": m.embedding_dim,
+                                "mode": m.mode, "padding_idx": m.padding_idx,
+                                "include_last_offset": m.include_last_offset,
+                                "scale_grad_by_freq": m.scale_grad_by_freq, "sparse": m.sparse}, inputs)
+
+
+def _conv2d(m, node, ctx):
+    a = _bind(nn.Conv2d.forward, node)
+    if m.padding_mode != "zeros":
+        raise Unsupported("padding_mode='%s': Tandem's conv2d pads with zeros only" % m.padding_mode)
+    return Op("conv2d", {"in_channels": m.in_channels, "out_channels": m.out_channels,
+                         "kernel_size": _pair(m.kernel_size), "stride": _pair(m.stride),
+                         "padding": m.padding if isinstance(m.padding, str) else _pair(m.padding),
+                         "dilation": _pair(m.dilation), "groups": m.groups, "bias": m.bias is not None},
+              [_tensor(node, a["input"], "the input")])
+
+
+def _max_pool2d(m, node, ctx):
+    a = _bind(nn.MaxPool2d.forward, node)
+    if m.return_indices:
+        raise Unsupported("return_indices=True: Tandem's max_pool2d returns the values only")
+    return Op("max_pool2d", {"kernel_size": _pair(m.kernel_size), "stride": _pair(m.stride),
+                             "padding": _pair(m.padding), "dilation": _pair(m.dilation), "ceil_mode": m.ceil_mode},
+              [_tensor(node, a["input"], "the input")])
+
+
+def _avg_pool2d(m, node, ctx):
+    a = _bind(nn.AvgPool2d.forward, node)
+    if m.divisor_override is not None:
+        raise Unsupported("divisor_override=%s: Tandem's avg_pool2d divides by the window" % m.divisor_override)
+    return Op("avg_pool2d", {"kernel_size": _pair(m.kernel_size), "stride": _pair(m.stride),
+                             "padding": _pair(m.padding), "ceil_mode": m.ceil_mode,
+                             "count_include_pad": m.count_include_pad}, [_tensor(node, a["input"], "the input")])
+
+
+def _adaptive_pool(op):
+    """nn.AdaptiveAvgPool2d / AdaptiveMaxPool2d where the input divides evenly into the
+    output (a global pool, (1, 1), most often): the fixed window that computes the same."""
+    def convert(m, node, ctx):
+        x = _tensor(node, node.args[0], "the input")
+        h, w = ctx.value(x).shape[-2:]
+        size = m.output_size if isinstance(m.output_size, (tuple, list)) else (m.output_size, m.output_size)
+        out = [h if s is None else s for s in size[:1]] + [w if s is None else s for s in size[1:2]]
+        if h % out[0] or w % out[1]:
+            raise Unsupported("output size %s of a %dx%d input: Tandem pools with fixed windows, which fit only an "
+                              "input that divides into the output" % (list(size), h, w))
+        kernel = _pair([h // out[0], w // out[1]])
+        attrs = {"kernel_size": kernel, "stride": kernel}
+        return Op(op, attrs, [x])
+    return convert
+
+
+def _batch_norm2d(m, node, ctx):
+    a = _bind(nn.BatchNorm2d.forward, node)
+    return Op("batch_norm2d", {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
+                               "affine": m.affine, "track_running_stats": m.track_running_stats},
+              [_tensor(node, a["input"], "the input")])
+
+
+def _layer_norm(m, node, ctx):
+    a = _bind(nn.LayerNorm.forward, node)
+    shape = list(m.normalized_shape)
+    return Op("layer_norm", {"normalized_shape": shape[0] if len(shape) == 1 else shape, "eps": m.eps,
+                             "elementwise_affine": m.elementwise_affine}, [_tensor(node, a["input"], "the input")])
+
+
+def _rnn(m, node, ctx):
+    op = "gru" if isinstance(m, nn.GRU) else "lstm"
+    a = _bind(type(m).forward, node)
+    if op == "lstm" and m.proj_size:
+        raise Unsupported("proj_size=%d: Tandem's lstm has no projection (proj_size: 0 only)" % m.proj_size)
+    inputs = [_tensor(node, a["input"], "the sequence")]
+    hx = a["hx"]
+    if hx is not None:
+        states = list(hx) if op == "lstm" else [hx]
+        inputs += [_tensor(node, s, "the initial state") for s in states]
+    attrs = {"input_size": m.input_size, "hidden_size": m.hidden_size, "num_layers": m.num_layers, "bias": m.bias,
+             "batch_first": m.batch_first, "dropout": float(m.dropout), "bidirectional": m.bidirectional}
+    outputs = ("output", "h_n") if op == "gru" else ("output", ("h_n", "c_n"))
+    return Op(op, attrs, inputs, outputs)
+
+
+def _attention_op(m, query, key, value, key_padding_mask, attn_mask, causal=False):
+    """multi_head_attention for nn.MultiheadAttention `m` called on these nodes."""
+    if m.bias_k is not None or m.add_zero_attn:
+        raise Unsupported("add_bias_kv / add_zero_attn: Tandem's multi_head_attention has neither")
+    if not m._qkv_same_embed_dim:
+        raise Unsupported("kdim/vdim other than embed_dim: Tandem's multi_head_attention projects with one "
+                          "in_proj_weight")
+    inputs = [query] if query is key is value else [query, key, value]
+    masks = []
+    if key_padding_mask is not None:
+        inputs.append(key_padding_mask)
+        masks.append("key_padding_mask")
+    if attn_mask is not None:
+        inputs.append(attn_mask)
+        masks.append("attn_mask")
+    attrs = {"embed_dim": m.embed_dim, "num_heads": m.num_heads, "dropout": float(m.dropout),
+             "bias": m.in_proj_bias is not None, "batch_first": m.batch_first, "causal": causal,
+             "masks": "both" if len(masks) == 2 else (masks[0] if masks else "none")}
+    for x in inputs:
+        if not (_is_node(x) or isinstance(x, Sub)):
+            raise Unsupported("an argument %r that is not a tensor" % (x,))
+    return Op("multi_head_attention", attrs, inputs)
+
+
+def _multihead_attention(m, node, ctx):
+    a = _bind(nn.MultiheadAttention.forward, node)
+    op = _attention_op(m, a["query"], a["key"], a["value"], a["key_padding_mask"], a["attn_mask"])
+    op.outputs = ("output", "attention weights")
+    return op
+
+
+def _activation_op(activation):
+    if activation is F.relu or isinstance(activation, nn.ReLU):
+        return Op("relu")
+    if activation is F.gelu:
+        return Op("gelu")
+    if isinstance(activation, nn.GELU):
+        return Op("gelu", {"approximate": activation.approximate})
+    raise Unsupported("activation %r: Tandem's encoder layers take relu or gelu" % (activation,))
+
+
+def _encoder_layer_parts(m, src, src_mask, key_padding_mask, prefix=""):
+    """The layers of nn.TransformerEncoderLayer `m`, torch's forward written out (its
+    submodules' names where they hold parameters), under `prefix`."""
+    p = float(m.dropout.p)
+    norm = lambda mod: {"normalized_shape": mod.normalized_shape[0], "eps": mod.eps}  # noqa: E731
+    layers = []
+    add = lambda name, op: layers.append((prefix + name, op))  # noqa: E731
+    sub = lambda name: Sub(prefix + name)  # noqa: E731
+    attend = lambda x: _attention_op(m.self_attn, x, x, x, key_padding_mask, src_mask)  # noqa: E731
+
+    if m.norm_first:
+        add("norm1", Op("layer_norm", norm(m.norm1), [src]))
+        add("self_attn", attend(sub("norm1")))
+        add("dropout1", Op("dropout", {"p": p}, [sub("self_attn")]))
+        add("res1", Op("add", {}, [src, sub("dropout1")]))
+        add("norm2", Op("layer_norm", norm(m.norm2), [sub("res1")]))
+        add("linear1", Op("linear", {"in_features": m.linear1.in_features, "out_features": m.linear1.out_features},
+                          [sub("norm2")]))
+    else:
+        add("self_attn", attend(src))
+        add("dropout1", Op("dropout", {"p": p}, [sub("self_attn")]))
+        add("res1", Op("add", {}, [src, sub("dropout1")]))
+        add("norm1", Op("layer_norm", norm(m.norm1), [sub("res1")]))
+        add("linear1", Op("linear", {"in_features": m.linear1.in_features, "out_features": m.linear1.out_features},
+                          [sub("norm1")]))
+    activation = _activation_op(m.activation)
+    activation.inputs = [sub("linear1")]
+    add("activation", activation)
+    add("dropout", Op("dropout", {"p": p}, [sub("activation")]))
+    add("linear2", Op("linear", {"in_features": m.linear2.in_features, "out_features": m.linear2.out_features},
+                      [sub("dropout")]))
+    add("dropout2", Op("dropout", {"p": p}, [sub("linear2")]))
+    if m.norm_first:
+        add("res2", Op("add", {}, [sub("res1"), sub("dropout2")]))
+    else:
+        add("res2", Op("add", {}, [sub("norm1"), sub("dropout2")]))
+        add("norm2", Op("layer_norm", norm(m.norm2), [sub("res2")]))
+    return layers
+
+
+def _transformer_encoder_layer(m, node, ctx):
+    a = _bind(nn.TransformerEncoderLayer.forward, node)
+    return Composite(_encoder_layer_parts(m, a["src"], a["src_mask"], a["src_key_padding_mask"]))
+
+
+def _transformer_encoder(m, node, ctx):
+    a = _bind(nn.TransformerEncoder.forward, node)
+    layers, x = [], a["src"]
+    for i, layer in enumerate(m.layers):
+        if not isinstance(layer, nn.TransformerEncoderLayer) or type(layer).forward is not \
+                nn.TransformerEncoderLayer.forward:
+            raise Unsupported("layers.%d is a %s, not a torch.nn.TransformerEncoderLayer" % (i, type(layer).__name__))
+        parts = _encoder_layer_parts(layer, x, a["mask"], a["src_key_padding_mask"], "layers.%d." % i)
+        layers += parts
+        x = Sub(parts[-1][0])
+    if m.norm is not None:
+        if not isinstance(m.norm, nn.LayerNorm):
+            raise Unsupported("norm is a %s: Tandem writes a LayerNorm only" % type(m.norm).__name__)
+        layers.append(("norm", Op("layer_norm", {"normalized_shape": list(m.norm.normalized_shape)[0],
+                                                 "eps": m.norm.eps}, [x])))
+    return Composite(layers)
+
+
+def _unary(op, **fixed):
+    def convert(m, node, ctx):
+        if len(node.args) != 1 or node.kwargs:
+            raise Unsupported("called with %d arguments" % (len(node.args) + len(node.kwargs)))
+        return Op(op, {k: getattr(m, v) for k, v in fixed.items()}, [_tensor(node, node.args[0], "the input")])
+    return convert
+
+
+def _softmax_module(op):
+    def convert(m, node, ctx):
+        if m.dim is None:
+            raise Unsupported("dim=None (an implicit dimension): give %s a dim" % type(m).__name__)
+        return Op(op, {"dim": m.dim}, [_tensor(node, node.args[0], "the input")])
+    return convert
+
+
+def _identity(m, node, ctx):
+    return Alias(_tensor(node, node.args[0], "the input"))
+
+
+# torch.nn types from_torch converts, and how; fx leaves them unexpanded (fx_tracing.py).
+LEAF_MODULES = {
+    nn.Linear: _linear,
+    nn.Embedding: _embedding,
+    nn.EmbeddingBag: _embedding_bag,
+    nn.Conv2d: _conv2d,
+    nn.MaxPool2d: _max_pool2d,
+    nn.AvgPool2d: _avg_pool2d,
+    nn.AdaptiveAvgPool2d: _adaptive_pool("avg_pool2d"),
+    nn.AdaptiveMaxPool2d: _adaptive_pool("max_pool2d"),
+    nn.BatchNorm2d: _batch_norm2d,
+    nn.LayerNorm: _layer_norm,
+    nn.GRU: _rnn,
+    nn.LSTM: _rnn,
+    nn.MultiheadAttention: _multihead_attention,
+    nn.TransformerEncoderLayer: _transformer_encoder_layer,
+    nn.TransformerEncoder: _transformer_encoder,
+    nn.ReLU: _unary("relu"),
+    nn.GELU: _unary("gelu", approximate="approximate"),
+    nn.Tanh: _unary("tanh"),
+    nn.Sigmoid: _unary("sigmoid"),
+    nn.Softmax: _softmax_module("softmax"),
+    nn.LogSoftmax: _softmax_module("log_softmax"),
+    nn.Dropout: _unary("dropout", p="p"),
+    nn.Flatten: _unary("flatten", start_dim="start_dim", end_dim="end_dim"),
+    nn.Identity: _identity,
+}
+
+
+def convert_module(module, node, ctx):
+    for t, converter in LEAF_MODULES.items():
+        if type(module) is t or (isinstance(module, t) and type(module).forward is t.forward):
+            return converter(module, node, ctx)
+    name = type(module).__module__ + "." + type(module).__qualname__
+    if name.startswith("torch.nn.modules."):
+        name = "torch.nn." + type(module).__qualname__
+    raise Unsupported("%s: Tandem has no such op" % name)
+
+
+def supported_modules():
+    """'AvgPool2d, BatchNorm2d, ...': the torch.nn modules from_torch converts."""
+    return ", ".join(sorted(t.__name__ for t in LEAF_MODULES))
+
+
+# ----------------------------------------------------------------------------- functions and methods
+
+def _args(node, names, defaults=None):
+    """node's arguments by position then keyword, named `names`."""
+    out = dict(defaults or {})
+    for name, value in zip(names, node.args):
+        out[name] = value
+    for name, value in node.kwargs.items():
+        if name not in names:
+            raise Unsupported("argument %s=%r" % (name, value))
+        out[name] = value
+    return out
+
+
+def _binary(op, negate=False):
+    def convert(node, ctx):
+        a = _args(node, ["input", "other", "alpha"], {"alpha": 1})
+        x, y = a["input"], a["other"]
+        for operand in (x, y):
+            if not (_is_node(operand) and ctx.is_tensor(operand)):
+                shown = ctx.value(operand) if _is_node(operand) else operand
+                raise Unsupported("%s with the number %r: Tandem's %s takes two tensors" % (op, shown, op))
+        if op == "mul":
+            return Op("mul", {}, [x, y])
+        alpha = -a["alpha"] if negate else a["alpha"]
+        return Op("add", {"alpha": float(alpha)}, [x, y])
+    return convert
+
+
+def _cat(node, ctx):
+    a = _args(node, ["tensors", "dim"], {"dim": 0})
+    tensors = list(a["tensors"])
+    for t in tensors:
+        _tensor(node, t, "an input of cat")
+    return Op("cat", {"dim": a["dim"]}, tensors)
+
+
+def _flatten(node, ctx):
+    a = _args(node, ["input", "start_dim", "end_dim"], {"start_dim": 0, "end_dim": -1})
+    return Op("flatten", {"start_dim": a["start_dim"], "end_dim": a["end_dim"]}, [_tensor(node, a["input"], "the input")])
+
+
+def _reshape(node, ctx):
+    return Op("reshape", {"shape": ctx.reshape_target(node)}, [_tensor(node, node.args[0], "the input")])
+
+
+def _matmul(node, ctx):
+    a = _args(node, ["input", "other"])
+    return Op("matmul", {}, [_tensor(node, a["input"], "the left operand"), _tensor(node, a["other"], "the right one")])
+
+
+def _narrow(node, ctx):
+    a = _args(node, ["input", "dim", "start", "length"])
+    for k in ("dim", "start", "length"):
+        if not isinstance(a[k], int):
+            raise Unsupported("narrow's %s is computed (%r): Tandem's narrow takes numbers" % (k, a[k]))
+    return Op("narrow", {"dim": a["dim"], "start": a["start"], "length": a["length"]},
+              [_tensor(node, a["input"], "the input")])
+
+
+def _getitem(node, ctx):
+    """x[:, 2:5] is a narrow; x[:, -1] (the last step of a sequence) a narrow of one, then a
+    reshape without that dimension. One dimension indexed; the others whole."""
+    x, index = node.args
+    index = index if isinstance(index, tuple) else (index,)
+    refused = Unsupported("indexing %s: Tandem indexes one dimension, with [a:b] or [i]" % (index,))
+    if any(i is Ellipsis or i is None or not isinstance(i, (slice, int)) for i in index):
+        raise refused
+    chosen = [(d, i) for d, i in enumerate(index) if i != slice(None)]
+    if len(chosen) != 1:
+        raise refused
+    dim, i = chosen[0]
+    size = ctx.value(x).shape[dim]
+    if isinstance(i, int):
+        start = i + size if i < 0 else i
+        return Composite([("narrow", Op("narrow", {"dim": dim, "start": start, "length": 1}, [x])),
+                          ("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [Sub("narrow")]))])
+    if i.step not in (None, 1) or not all(isinstance(v, int) or v is None for v in (i.start, i.stop)):
+        raise refused
+    start, stop, _ = i.indices(size)
+    return Op("narrow", {"dim": dim, "start": start, "length": stop - start}, [x])
+
+
+def _activation(op, params=()):
+    def convert(node, ctx):
+        a = _args(node, ["input"] + [p for p, _ in params] + ["inplace"],
+                  dict(params, inplace=False))
+        return Op(op, {p: a[p] for p, _ in params}, [_tensor(node, a["input"], "the input")])
+    return convert
+
+
+def _softmax(op):
+    def convert(node, ctx):
+        a = _args(node, ["input", "dim", "_stacklevel", "dtype"], {"dim": None, "dtype": None})
+        if a["dim"] is None:
+            raise Unsupported("%s without dim: give it a dim" % op)
+        if a["dtype"] is not None:
+            raise Unsupported("%s with dtype=%s: Tandem computes in float32" % (op, a["dtype"]))
+        return Op(op, {"dim": a["dim"]}, [_tensor(node, a["input"], "the input")])
+    return convert
+
+
+def _pool(op):
+    """F.max_pool2d / F.avg_pool2d: the modules' attributes, by the functions' arguments."""
+    def convert(node, ctx):
+        if op == "max_pool2d":
+            a = _args(node, ["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"],
+                      {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False})
+            if a["return_indices"]:
+                raise Unsupported("return_indices=True: Tandem's max_pool2d returns the values only")
+        else:
+            a = _args(node, ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                             "divisor_override"], {"stride": None, "padding": 0, "ceil_mode": False,
+                                                   "count_include_pad": True, "divisor_override": None})
+            if a["divisor_override"] is not None:
+                raise Unsupported("divisor_override: Tandem's avg_pool2d divides by the window")
+        stride = a["stride"] if a["stride"] not in (None, [], ()) else a["kernel_size"]
+        attrs = {"kernel_size": _pair(a["kernel_size"]), "stride": _pair(stride), "padding": _pair(a["padding"]),
+                 "ceil_mode": a["ceil_mode"]}
+        if op == "max_pool2d":
+            attrs["dilation"] = _pair(a["dilation"])
+        else:
+            attrs["count_include_pad"] = a["count_include_pad"]
+        return Op(op, attrs, [_tensor(node, a["input"], "the input")])
+    return convert
+
+
+def _dropout(node, ctx):
+    a = _args(node, ["input", "p", "training", "inplace"], {"p": 0.5, "training": True, "inplace": False})
+    if not a["training"]:
+        return Alias(a["input"])  # F.dropout(x, p, self.training) traced in eval mode
+    return Op("dropout", {"p": float(a["p"])}, [_tensor(node, a["input"], "the input")])
+
+
+def _same(node, ctx):
+    return Alias(_tensor(node, node.args[0], "the input"))
+
+
+def _moved(node, ctx):
+    """x.to(device), x.cuda(k), x.cpu(): the tensor, now read on that device."""
+    x = node.args[0]
+    if node.target == "cpu":
+        return Alias(x, "cpu")
+    rest = list(node.args[1:]) + list(node.kwargs.values())
+    if node.target == "cuda":
+        k = rest[0] if rest else 0
+        return Alias(x, "cuda:%d" % k if isinstance(k, int) else str(k))
+    devices = [r for r in rest if isinstance(r, (str, torch.device))]
+    dtypes = [r for r in rest if isinstance(r, torch.dtype)]
+    if dtypes and ctx.value(x).dtype not in dtypes:
+        raise Unsupported("x.to(%s) of a %s tensor: Tandem casts no tensors" % (dtypes[0], ctx.value(x).dtype))
+    return Alias(x, str(devices[0]) if devices else None)
+
+
+def _cast(dtype):
+    def convert(node, ctx):
+        x = node.args[0]
+        if ctx.value(x).dtype != dtype:
+            raise Unsupported("%s() of a %s tensor: Tandem casts no tensors" % (node.target, ctx.value(x).dtype))
+        return Alias(x)
+    return convert
+
+
+FUNCTIONS = {
+    operator.add: _binary("add"), torch.add: _binary("add"), operator.iadd: _binary("add"),
+    operator.sub: _binary("add", negate=True), torch.sub: _binary("add", negate=True),
+    operator.isub: _binary("add", negate=True),
+    operator.mul: _binary("mul"), torch.mul: _binary("mul"), operator.imul: _binary("mul"),
+    torch.cat: _cat, torch.concat: _cat,
+    torch.flatten: _flatten, torch.reshape: _reshape,
+    torch.matmul: _matmul, operator.matmul: _matmul, torch.bmm: _matmul, torch.mm: _matmul,
+    torch.narrow: _narrow, operator.getitem: _getitem,
+    torch.relu: _activation("relu"), F.relu: _activation("relu"),
+    torch.tanh: _activation("tanh"), F.tanh: _activation("tanh"),
+    torch.sigmoid: _activation("sigmoid"), F.sigmoid: _activation("sigmoid"),
+    F.gelu: _activation("gelu", [("approximate", "none")]),
+    F.softmax: _softmax("softmax"), torch.softmax: _softmax("softmax"),
+    F.log_softmax: _softmax("log_softmax"), torch.log_softmax: _softmax("log_softmax"),
+    F.dropout: _dropout,
+    F.max_pool2d: _pool("max_pool2d"), F.avg_pool2d: _pool("avg_pool2d"),
+    torch.squeeze: _reshape, torch.unsqueeze: _reshape,
+}
+
+METHODS = {
+    "add": _binary("add"), "sub": _binary("add", negate=True), "mul": _binary("mul"),
+    "flatten": _flatten, "view": _reshape, "reshape": _reshape, "squeeze": _reshape, "unsqueeze": _reshape,
+    "view_as": _reshape, "reshape_as": _reshape, "relu_": _activation("relu"),
+    "matmul": _matmul, "bmm": _matmul, "mm": _matmul, "narrow": _narrow,
+    "relu": _activation("relu"), "tanh": _activation("tanh"), "sigmoid": _activation("sigmoid"),
+    "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
+    "contiguous": _same, "clone": _same,
+    "to": _moved, "cuda": _moved, "cpu": _moved,
+    "float": _cast(torch.float32), "long": _cast(torch.int64),
+}
+
+
+def convert_call(node, ctx):
+    """A call_function or call_method node."""
+    if not ctx.is_tensor(node) and not ctx.is_tuple_of_tensors(node):
+        return SCALAR  # x.size(0), x.shape[1] * 2: read by the reshapes that use them
+    if node.op == "call_method":
+        converter = METHODS.get(node.target)
+        what = "tensor method .%s()" % node.target
+    else:
+        converter = FUNCTIONS.get(node.target)
+        what = "%s.%s" % (getattr(node.target, "__module__", None) or "", getattr(node.target, "__name__", node.target))
+        what = what.replace("_operator.", "operator ").replace("torch._C._VariableFunctions.", "torch.")
+    if converter is None:
+        raise Unsupported("%s: Tandem has no such op" % what)
+    return converter(node, ctx)

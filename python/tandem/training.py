@@ -1,0 +1,140 @@
+"""tandem.Trainer: `tandem train` from Python. The settings are the CLI's flags, applied
+over the model's train: section as the CLI applies them, so a run from Python repeats the
+CLI's run bit for bit; callbacks see every step and every epoch."""
+import os
+import tempfile
+
+from . import _tandem
+
+__all__ = ["Trainer", "Callback"]
+
+
+class Callback:
+    """Override either method; fit() calls them on the thread that called it.
+
+    on_step(metrics): after each optimizer step; metrics: step (steps done in all), epoch
+    (from 1), batch and batches (within the epoch), loss (this step's, before its update),
+    running_loss (the epoch's mean so far), lr (this step's learning rate).
+    on_epoch(metrics): after each epoch, the CLI's --json epoch: epoch (from 1), train_loss,
+    step_losses, seconds, samples_per_second and, with validation data, validation_loss and
+    validation_accuracy (classification) or validation_auc."""
+
+    def on_step(self, metrics):
+        pass
+
+    def on_epoch(self, metrics):
+        pass
+
+
+class Trainer:
+    """Trains a tandem.Model that has a loss: (and targets:).
+
+        trainer = tandem.Trainer(model, optimizer="adam", lr=1e-3, batch=32)
+        history = trainer.fit(epochs=3)              # the model's train: data:, or
+        history = trainer.fit({"x": x, "label": y}, epochs=3, callbacks=[...])
+        trainer.save("ckpt.safetensors"); trainer.resume("ckpt.safetensors")
+
+    Settings (each unset one is the model file's train: value, else the CLI's default):
+    epochs, batch, seed, optimizer ('sgd', 'adam', 'adamw'; another optimizer than the
+    file's starts from its own defaults, as --optimizer does), lr, momentum, dampening,
+    nesterov, weight_decay, betas, eps, shuffle, drop_last, validation_split,
+    clip_grad_norm, schedule ('constant', or {'name': 'cosine', 'warmup_steps': 50, ...}).
+    The model's weights are used as they are (`tandem train` first draws them from the
+    seed: call model.init_parameters(seed) to do the same).
+    """
+
+    def __init__(self, model, optimizer=None, lr=None, **settings):
+        self.model = model
+        self._settings = dict(settings, optimizer=optimizer, lr=lr)
+        self._impl = _tandem._Trainer(model, self._settings)
+
+    # ---- training -------------------------------------------------------------------
+    def step(self, batch=None, **tensors):
+        """One optimizer step on a batch (inputs and targets by name, laid out as the
+        model declares them); returns its loss, before the update."""
+        batch = dict(batch or {}, **tensors)
+        return self._impl.step(batch)
+
+    def fit(self, data=None, epochs=None, callbacks=(), on_step=None, on_epoch=None, validation=None,
+            checkpoint=None):
+        """Trains until `epochs` epochs are done in all (as `tandem train --epochs`, which a
+        resumed run continues to); returns the epochs' metrics (Callback.on_epoch's).
+        Another `epochs` than the trainer's makes the run that long: training goes on from
+        where it is, the schedule laid over the new total.
+
+        data: a dict of arrays by input and target name, samples first as in a data file
+        (numpy or torch, shared without copies), a CSV or safetensors path, or None for the
+        model's train: data:. Unless `validation` is given (the same kinds), the
+        validation_split of the data is held out, chosen by the seed, as the CLI does.
+        callbacks: Callback objects; on_step, on_epoch: functions of the metrics dict.
+        checkpoint: a path written after every epoch (weights and optimizer state)."""
+        if epochs is not None and int(epochs) != self._impl.spec["epochs"]:
+            self._change_epochs(int(epochs))
+        steps = [c.on_step for c in callbacks] + ([on_step] if on_step else [])
+        ends = [c.on_epoch for c in callbacks] + ([on_epoch] if on_epoch else [])
+
+        def each(functions):
+            if not functions:
+                return None
+
+            def call_all(metrics):
+                for function in functions:
+                    function(metrics)
+            return call_all
+
+        return self._impl.fit(data, validation, os.fspath(checkpoint) if checkpoint else "", each(steps), each(ends))
+
+    def evaluate(self, data=None):
+        """Mean loss (and accuracy or ROC AUC) over `data` in inference mode: a dict with
+        loss, samples and accuracy or auc. Data as fit()'s, without a split."""
+        return self._impl.evaluate(data)
+
+    # ---- checkpoints ---------------------------------------------------------------------
+    def save(self, path):
+        """Writes weights, optimizer state, step and epoch (the CLI's --save format)."""
+        self._impl.save(os.fspath(path))
+
+    def resume(self, path):
+        """Continues the run saved at `path` (the CLI's --resume): the next fit() goes on
+        from its epoch, bit for bit as if never interrupted."""
+        self._impl.resume(os.fspath(path))
+
+    # ---- state ---------------------------------------------------------------------------
+    @property
+    def steps_done(self):
+        return self._impl.steps_done
+
+    @property
+    def epochs_done(self):
+        return self._impl.epochs_done
+
+    @property
+    def lr(self):
+        """The learning rate of the next step."""
+        return self._impl.current_lr
+
+    @property
+    def settings(self):
+        """The training settings in effect: the model's train: section with this
+        trainer's settings over it."""
+        return self._impl.spec
+
+    def _change_epochs(self, epochs):
+        """A trainer's epoch count is fixed when it is made; another one is a new trainer
+        that continues this one's state exactly (through a checkpoint), its schedule laid
+        over the new length (a resumed CLI run keeps its checkpoint's instead, which would
+        leave a cosine schedule at its end for the epochs added)."""
+        self._settings["epochs"] = epochs
+        fresh = _tandem._Trainer(self.model, self._settings)
+        if self._impl.steps_done or self._impl.epochs_done:
+            with tempfile.TemporaryDirectory(prefix="tandem-") as d:
+                path = os.path.join(d, "state.safetensors")
+                self._impl.save(path)
+                fresh.resume(path)
+            fresh.set_total_steps(0)  # fit() counts the run's steps again
+        self._impl = fresh
+
+    def __repr__(self):
+        s = self._impl.spec
+        return "tandem.Trainer(model '%s', %s lr %g, batch %d, %d/%d epochs done)" % (
+            self.model.name, s["optimizer"]["name"], s["optimizer"]["lr"], s["batch"], self.epochs_done, s["epochs"])
