@@ -1,9 +1,12 @@
 #include "runtime/trainer.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include "backends/trace.h"
+#include "graph/loss_reach.h"
 #include "runtime/io/safetensors.h"
 
 namespace tandem {
@@ -42,10 +45,16 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)) {
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
-  // what has a gradient is what the optimizer updates: buffers (running statistics) are
-  // not. A row gradient (sparse: true) has no dense tensor: its rows hold it.
+  check_loss_reaches_parameters(model_.graph());
+  // What the loss's gradient reaches is what the optimizer updates: not buffers (running
+  // statistics), and not a parameter the loss does not depend on, which torch leaves
+  // without a .grad and its optimizers skip (no weight decay, no momentum). A row gradient
+  // (sparse: true) has no dense tensor: its rows hold it.
+  const std::vector<std::string> reached = parameters_the_loss_reaches(model_.graph());
+  const std::set<std::string> trained(reached.begin(), reached.end());
   const TensorMap& dense_grads = model_.gradients();
   for (auto& [name, rows] : model_.gradient_rows()) {
+    if (!trained.count(name)) continue;
     auto dense = dense_grads.find(name);
     if (dense == dense_grads.end() && !optimizer_->takes_row_gradients())
       throw UserError("parameter '" + name + "' belongs to a table declared sparse: true, whose gradient is kept " +
