@@ -478,12 +478,46 @@ class GraphLoader : private YamlReader {
   }
 
   // ---- loss and training -----------------------------------------------------------
-  bool made_by_data_parallel(int value) const {
+  // The data_parallel block that makes `value`, or -1.
+  int data_parallel_block_making(int value) const {
     int producer = graph_.values[value].producer;
-    if (producer < 0) return false;
+    if (producer < 0) return -1;
     for (int b = graph_.nodes[producer].block; b >= 0; b = graph_.blocks[b].parent)
-      if (graph_.blocks[b].data_parallel) return true;
-    return false;
+      if (graph_.blocks[b].data_parallel) return b;
+    return -1;
+  }
+
+  // A parallel loss splits its target into the replicas' rows as the block splits its first
+  // input: along the block's dim where the target has the batch there (a sequence-first
+  // [T, batch] target), else along dim 0. The target must have the batch at that dim, or
+  // the replicas would score their rows against other rows' targets.
+  void check_parallel_target(const YAML::Node& n, const LossSpec& loss) {
+    const Block& block = graph_.blocks[data_parallel_block_making(loss.input)];
+    const DataParallelSpec& dp = *block.data_parallel;
+    int first_input = -1;
+    for (int node = block.first_node; node < block.end_node && first_input < 0; ++node)
+      for (int v : graph_.nodes[node].inputs) {
+        const int producer = graph_.values[v].producer;
+        if (producer < block.first_node || producer >= block.end_node) {
+          first_input = v;
+          break;
+        }
+      }
+    if (first_input < 0) return;  // the block reads nothing: refused where its layers are
+    const SymShape& scattered = graph_.values[first_input].type.shape;
+    const int64_t rank = static_cast<int64_t>(scattered.size());
+    const int64_t dim = dp.dim < 0 ? dp.dim + rank : dp.dim;
+    if (dim < 0 || dim >= rank) return;  // refused with the block
+    const Dim& batch = scattered[dim];
+    const SymShape& target = graph_.values[loss.target].type.shape;
+    const bool at_dim = static_cast<int64_t>(target.size()) > dim && target[dim] == batch;
+    if (at_dim || (!target.empty() && target[0] == batch)) return;
+    const std::string where = dim == 0 ? "dim 0" : "dim " + std::to_string(dim) + " (or 0)";
+    fail(n, "", "parallel: true scores each replica's chunk against its own rows of target '" +
+                    graph_.values[loss.target].name + "' " + sym_shape_str(target) + ", cut at " + where +
+                    " as block '" + block.path + "' cuts '" + graph_.values[first_input].name + "' " +
+                    sym_shape_str(scattered) + " into chunks of " + batch.str() + "; but the target has no " +
+                    batch.str() + " there. Put " + batch.str() + " at " + where + " of the target, or drop parallel");
   }
 
   LossSpec load_loss(const YAML::Node& n, const std::vector<Entry>& top) {
@@ -531,7 +565,7 @@ class GraphLoader : private YamlReader {
     }
     if (const YAML::Node p = n["parallel"]) {
       loss.parallel = scalar_bool(p, "", "loss parallel");
-      if (loss.parallel && !made_by_data_parallel(loss.input))
+      if (loss.parallel && data_parallel_block_making(loss.input) < 0)
         fail(p, "", "parallel: true computes the loss on each replica of a data_parallel block, but its input '" +
                         graph_.values[loss.input].name + "' is not made inside one; wrap the layers that make it in "
                         "data_parallel: or drop parallel");
@@ -553,6 +587,7 @@ class GraphLoader : private YamlReader {
     } else if (target.dtype != DType::float32 || !(in.shape == target.shape)) {
       fail(n, "", loss.op + " needs a float32 target of the input's shape" + shapes);
     }
+    if (loss.parallel) check_parallel_target(n["parallel"], loss);
     return loss;
   }
 

@@ -87,6 +87,10 @@ struct OpSchema {
   std::function<std::vector<ParamSpec>(const Attributes&)> params;
   /// Output type from input types; throws SchemaError with a message naming the input.
   std::function<TensorType(const std::vector<TensorType>&, const Attributes&)> infer;
+  /// Checks that need the symbols' values, on the input shapes once a run binds them (a
+  /// narrow of a dimension `batch` long can only be checked then); throws SchemaError.
+  /// Optional.
+  std::function<void(const std::vector<Shape>&, const Attributes&)> check_bound;
   /// The output is the input with another shape (flatten, reshape): no kernel runs.
   bool is_view = false;
   /// For an int64 input at `slot`, the exclusive upper bound of valid indices (for

@@ -58,6 +58,12 @@ std::vector<int64_t> chunks_by_memory(int64_t extent, const std::vector<size_t>&
 
 namespace {
 
+std::string chunk_list(const std::vector<int64_t>& chunks) {
+  std::string s;
+  for (size_t k = 0; k < chunks.size(); ++k) s += (k ? ", " : "") + std::to_string(chunks[k]);
+  return s;
+}
+
 int data_parallel_block_of(const Graph& g, const Node& n) {
   for (int b = n.block; b >= 0; b = g.blocks[b].parent)
     if (g.blocks[b].data_parallel) return b;
@@ -205,7 +211,19 @@ class Replicator {
           v = remap.at(v);
           in_types.push_back(types.at(v));
         }
-        const TensorType seen = r.schema->infer(in_types, r.attrs);
+        TensorType seen;
+        try {
+          seen = r.schema->infer(in_types, r.attrs);
+        } catch (const SchemaError& e) {
+          // a chunk a layer cannot take: the block is cut along a dimension its layers need whole
+          throw UserError(block.location.str() + ": layer '" + g_.nodes[n].path + "' in data_parallel block '" +
+                          block.path + "' cannot take replica " + std::to_string(k) + "'s chunk: " + e.what() +
+                          ". The block cuts '" + g_.values[inputs[0]].name + "' " +
+                          sym_shape_str(g_.values[inputs[0]].type.shape) + " along dim " + std::to_string(dim) +
+                          " into chunks of " + chunk_list(chunks) + ", and each replica runs every layer of the "
+                          "block on its chunk: scatter along the batch's dimension (dim:), or move this layer out of "
+                          "the block");
+        }
         r.output = add_value(r.path, concrete(seen, replica_bindings[k], r.path));
         r.device = dp.devices[k];
         r.replica = ReplicaRole{ReplicaRole::Kind::replica, b, k, replicas};

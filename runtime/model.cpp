@@ -5,6 +5,7 @@
 #include <set>
 
 #include "graph/load_graph.h"
+#include "graph/loss_reach.h"
 #include "graph/text_similarity.h"
 #include "runtime/compiled_forward.h"
 #include "runtime/compiled_training.h"
@@ -368,6 +369,7 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
 
 LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
+  check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
   if (runs_placed()) return placed_loss_and_backward(batch, seed);
   Bindings bindings = bind_batch(batch);
   CompiledTraining& t = training_for(bindings, false);
@@ -376,8 +378,6 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
   t.forward(ordered, seed, params_version_);
   const LossSpec& loss = *graph_->loss;
   const Tensor& target = batch.at(graph_->values[loss.target].name);
-  if (graph_->values[loss.input].producer < 0)
-    throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
   LossValue value = cpu_->loss(loss, t.value(loss.input), target, t.gradient_buffer(loss.input));
   t.backward({loss.input});
   return value;

@@ -15,6 +15,20 @@ std::vector<Shape> concrete_shapes(const Graph& graph, const Bindings& bindings)
     shape_numel(shape);
     shapes.push_back(std::move(shape));
   }
+  // what the schemas could not check while the sizes were symbols
+  for (const Node& node : graph.nodes) {
+    if (!node.schema || !node.schema->check_bound) continue;
+    std::vector<Shape> inputs;
+    for (int v : node.inputs) inputs.push_back(shapes[v]);
+    try {
+      node.schema->check_bound(inputs, node.attrs);
+    } catch (const SchemaError& e) {
+      std::string values;
+      for (const auto& [symbol, value] : bindings) values += (values.empty() ? "" : ", ") + symbol + " = " + std::to_string(value);
+      throw UserError(node.location.str() + ": layer '" + node.path + "': " + e.what() + " (with " + values +
+                      "): give the symbols values it can take");
+    }
+  }
   return shapes;
 }
 

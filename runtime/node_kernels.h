@@ -14,7 +14,8 @@
 namespace tandem {
 
 /// Every value's shape under `bindings`. UserError when a size has a symbol without a
-/// value, is negative, or is too large.
+/// value, is negative, or is too large, or when a layer cannot take the shapes these
+/// values give (OpSchema::check_bound).
 std::vector<Shape> concrete_shapes(const Graph& graph, const Bindings& bindings);
 
 /// What a backend is asked to make for `node`: its op, attributes and concrete shapes.

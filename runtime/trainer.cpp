@@ -1,9 +1,12 @@
 #include "runtime/trainer.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include "backends/trace.h"
+#include "graph/loss_reach.h"
 #include "runtime/io/safetensors.h"
 
 namespace tandem {
@@ -42,10 +45,16 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)) {
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
-  // what has a gradient is what the optimizer updates: buffers (running statistics) are
-  // not. A row gradient (sparse: true) has no dense tensor: its rows hold it.
+  check_loss_reaches_parameters(model_.graph());
+  // What the loss's gradient reaches is what the optimizer updates: not buffers (running
+  // statistics), and not a parameter the loss does not depend on, which torch leaves
+  // without a .grad and its optimizers skip (no weight decay, no momentum). A row gradient
+  // (sparse: true) has no dense tensor: its rows hold it.
+  const std::vector<std::string> reached = parameters_the_loss_reaches(model_.graph());
+  const std::set<std::string> trained(reached.begin(), reached.end());
   const TensorMap& dense_grads = model_.gradients();
   for (auto& [name, rows] : model_.gradient_rows()) {
+    if (!trained.count(name)) continue;
     auto dense = dense_grads.find(name);
     if (dense == dense_grads.end() && !optimizer_->takes_row_gradients())
       throw UserError("parameter '" + name + "' belongs to a table declared sparse: true, whose gradient is kept " +
@@ -179,18 +188,26 @@ void Trainer::load_checkpoint(const std::string& path) {
   }
   model_.set_weights(weights, path);
   optimizer_->load_state(state, names_, params_);
-  try {
-    epoch_ = std::stoll(meta.at("epoch"));
-    step_ = std::stoll(meta.at("step"));
-    total_steps_ = std::stoll(meta.at("total_steps"));
-    if (std::stoull(meta.at("seed")) != spec_.seed || std::stoll(meta.at("batch")) != spec_.batch)
-      throw UserError(path + ": the checkpoint was trained with seed " + meta.at("seed") + " and batch " +
-                      meta.at("batch") + "; resume with the same settings to continue the same run");
-  } catch (const std::out_of_range&) {
-    throw UserError(path + ": the checkpoint's metadata is incomplete (epoch, step, total_steps, seed, batch)");
-  } catch (const std::invalid_argument&) {
-    throw UserError(path + ": the checkpoint's metadata is malformed");
-  }
+  // A count the checkpoint's metadata holds: present, a whole number, not negative.
+  auto count = [&]<typename T = int64_t>(const std::string& key) -> T {
+    auto it = meta.find(key);
+    if (it == meta.end())
+      throw UserError(path + ": the checkpoint's metadata is incomplete: no '" + key +
+                      "' (a checkpoint has epoch, step, total_steps, seed and batch)");
+    T value = 0;
+    const std::string& text = it->second;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size() || text.empty() || value < 0)
+      throw UserError(path + ": the checkpoint's metadata is malformed: " + key + " is '" + text +
+                      "', not a count from 0");
+    return value;
+  };
+  epoch_ = count("epoch");
+  step_ = count("step");
+  total_steps_ = count("total_steps");
+  if (count.operator()<uint64_t>("seed") != spec_.seed || count("batch") != spec_.batch)
+    throw UserError(path + ": the checkpoint was trained with seed " + meta.at("seed") + " and batch " + meta.at("batch") +
+                    "; resume with the same settings to continue the same run");
 }
 
 std::vector<ColumnSpec> data_columns(const Graph& graph) {

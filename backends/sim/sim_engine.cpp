@@ -167,8 +167,21 @@ void SimEngine::run_items(std::vector<Taken>& taken) {
   }
   // One core each: inside this region a kernel's own parallel regions are single-threaded
   // (nested parallelism is off), and oneDNN's primitives run single-threaded too.
+  //
+  // Each member runs in a team of its own, of one thread. Why: a oneDNN primitive that
+  // finds itself inside a parallel region runs its work on the calling thread, but its
+  // OpenMP barriers (batch norm has them between its passes) still bind to the innermost
+  // enclosing team. Without a team of its own, that is the side-by-side team: a member's
+  // barrier then waits for the other team threads, which are running other members or
+  // waiting at the loop's end. With as many members as threads every thread happens to
+  // meet as many barriers and they pass in lockstep; with more members than threads (3
+  // on 2), or a team smaller than asked for, the counts differ and the lane hangs for ever.
+  // A team of one meets its own barriers alone, whatever the others do.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::min(n, cores_))
-  for (int i = 0; i < n; ++i) run_one(taken[i]);
+  for (int i = 0; i < n; ++i) {
+#pragma omp parallel num_threads(1)
+    run_one(taken[i]);
+  }
 }
 
 void SimEngine::run_lane(Lane lane) {

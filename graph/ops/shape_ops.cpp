@@ -45,6 +45,12 @@ OpSchema cat() {
   return s;
 }
 
+void check_narrow(int64_t extent, int64_t dim, int64_t start, int64_t length) {
+  if (start + length > extent)
+    throw SchemaError("start " + std::to_string(start) + " + length " + std::to_string(length) + " runs past dim " +
+                      std::to_string(dim) + " of size " + std::to_string(extent));
+}
+
 OpSchema narrow() {
   OpSchema s;
   s.name = "narrow";
@@ -58,14 +64,16 @@ OpSchema narrow() {
     if (rank == 0) throw SchemaError("cannot narrow a 0-D tensor");
     int64_t dim = normalize_dim(a.get_int("dim"), rank, "dim");
     int64_t start = a.get_int("start"), length = a.get_int("length");
-    // A symbolic extent is checked when it is bound (the kernel asserts; the runtime binds
-    // before it builds one); a fixed one now.
-    if (x.shape[dim].is_constant() && start + length > x.shape[dim].constant())
-      throw SchemaError("start " + std::to_string(start) + " + length " + std::to_string(length) + " runs past dim " +
-                        std::to_string(dim) + " of size " + std::to_string(x.shape[dim].constant()));
+    // A fixed extent is checked now, a symbolic one when a run binds it (check_bound)
+    if (x.shape[dim].is_constant()) check_narrow(x.shape[dim].constant(), dim, start, length);
     TensorType out = x;
     out.shape[dim] = Dim(length);
     return out;
+  };
+  s.check_bound = [](const std::vector<Shape>& in, const Attributes& a) {
+    const int64_t rank = static_cast<int64_t>(in[0].size());
+    const int64_t dim = normalize_dim(a.get_int("dim"), rank, "dim");
+    check_narrow(in[0][dim], dim, a.get_int("start"), a.get_int("length"));
   };
   return s;
 }

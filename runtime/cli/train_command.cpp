@@ -179,6 +179,19 @@ int run_train(const TrainOptions& o) {
   return 0;
 }
 
+// A yes/no pair of flags that overrides a train: key only when one of them is given. Not
+// CLI11's add_flag("--yes,!--no", optional): that runs its callback for the default too,
+// setting the optional to false when neither flag is given, so the model file's value was
+// never read.
+struct FlagHelp {
+  std::string name, help;
+};
+void add_override_flags(CLI::App& app, const FlagHelp& yes, const FlagHelp& no, std::optional<bool>& value) {
+  CLI::Option* on = app.add_flag_callback(yes.name, [&value] { value = true; }, yes.help);
+  CLI::Option* off = app.add_flag_callback(no.name, [&value] { value = false; }, no.help);
+  on->excludes(off);
+}
+
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
@@ -195,8 +208,10 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--weights", o->weights, "start from these weights (safetensors)");
   sub->add_option("--save", o->save, "write a checkpoint here after every epoch (atomically)");
   sub->add_option("--save-weights", o->save_weights, "write the final weights alone (a state_dict) here");
-  sub->add_flag("--shuffle,!--no-shuffle", o->shuffle, "shuffle the training set each epoch (default: train: shuffle)");
-  sub->add_flag("--drop-last,!--keep-last", o->drop_last, "drop an epoch's last, smaller batch");
+  add_override_flags(*sub, {"--shuffle", "shuffle the training set each epoch (default: train: shuffle, else true)"},
+                     {"--no-shuffle", "train on the data in its order"}, o->shuffle);
+  add_override_flags(*sub, {"--drop-last", "drop an epoch's last, smaller batch (default: train: drop_last, else false)"},
+                     {"--keep-last", "train on an epoch's last, smaller batch too"}, o->drop_last);
   sub->add_option("--resume", o->resume, "continue the run saved in this checkpoint");
   sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training");
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");

@@ -4,9 +4,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <omp.h>
 
@@ -77,6 +82,37 @@ auto rendezvous(std::atomic<int>& started, int expected, Seen& seen, std::chrono
   };
 }
 
+// Ends the process, failed, if not disarmed within `deadline`: a test of something that may
+// hang must fail, not wait for CI's clock. (The hung threads cannot be stopped, so the
+// test cannot unwind; ctest runs each case in a process of its own.)
+class Watchdog {
+ public:
+  Watchdog(std::chrono::seconds deadline, const char* what)
+      : thread_([this, deadline, what] {
+          std::unique_lock lock(mutex_);
+          if (!disarmed_.wait_for(lock, deadline, [this] { return done_; })) {
+            std::fprintf(stderr, "FAILED: %s did not finish within %lld s: hung\n", what,
+                         static_cast<long long>(deadline.count()));
+            std::fflush(stderr);
+            std::_Exit(1);
+          }
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    disarmed_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable disarmed_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 TEST_CASE("a task group's members run side by side, one core each", "[sim_engine]") {
@@ -93,9 +129,12 @@ TEST_CASE("a task group's members run side by side, one core each", "[sim_engine
     q.synchronize();
     CHECK(seen_a.met_sibling);
     CHECK(seen_b.met_sibling);
-    // inside the engine's parallel region: a kernel's own regions are single-threaded
+    // inside the engine's parallel region: a kernel's own regions are single-threaded, and
+    // the innermost team is the member's own, of one thread
     CHECK(seen_a.in_parallel);
     CHECK(seen_b.in_parallel);
+    CHECK(seen_a.team == 1);
+    CHECK(seen_b.team == 1);
   }
   CHECK(a.work().tasks_run == 5);
   CHECK(b.work().tasks_run == 5);
@@ -183,4 +222,33 @@ TEST_CASE("with one core a group's members run one after the other", "[sim_engin
   CHECK(started == 2);
   // the first to run waited for the other in vain: they did not overlap
   CHECK_FALSE((seen_a.met_sibling && seen_b.met_sibling));
+}
+
+TEST_CASE("more members than cores: each member's OpenMP barriers are its own", "[sim_engine]") {
+  // oneDNN's batch norm, run inside a parallel region, does its work on the calling thread
+  // but still calls `#pragma omp barrier` between its passes. Such a barrier binds to the
+  // innermost team: were that the engine's side-by-side team, 3 members on 2 threads would
+  // meet different numbers of barriers per thread and wait for each other for ever.
+  auto engine = engine_with_cores(2);
+  std::vector<std::unique_ptr<SimQueue>> queues;
+  for (int i = 0; i < 3; ++i)
+    queues.push_back(std::make_unique<SimQueue>("cuda:" + std::to_string(i), SimEngine::Lane::compute, *engine));
+  Watchdog watchdog(std::chrono::seconds(30), "3 group members with OpenMP barriers on 2 threads");
+  std::atomic<int> finished{0};
+  for (int round = 0; round < 4; ++round) {
+    auto group = std::make_shared<TaskGroup>(3);
+    Hold hold(*engine);
+    for (int i = 0; i < 3; ++i)
+      queues[i]->submit(
+          [&finished, barriers = 1 + i] {
+            for (int b = 0; b < barriers; ++b) {
+#pragma omp barrier
+            }
+            finished.fetch_add(1);
+          },
+          group);
+    hold.open();
+  }
+  for (auto& q : queues) q->synchronize();
+  CHECK(finished == 12);
 }

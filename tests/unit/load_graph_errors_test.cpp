@@ -192,6 +192,15 @@ std::vector<BrokenCase> broken_cases() {
        "init of 'bias': normal needs std >= 0", 5, 84},
       {"init of a layer without parameters", kHead + "  - {name: act, op: relu, init: {weight: zeros}}\n",
        "layer 'act': init: this layer has no parameters", 5, 33},
+      {"parallel loss whose target has no batch where the block cuts it",
+       kHead + "  - name: net\n    data_parallel: {devices: [cuda:0, cuda:1]}\n    layers:\n"
+               "      - {name: fc, op: linear, in_features: 10, out_features: 6}\n"
+               "      - {name: r, op: reshape, shape: [batch, 3, 2]}\n"
+               "      - {name: flat, op: flatten, start_dim: 0, end_dim: 1}\n"
+               "targets:\n  y: {shape: [3, batch], dtype: int64}\n"
+               "loss: {op: cross_entropy, input: net.flat, target: y, parallel: true}\n",
+       "target 'y' [3, batch], cut at dim 0 as block 'net' cuts 'x' [batch, 10] into chunks of batch; but the "
+       "target has no batch there", 13, 65},
       {"init on a block",
        kHead + "  - name: enc\n    init: {weight: zeros}\n    layers:\n      - {op: linear, in_features: 10, out_features: 8}\n",
        "layer 'enc': init applies to a leaf layer's parameters (an op), not to a block", 6, 11},

@@ -21,9 +21,10 @@ inline std::mt19937_64 seeded_rng(const char* test) {
 }
 
 /// Runs `tandem ARGS` (the CLI this build made), stderr folded into the returned output;
-/// its exit code in *code (-1 when it did not exit).
-inline std::string run_cli(const std::string& args, int* code) {
-  const std::string cmd = std::string(TANDEM_CLI) + " " + args + " 2>&1";
+/// its exit code in *code (-1 when it did not exit). `prefix` goes before the command
+/// ("env -u TANDEM_SIM_GPUS ").
+inline std::string run_cli(const std::string& args, int* code, const std::string& prefix = "") {
+  const std::string cmd = prefix + std::string(TANDEM_CLI) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
