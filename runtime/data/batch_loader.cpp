@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "runtime/data/seeded_permutation.h"
+#include "runtime/data/shard_order.h"
 
 namespace tandem {
 
@@ -24,6 +25,7 @@ struct BatchLoader::Impl {
   bool shuffle;
   bool drop_last;
   uint64_t seed;
+  int rank = 0, ranks = 1;  // shard(): this process's share of each epoch
   int64_t window;  // batches claimed but not yet taken by the consumer, at most
 
   std::mutex mutex;
@@ -41,7 +43,8 @@ struct BatchLoader::Impl {
   std::vector<std::thread> workers;
 
   int64_t batches_per_epoch() const {
-    int64_t n = data->size();
+    const int64_t all = data->size();
+    const int64_t n = ranks == 1 ? all : drop_last ? all / ranks : (all + ranks - 1) / ranks;
     return drop_last ? n / batch : (n + batch - 1) / batch;
   }
 
@@ -61,7 +64,7 @@ struct BatchLoader::Impl {
       std::exception_ptr failure;
       try {
         int64_t begin = k * batch;
-        int64_t count = std::min(batch, data->size() - begin);
+        int64_t count = std::min(batch, static_cast<int64_t>(epoch_order->size()) - begin);
         result = data->gather(std::span<const int64_t>(*epoch_order).subspan(static_cast<size_t>(begin),
                                                                              static_cast<size_t>(count)));
       } catch (...) {
@@ -118,6 +121,15 @@ BatchLoader::~BatchLoader() {
 
 int64_t BatchLoader::batches_per_epoch() const { return impl_->batches_per_epoch(); }
 
+void BatchLoader::shard(int rank, int ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw UserError("BatchLoader: rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " does not exist");
+  std::lock_guard lock(impl_->mutex);
+  TANDEM_ASSERT(!impl_->started, "BatchLoader::shard() after start_epoch()");
+  impl_->rank = rank;
+  impl_->ranks = ranks;
+}
+
 void BatchLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   if (epoch < 0) throw UserError("epoch must not be negative, got " + std::to_string(epoch));
   if (skip_batches < 0) throw UserError("skip_batches must not be negative, got " + std::to_string(skip_batches));
@@ -130,6 +142,7 @@ void BatchLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
     order.resize(static_cast<size_t>(s.data->size()));
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
   }
+  if (s.ranks > 1) order = shard_order(order, s.rank, s.ranks, s.drop_last);
   {
     std::lock_guard lock(s.mutex);
     ++s.generation;

@@ -69,6 +69,9 @@ class BatchLoader {
   BatchLoader(std::shared_ptr<const Dataset> data, int64_t batch, bool shuffle, bool drop_last, uint64_t seed,
               int workers = 1, int prefetch = 2);
   ~BatchLoader();
+  /// From now on each epoch yields only rank `rank`'s share of the samples, of `ranks`
+  /// (runtime/data/shard_order.h: torch's DistributedSampler); before start_epoch().
+  void shard(int rank, int ranks);
   int64_t batches_per_epoch() const;
   /// Starts epoch `epoch` (any number: resuming may begin past 0), skipping its first
   /// `skip_batches` batches.

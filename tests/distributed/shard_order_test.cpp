@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "runtime/distributed/shard_order.h"
+#include "runtime/data/shard_order.h"
 
 using namespace tandem;
 

@@ -1,4 +1,4 @@
-#include "runtime/distributed/shard_order.h"
+#include "runtime/data/shard_order.h"
 
 #include "core/error.h"
 
