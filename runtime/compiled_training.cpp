@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "runtime/node_kernels.h"
 
@@ -60,6 +61,11 @@ CompiledTraining::CompiledTraining(const Graph& graph, const Plan& plan, const B
     }
     if (step.kernel && step.kernel->backward_reads_output()) read_in_backward[node.output] = true;
   }
+  complete_after_.resize(steps_.size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    for (const ParamSpec& p : steps_[i].node->params)
+      if (p.trainable && seen.insert(p.name).second) complete_after_[i].push_back(p.name);
   release_after_forward_.resize(steps_.size());
   for (size_t v = 0; v < n_values; ++v)
     if (!read_in_backward[v] && last_forward_reader[v] >= 0) release_after_forward_[last_forward_reader[v]].push_back(v);
@@ -99,19 +105,19 @@ Tensor& CompiledTraining::gradient_buffer(int value_id) {
   return grads_[value_id];
 }
 
-void CompiledTraining::backward(const std::vector<int>& seeded) {
+void CompiledTraining::backward(const std::vector<int>& seeded, const GradientReady* ready) {
   std::fill(grad_ready_.begin(), grad_ready_.end(), false);
   for (int v : seeded) grad_ready_[v] = true;
   for (size_t v = 0; v < grads_.size(); ++v)  // what an earlier backward left (graph inputs' gradients)
     if (!grad_ready_[v]) grads_[v] = Tensor();
   std::vector<Tensor> in_values, grad_inputs;
-  for (size_t i = steps_.size(); i-- > 0;) {
+  auto backward_step = [&](size_t i) {
     Step& step = steps_[i];
     const Node& node = *step.node;
     const int out = node.output;
     if (!requires_grad_[out] || !grad_ready_[out]) {
       values_[out] = Tensor();
-      continue;
+      return;
     }
     if (!step.kernel) {  // a view: the gradient is the output's, reshaped
       int in = node.inputs[0];
@@ -123,7 +129,7 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
       }
       grads_[out] = Tensor();
       values_[out] = Tensor();
-      continue;
+      return;
     }
     in_values.clear();
     grad_inputs.assign(node.inputs.size(), Tensor());
@@ -160,6 +166,11 @@ void CompiledTraining::backward(const std::vector<int>& seeded) {
     // this was the last step to read the output and its gradient
     grads_[out] = Tensor();
     values_[out] = Tensor();
+  };
+  for (size_t i = steps_.size(); i-- > 0;) {
+    backward_step(i);
+    if (ready)
+      for (const std::string& name : complete_after_[i]) (*ready)(name);
   }
 }
 

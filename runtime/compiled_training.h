@@ -20,6 +20,7 @@
 #include "graph/graph.h"
 #include "graph/symbolic.h"
 #include "placement/plan.h"
+#include "runtime/gradient_ready.h"
 
 namespace tandem {
 
@@ -42,8 +43,10 @@ class CompiledTraining {
   const Tensor& value(int value_id) const { return values_[value_id]; }
   /// The gradient buffer of a tensor, for the caller to write a seed into before backward.
   Tensor& gradient_buffer(int value_id);
-  /// Backward from the seeds written into gradient_buffer() of `seeded` values.
-  void backward(const std::vector<int>& seeded);
+  /// Backward from the seeds written into gradient_buffer() of `seeded` values. With
+  /// `ready`, each trainable parameter is named as soon as its gradient is complete: after
+  /// the backward of the first layer that uses it.
+  void backward(const std::vector<int>& seeded, const GradientReady* ready = nullptr);
   /// After backward: dLoss/dInput for graph input `index` (undefined if not requested).
   Tensor input_gradient(size_t index) const;
 
@@ -63,6 +66,7 @@ class CompiledTraining {
   std::vector<bool> requires_grad_;
   std::vector<Step> steps_;
   std::vector<std::vector<int>> release_after_forward_;  // per step: values no one reads after it
+  std::vector<std::vector<std::string>> complete_after_;  // per step: parameters it is the first to use
   std::vector<Tensor> values_;     // every tensor of the current forward (views alias)
   std::vector<Tensor> grads_;      // gradients held during backward
   std::vector<bool> grad_ready_;   // written during the current backward

@@ -367,10 +367,10 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
   return input_grads;
 }
 
-LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
+LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
-  if (runs_placed()) return placed_loss_and_backward(batch, seed);
+  if (runs_placed()) return placed_loss_and_backward(batch, seed, ready);
   Bindings bindings = bind_batch(batch);
   CompiledTraining& t = training_for(bindings, false);
   std::vector<Tensor> ordered;
@@ -379,7 +379,7 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed) {
   const LossSpec& loss = *graph_->loss;
   const Tensor& target = batch.at(graph_->values[loss.target].name);
   LossValue value = cpu_->loss(loss, t.value(loss.input), target, t.gradient_buffer(loss.input));
-  t.backward({loss.input});
+  t.backward({loss.input}, ready);
   return value;
 }
 

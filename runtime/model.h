@@ -22,6 +22,7 @@
 #include "placement/plan.h"
 #include "runtime/device_report.h"
 #include "runtime/forward_hook.h"
+#include "runtime/gradient_ready.h"
 
 namespace tandem {
 
@@ -93,7 +94,9 @@ class Model {
   TensorMap backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training = true, uint64_t seed = 0);
   /// Forward in training mode, the model's loss against the batch's targets, backward:
   /// parameter gradients accumulate into gradients(). `batch` holds inputs and targets.
-  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed);
+  /// With `ready`, each trainable parameter is named once its gradient in gradients() is
+  /// complete (in gradient_completion_order(); in placed training, once backward is over).
+  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready = nullptr);
   /// The loss of the batch in inference mode (no gradients).
   LossValue evaluate_loss(const TensorMap& batch);
   /// Parameters were updated in place (an optimizer step, through parameter_devices()):
@@ -133,6 +136,10 @@ class Model {
   /// Device::cpu() is `--place '*=cpu'` and runs on the calling thread; a GPU is this
   /// machine's (or TANDEM_SIM_GPUS's simulated) cuda:N.
   void to(Device device);
+  /// Placed training keeps every master on the host, its gradients summed there after each
+  /// backward, rather than letting GPUs hold what only they run (Note [where a master
+  /// lives]): what data parallelism over processes reduces. Before the first training step.
+  void keep_masters_on_host() { masters_on_host_ = true; }
   /// Whether passes run placed (use_devices, to() a GPU, or a model that names GPUs once
   /// it has run).
   bool placed() const { return registry_ != nullptr; }
@@ -192,7 +199,8 @@ class Model {
   // multi-device training (model_devices.cpp)
   MultiDeviceTraining& placed_training_for(const Bindings& bindings, bool input_grads);
   TensorMap placed_backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed);
-  LossValue placed_loss_and_backward(const TensorMap& batch, uint64_t seed);
+  LossValue placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready);
+  bool masters_on_host_ = false;
   LossValue placed_evaluate_loss(const TensorMap& batch);
   std::map<std::pair<Bindings, bool>, std::unique_ptr<MultiDeviceTraining>> placed_training_;
   MultiDeviceTraining* last_training_ = nullptr;

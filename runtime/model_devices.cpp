@@ -126,7 +126,7 @@ MultiDeviceTraining& Model::placed_training_for(const Bindings& bindings, bool i
     std::vector<int> kept;
     if (graph_->loss) kept.push_back(graph_->loss->input);
     auto compiled = std::make_unique<MultiDeviceTraining>(*graph_, plan, bindings, *device_params_, *registry_, input_grads,
-                                                          kept);
+                                                          kept, /*hold_parameters=*/!masters_on_host_);
     it = placed_training_.emplace(key, std::move(compiled)).first;
   }
   last_training_ = it->second.get();
@@ -165,7 +165,7 @@ TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_
   return input_grads;
 }
 
-LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed) {
+LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready) {
   Bindings bindings = bind_batch(batch);
   const LossSpec& loss = *graph_->loss;
   if (graph_->values[loss.input].producer < 0)
@@ -177,6 +177,8 @@ LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed)
   LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
   t.backward(t.loss_seeds());
   add_to_totals(device_totals_, t.report());
+  if (ready)  // every gradient reached the host's when backward ended
+    for (const std::string& name : gradient_completion_order(*graph_)) (*ready)(name);
   return value;
 }
 

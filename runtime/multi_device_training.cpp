@@ -36,7 +36,7 @@ Tensor narrow_copy(const Tensor& t, int64_t dim, int64_t start, int64_t length) 
 
 MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, const Bindings& bindings,
                                          DeviceParameterCache& cache, DeviceRegistry& registry, bool input_grads,
-                                         const std::vector<int>& kept)
+                                         const std::vector<int>& kept, bool hold_parameters)
     : plan_(plan),
       graph_(executed_graph(plan_, given)),  // replicated data_parallel blocks: the plan keeps it
       cache_(cache),
@@ -92,7 +92,7 @@ MultiDeviceTraining::MultiDeviceTraining(const Graph& given, const Plan& plan, c
   }
   // A trainable parameter that every layer using it runs on GPUs is held by them (Note
   // [where a master lives]).
-  {
+  if (hold_parameters) {
     std::map<std::string, bool> on_cpu;
     for (int i = 0; i < end; ++i)
       for (const ParamSpec& p : s.actions[s.step_action[i]].node->params)

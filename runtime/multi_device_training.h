@@ -68,10 +68,11 @@ class PlacedSchedule;
 class MultiDeviceTraining {
  public:
   /// With `input_grads`, backward also yields gradients of the float graph inputs.
-  /// `kept`: tensors read between forward and backward (the loss's input).
+  /// `kept`: tensors read between forward and backward (the loss's input). Without
+  /// `hold_parameters`, no GPU holds a parameter: every gradient goes to the host's.
   MultiDeviceTraining(const Graph& graph, const Plan& plan, const Bindings& bindings, DeviceParameterCache& params,
-                      DeviceRegistry& registry, bool input_grads,
-                      const std::vector<int>& kept);
+                      DeviceRegistry& registry, bool input_grads, const std::vector<int>& kept,
+                      bool hold_parameters = true);
   ~MultiDeviceTraining();
   MultiDeviceTraining(const MultiDeviceTraining&) = delete;
   MultiDeviceTraining& operator=(const MultiDeviceTraining&) = delete;
