@@ -3,8 +3,13 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -47,6 +52,45 @@ void ensure_mpi() {
   (void)initialised;
 }
 
+// What this rank is doing, readable from a signal handler: when a rank dies, mpirun ends
+// the others with SIGTERM, and each says what it was in the middle of (which step, which
+// collective) before it goes. Two buffers: the writer fills the one not shown, then flips.
+char activity_text[2][1024];
+std::atomic<int> activity_shown{0};
+char rank_prefix[256];
+
+void show_activity(const std::string& text) {
+  const int next = 1 - activity_shown.load(std::memory_order_relaxed);
+  const size_t n = std::min(text.size(), sizeof(activity_text[0]) - 1);
+  std::memcpy(activity_text[next], text.data(), n);
+  activity_text[next][n] = '\0';
+  activity_shown.store(next, std::memory_order_release);
+}
+
+extern "C" void say_activity_and_exit(int) {
+  const char* text = activity_text[activity_shown.load(std::memory_order_acquire)];
+  const char* parts[] = {rank_prefix, "ended by mpirun (another rank failed: mpirun names it) while ", text, "\n"};
+  for (const char* part : parts) {
+    size_t left = std::strlen(part);
+    while (left > 0) {
+      const ssize_t written = write(STDERR_FILENO, part, left);
+      if (written <= 0) break;
+      part += written;
+      left -= static_cast<size_t>(written);
+    }
+  }
+  _exit(2);
+}
+
+void say_activity_when_ended(int rank, const std::string& host) {
+  std::snprintf(rank_prefix, sizeof(rank_prefix), "error: rank %d (%s): ", rank, host.c_str());
+  show_activity("starting");
+  struct sigaction action {};
+  action.sa_handler = say_activity_and_exit;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
@@ -60,14 +104,20 @@ bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }
 
-ProcessGroup::ProcessGroup(int rank, int size, int local_rank, std::string host, bool mpi,
+ProcessGroup::ProcessGroup(int rank, int size, int local_rank, int local_size, std::string host, bool mpi,
                            std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), local_rank_(local_rank), host_(std::move(host)), mpi_(mpi), timeout_(timeout) {}
+    : rank_(rank),
+      size_(size),
+      local_rank_(local_rank),
+      local_size_(local_size),
+      host_(std::move(host)),
+      mpi_(mpi),
+      timeout_(timeout) {}
 
 ProcessGroup::~ProcessGroup() = default;
 
 std::shared_ptr<ProcessGroup> ProcessGroup::single() {
-  return std::shared_ptr<ProcessGroup>(new ProcessGroup(0, 1, 0, host_name(), false, default_timeout));
+  return std::shared_ptr<ProcessGroup>(new ProcessGroup(0, 1, 0, 1, host_name(), false, default_timeout));
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::from_environment(std::chrono::milliseconds timeout) {
@@ -81,8 +131,23 @@ std::shared_ptr<ProcessGroup> ProcessGroup::from_environment(std::chrono::millis
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", 0));
-  return std::shared_ptr<ProcessGroup>(new ProcessGroup(rank, size, local, host_name(), true, timeout));
+  const int local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", 1));
+  const std::string host = host_name();
+  if (size > 1) say_activity_when_ended(rank, host);
+  return std::shared_ptr<ProcessGroup>(new ProcessGroup(rank, size, local, local_size, host, true, timeout));
 }
+
+void ProcessGroup::set_phase(std::string phase) {
+  phase_ = std::move(phase);
+  show_activity("computing " + phase_);
+}
+
+ProcessGroup::ActivityNote::ActivityNote(const ProcessGroup& group, const std::string& doing)
+    : restore_("computing " + group.phase_) {
+  show_activity(doing);
+}
+
+ProcessGroup::ActivityNote::~ActivityNote() { show_activity(restore_); }
 
 void ProcessGroup::abort(const std::string& message) const {
   std::fprintf(stderr, "error: rank %d (%s): %s\n", rank_, host_.c_str(), message.c_str());
@@ -94,22 +159,70 @@ void ProcessGroup::abort(const std::string& message) const {
 void ProcessGroup::wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started) {
   auto* r = static_cast<MPI_Request*>(request);
   const auto deadline = started + timeout_;
+  const std::string doing = what + (phase_.empty() ? "" : " (" + phase_ + ")");
+  ActivityNote note(*this, "waiting in " + doing);
   for (int spins = 0;; ++spins) {
     int done = 0;
     const int code = MPI_Test(r, &done, MPI_STATUS_IGNORE);
-    if (code != MPI_SUCCESS) abort(what + (phase_.empty() ? "" : " (" + phase_ + ")") + " failed: " + mpi_error(code));
+    if (code != MPI_SUCCESS) abort(doing + " failed: " + mpi_error(code));
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline) {
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
-      abort(what + (phase_.empty() ? "" : " (" + phase_ + ")") + " did not finish within " +
-            std::to_string(waited.count()) + " s (the collective timeout, --collective-timeout): another rank " +
-            "died, hangs, or called collectives in another order; the job ends");
+      abort(doing + " did not finish within " + std::to_string(waited.count()) +
+            " s (the collective timeout, --collective-timeout); " + who_is_missing(doing) + "; the job ends");
     }
     // Yield first (a collective of small buffers finishes in microseconds), then sleep so
     // that a long wait does not take a core from the rank's own computing.
     if (spins < 1000) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+std::string ProcessGroup::who_is_missing(const std::string& doing) {
+  // Every rank that times out tells the others what it waits in, on a tag no collective
+  // uses, then listens for a grace period: the ranks that say nothing are the ones that
+  // died, hang or compute elsewhere; one that waits in another collective diverged.
+  static std::string mine;  // alive until MPI has sent it: the job ends right after
+  mine = doing;
+  std::vector<MPI_Request> sends(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_)
+      MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, r, kStatusTag, MPI_COMM_WORLD,
+                &sends[static_cast<size_t>(r)]);
+  std::vector<std::optional<std::string>> heard(static_cast<size_t>(size_));
+  heard[static_cast<size_t>(rank_)] = doing;
+  const auto grace_end = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(3));
+  int missing = size_ - 1;
+  while (missing > 0 && std::chrono::steady_clock::now() < grace_end) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kStatusTag, MPI_COMM_WORLD, &flag, &status);
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    int length = 0;
+    MPI_Get_count(&status, MPI_CHAR, &length);
+    std::string text(static_cast<size_t>(length), '\0');
+    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kStatusTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    auto& slot = heard[static_cast<size_t>(status.MPI_SOURCE)];
+    if (!slot) --missing;
+    slot = std::move(text);
+  }
+  std::string silent, elsewhere;
+  for (int r = 0; r < size_; ++r) {
+    const auto& h = heard[static_cast<size_t>(r)];
+    if (!h) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+    else if (*h != doing) elsewhere += "; rank " + std::to_string(r) + " waits in " + *h + " instead";
+  }
+  std::string out;
+  if (!silent.empty())
+    out = (silent.find(',') == std::string::npos ? "rank " + silent + " did" : "ranks " + silent + " did") +
+          " not reach it: it died, hangs, or is still computing";
+  if (!elsewhere.empty())
+    out += (out.empty() ? "the ranks called collectives in different orders" : "") + elsewhere;
+  if (out.empty()) out = "every rank waits in it: the network or MPI failed";
+  return out;
 }
 
 ProcessGroup::Request::Request(Request&& other) noexcept
@@ -192,6 +305,14 @@ void ProcessGroup::broadcast(void* data, size_t bytes, int root, const std::stri
     if (code != MPI_SUCCESS) abort(what + " could not start: " + mpi_error(code));
     wait_for(&request, what, std::chrono::steady_clock::now());
   }
+}
+
+void ProcessGroup::broadcast(std::string& text, int root, const std::string& what) {
+  if (!mpi_ || size_ == 1) return;
+  uint64_t length = text.size();
+  broadcast(&length, sizeof(length), root, what);
+  text.resize(length);
+  broadcast(text.data(), length, root, what);
 }
 
 std::vector<std::string> ProcessGroup::all_gather(const std::string& mine, const std::string& what) {

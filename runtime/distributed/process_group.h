@@ -40,14 +40,17 @@ class ProcessGroup {
   int size() const { return size_; }
   /// This rank among those on its host (OMPI_COMM_WORLD_LOCAL_RANK): which GPU it takes.
   int local_rank() const { return local_rank_; }
+  /// The ranks on this rank's host (OMPI_COMM_WORLD_LOCAL_SIZE): how its GPUs are shared.
+  int local_size() const { return local_size_; }
   /// This rank's host name.
   const std::string& host() const { return host_; }
   bool distributed() const { return size_ > 1; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
-  /// What the rank is doing, for messages: "step 12" (set by the trainer).
-  void set_phase(std::string phase) { phase_ = std::move(phase); }
+  /// What the rank is doing, for messages: "step 12" (set by the trainer). A rank that
+  /// mpirun ends because another failed says it too.
+  void set_phase(std::string phase);
 
   /// A collective started and not yet finished: wait() for it, or poll done().
   class Request {
@@ -78,6 +81,8 @@ class ProcessGroup {
   void all_reduce_sum(double* data, int64_t count, const std::string& what);
   /// Every rank's `bytes` at `data` become rank `root`'s.
   void broadcast(void* data, size_t bytes, int root, const std::string& what);
+  /// Every rank's `text` becomes rank `root`'s (of any length).
+  void broadcast(std::string& text, int root, const std::string& what);
   /// Every rank's string, in rank order.
   std::vector<std::string> all_gather(const std::string& mine, const std::string& what);
   /// Every rank waits for every other.
@@ -87,11 +92,26 @@ class ProcessGroup {
   [[noreturn]] void abort(const std::string& message) const;
 
  private:
-  ProcessGroup(int rank, int size, int local_rank, std::string host, bool mpi, std::chrono::milliseconds timeout);
+  ProcessGroup(int rank, int size, int local_rank, int local_size, std::string host, bool mpi,
+               std::chrono::milliseconds timeout);
   /// Waits for `request` to finish within the deadline, naming `what` if it does not.
   void wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started);
+  /// Past a deadline: which ranks did not reach the collective `doing`, or reached another.
+  std::string who_is_missing(const std::string& doing);
+  /// The tag of what a rank past its deadline tells the others (collectives use none).
+  static constexpr int kStatusTag = 7001;
 
-  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  /// Shows what the rank waits in for as long as it lives (then "computing" the phase again).
+  class ActivityNote {
+   public:
+    ActivityNote(const ProcessGroup& group, const std::string& doing);
+    ~ActivityNote();
+
+   private:
+    std::string restore_;
+  };
+
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
   bool mpi_ = false;
   std::chrono::milliseconds timeout_;
