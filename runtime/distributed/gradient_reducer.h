@@ -9,6 +9,12 @@
 // Parameters that got no gradient in a backward are an error that names them, unless
 // find_unused_parameters is set: then they count as zero on that rank, as DDP's flag does.
 //
+// Embedding tables: a gradient whose touched rows are tracked (core/touched_rows.h) is
+// all-reduced whole and then marked whole, since other ranks looked up other rows. A row
+// gradient (`sparse: true`: no dense tensor, only the rows a batch looked up) is gathered
+// instead, as DDP gathers sparse gradients: every rank sends its rows and their values,
+// and each rank sums them in rank order into the union of the rows.
+//
 // Not thread-safe: the training thread calls it.
 #pragma once
 
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/touched_rows.h"
 #include "runtime/distributed/process_group.h"
 
 namespace tandem {
@@ -31,17 +38,27 @@ struct GradientReducerOptions {
   bool find_unused_parameters = false;
 };
 
+/// One trainable parameter's gradient, on the host.
+struct ReducedGradient {
+  std::string name;
+  Tensor grad;                   // undefined for a row gradient
+  TouchedRows* rows = nullptr;   // its touched rows, when they are tracked (or hold it)
+};
+
 class GradientReducer {
  public:
-  /// `grads`: every trainable parameter's name and host gradient tensor, in the order
-  /// backward completes them. `group` must outlive this.
+  /// `grads`: every trainable parameter's gradient, in the order backward completes them.
+  /// `group` and the touched rows must outlive this.
+  GradientReducer(ProcessGroup& group, std::vector<ReducedGradient> grads, GradientReducerOptions options = {});
+  /// Dense gradients alone (tests).
   GradientReducer(ProcessGroup& group, std::vector<std::pair<std::string, Tensor>> grads,
                   GradientReducerOptions options = {});
 
   /// A backward starts: no gradient is complete yet.
   void start();
   /// `name`'s gradient is complete for this backward. When its bucket is full, that
-  /// bucket's all-reduce starts (after every earlier bucket's has).
+  /// bucket's all-reduce starts (after every earlier bucket's has). A name not reduced
+  /// (a parameter the loss does not reach) is ignored.
   void ready(const std::string& name);
   /// Lets the all-reduces in flight advance (call between layers of backward).
   void progress();
@@ -62,12 +79,14 @@ class GradientReducer {
     bool launched = false;
   };
   void launch_ready_buckets();
+  /// A row gradient becomes the mean over the ranks of theirs, on the union of their rows.
+  void gather_rows(ReducedGradient& g);
 
   ProcessGroup& group_;
-  std::vector<std::pair<std::string, Tensor>> grads_;
+  std::vector<ReducedGradient> grads_;
   GradientReducerOptions options_;
   std::map<std::string, size_t> index_of_;
-  std::vector<size_t> bucket_of_;      // grads_ index -> its bucket
+  std::vector<size_t> bucket_of_;      // grads_ index -> its bucket (none: a row gradient)
   std::vector<bool> complete_;         // grads_ index -> complete in this backward
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;             // buckets launch in order
