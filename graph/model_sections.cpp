@@ -39,8 +39,8 @@ class SectionReader : public YamlReader {
 
   TrainingSpec load_training(const YAML::Node& n) {
     if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
-    check_keys(n, {"epochs", "batch", "shuffle", "drop_last", "seed", "validation_split", "optimizer", "schedule",
-                   "clip_grad_norm", "data"},
+    check_keys(n, {"epochs", "batch", "accumulate", "shuffle", "drop_last", "seed", "validation_split", "optimizer",
+                   "schedule", "clip_grad_norm", "data"},
                "", "key of train");
     TrainingSpec t;
     auto positive = [&](const char* key, int64_t& out) {
@@ -51,6 +51,7 @@ class SectionReader : public YamlReader {
     };
     positive("epochs", t.epochs);
     positive("batch", t.batch);
+    positive("accumulate", t.accumulate);
     if (n["shuffle"]) t.shuffle = scalar_bool(n["shuffle"], "", "shuffle");
     if (n["drop_last"]) t.drop_last = scalar_bool(n["drop_last"], "", "drop_last");
     if (n["seed"]) {

@@ -38,6 +38,10 @@ struct DataSpec {
 struct TrainingSpec {
   int64_t epochs = 1;
   int64_t batch = 32;
+  /// Micro-batches of `batch` samples whose gradients one optimizer step sums (gradient
+  /// accumulation): a step takes batch x accumulate samples, a process of a distributed
+  /// job communicates once per step.
+  int64_t accumulate = 1;
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;

@@ -70,6 +70,28 @@ TouchedRows* partial_rows(std::span<TouchedRows* const> rows, size_t i) {
 
 }  // namespace
 
+void scale_gradients(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows,
+                     ParameterDevices& devices) {
+  // Rows outside the touched ones are zero, and stay so whatever the factor that is not NaN.
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) {
+      for (int64_t r : rows[i]->list()) scale_host(rows[i]->values_of(r), rows[i]->width(), factor);
+      continue;
+    }
+    if (grads[i].device() != Device::cpu() || devices.holds(grads[i])) {
+      devices.scale(grads[i], factor);
+      continue;
+    }
+    float* g = grads[i].data<float>();
+    if (TouchedRows* touched = partial_rows(rows, i)) {
+      const int64_t width = grads[i].numel() / touched->rows();
+      for (int64_t r : touched->list()) scale_host(g + r * width, width, factor);
+    } else {
+      scale_host(g, grads[i].numel(), factor);
+    }
+  }
+}
+
 double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows,
                       ParameterDevices& devices) {
   if (!(max_norm > 0)) throw UserError("clip_grad_norm must be > 0, got " + std::to_string(max_norm));
@@ -93,29 +115,9 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
   }
   double total_norm = std::sqrt(sum);
   double clip_coef = max_norm / (total_norm + 1e-6);
-  if (clip_coef < 1) {
-    // torch multiplies by the float32 coefficient; a non-finite norm gives 0 here (inf)
-    // or no scaling (NaN), and the caller sees the norm it returns. Rows outside the
-    // touched ones are zero, and stay so whatever the factor that is not NaN.
-    const float factor = static_cast<float>(clip_coef);
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined()) {
-        for (int64_t r : rows[i]->list()) scale_host(rows[i]->values_of(r), rows[i]->width(), factor);
-        continue;
-      }
-      if (grads[i].device() != Device::cpu() || devices.holds(grads[i])) {
-        devices.scale(grads[i], factor);
-        continue;
-      }
-      float* g = grads[i].data<float>();
-      if (TouchedRows* touched = partial_rows(rows, i)) {
-        const int64_t width = grads[i].numel() / touched->rows();
-        for (int64_t r : touched->list()) scale_host(g + r * width, width, factor);
-      } else {
-        scale_host(g, grads[i].numel(), factor);
-      }
-    }
-  }
+  // torch multiplies by the float32 coefficient; a non-finite norm gives 0 here (inf) or
+  // no scaling (NaN), and the caller sees the norm it returns.
+  if (clip_coef < 1) scale_gradients(grads, static_cast<float>(clip_coef), rows, devices);
   return total_norm;
 }
 

@@ -100,4 +100,9 @@ double scheduled_lr(const ScheduleConfig& schedule, double base_lr, int64_t step
 double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows = {},
                       ParameterDevices& devices = host_parameter_devices());
 
+/// grads[i] *= factor: the scaling of clip_grad_norm, and of gradient accumulation's
+/// micro-batches. `rows` as there; a gradient on a device is scaled there.
+void scale_gradients(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows = {},
+                     ParameterDevices& devices = host_parameter_devices());
+
 }  // namespace tandem

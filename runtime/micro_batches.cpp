@@ -1,0 +1,87 @@
+#include "runtime/micro_batches.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+
+namespace tandem {
+namespace {
+
+/// The dimension of `decl` that holds the batch: its one symbolic dimension (0 when it has
+/// none or several, as data_columns would refuse to feed it from data anyway).
+int batch_dim_of(const Graph& graph, const GraphInput& decl) {
+  const SymShape& shape = graph.values[decl.value].type.shape;
+  int found = -1, count = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!shape[d].is_constant()) found = static_cast<int>(d), ++count;
+  return count == 1 ? found : 0;
+}
+
+/// Samples [lo, hi) of `t` along `dim`: a view along dimension 0, else a copy.
+Tensor samples(const Tensor& t, int dim, int64_t lo, int64_t hi) {
+  Shape shape = t.shape();
+  shape[static_cast<size_t>(dim)] = hi - lo;
+  size_t inner = dtype_size(t.dtype());
+  for (size_t d = static_cast<size_t>(dim) + 1; d < t.shape().size(); ++d) inner *= static_cast<size_t>(t.shape()[d]);
+  if (dim == 0) {
+    const auto offset = static_cast<size_t>(static_cast<char*>(t.raw_data()) - static_cast<char*>(t.storage()->data()));
+    return Tensor::from_storage(t.storage(), shape, t.dtype(), offset + static_cast<size_t>(lo) * inner);
+  }
+  int64_t outer = 1;
+  for (int d = 0; d < dim; ++d) outer *= t.shape()[static_cast<size_t>(d)];
+  Tensor out = Tensor::empty(shape, t.dtype());
+  const char* from = static_cast<const char*>(t.raw_data());
+  char* to = static_cast<char*>(out.raw_data());
+  const int64_t all = t.shape()[static_cast<size_t>(dim)];
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(to + o * (hi - lo) * inner, from + (o * all + lo) * inner, (hi - lo) * inner);
+  return out;
+}
+
+/// How many terms the loss averages over in `target`: the targets not ignored of a
+/// classification loss, else its elements (torch's mean reductions).
+double loss_terms(const LossSpec& loss, const Tensor& target) {
+  if ((loss.op == "cross_entropy" || loss.op == "nll_loss") && target.dtype() == DType::int64) {
+    int64_t counted = 0;
+    for (int64_t t : target.span<int64_t>()) counted += t != loss.ignore_index;
+    return static_cast<double>(counted);
+  }
+  return static_cast<double>(target.numel());
+}
+
+}  // namespace
+
+std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph) {
+  TANDEM_ASSERT(parts >= 1, "split_micro_batches: at least one part");
+  std::vector<std::pair<const GraphInput*, int>> columns;  // each input and target, its batch dimension
+  for (const GraphInput& in : graph.inputs) columns.emplace_back(&in, batch_dim_of(graph, in));
+  for (const GraphInput& t : graph.targets) columns.emplace_back(&t, batch_dim_of(graph, t));
+  const auto& [first, first_dim] = columns.front();
+  const int64_t size = batch.at(first->name).size(first_dim);
+  parts = std::min(parts, size);  // an epoch's last batch may hold fewer samples than parts
+  std::vector<MicroBatch> out(static_cast<size_t>(parts));
+  int64_t lo = 0;
+  for (int64_t j = 0; j < parts; ++j) {
+    const int64_t hi = lo + size / parts + (j < size % parts ? 1 : 0);
+    for (const auto& [decl, dim] : columns) {
+      const Tensor& t = batch.at(decl->name);
+      if (t.size(dim) != size)
+        throw UserError("'" + decl->name + "' has " + std::to_string(t.size(dim)) + " samples along its batch dimension, '" +
+                        first->name + "' " + std::to_string(size) + ": a batch's inputs and targets must agree");
+      out[static_cast<size_t>(j)].batch.emplace(decl->name, samples(t, dim, lo, hi));
+    }
+    lo = hi;
+  }
+  // A mean loss weighs each part by its share of the batch's terms; a sum adds them.
+  if (graph.loss && graph.loss->reduction == "mean") {
+    const std::string& target = graph.values[graph.loss->target].name;
+    double total = 0;
+    for (MicroBatch& m : out) total += (m.weight = loss_terms(*graph.loss, m.batch.at(target)));
+    for (MicroBatch& m : out) m.weight = total > 0 ? m.weight / total : 1.0 / static_cast<double>(parts);
+  }
+  return out;
+}
+
+}  // namespace tandem

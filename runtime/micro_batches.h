@@ -1,0 +1,28 @@
+// Gradient accumulation's micro-batches: a step's batch cut into `accumulate` parts along
+// each input's and target's batch dimension, each with the weight its gradient takes in
+// the step, so that the summed gradients are those of the whole batch (docs/training.md,
+// Gradient accumulation).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace tandem {
+
+struct MicroBatch {
+  TensorMap batch;
+  /// The share of the whole batch's loss this part's loss is: its terms over the batch's
+  /// (a mean loss: samples, or targets not ignored), or 1 (a sum).
+  double weight = 1;
+};
+
+/// `batch` (inputs and targets by name, laid out as the model takes them) cut into `parts`
+/// micro-batches as equal as can be, in order (the first ones one sample larger when the
+/// batch does not divide; fewer parts when it has fewer samples, as an epoch's last batch
+/// may). Samples along dimension 0 become views of `batch`; along another dimension, copies.
+std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph);
+
+}  // namespace tandem
