@@ -5,9 +5,12 @@
 #include <cmath>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "backends/trace.h"
 #include "graph/loss_reach.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/micro_batches.h"
 
 namespace tandem {
 namespace {
@@ -16,6 +19,17 @@ constexpr const char* kCheckpointMark = "tandem_checkpoint";
 
 uint64_t step_seed(uint64_t seed, int64_t step) {
   return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 1;
+}
+
+/// The dropout seed of micro-batch `micro` of a step on `rank`: the step's own for the
+/// first micro-batch of rank 0 (so that one process without accumulation draws as before),
+/// another stream for every other.
+uint64_t micro_seed(uint64_t step, int rank, int64_t micro) {
+  if (rank == 0 && micro == 0) return step;
+  uint64_t z = step ^ (static_cast<uint64_t>(rank) << 32 | static_cast<uint64_t>(micro));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;  // splitmix64's finaliser
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
 
 /// The inputs and targets whose batch is not their first dimension (those with exactly
@@ -54,7 +68,10 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
   const std::set<std::string> trained(reached.begin(), reached.end());
   const TensorMap& dense_grads = model_.gradients();
   for (auto& [name, rows] : model_.gradient_rows()) {
-    if (!trained.count(name)) continue;
+    if (!trained.count(name)) {
+      unreached_.push_back(name);
+      continue;
+    }
     auto dense = dense_grads.find(name);
     if (dense == dense_grads.end() && !optimizer_->takes_row_gradients())
       throw UserError("parameter '" + name + "' belongs to a table declared sparse: true, whose gradient is kept " +
@@ -74,6 +91,44 @@ double Trainer::current_lr() const {
   return scheduled_lr(spec_.schedule, spec_.optimizer.lr, step_, std::max<int64_t>(total_steps_, 1));
 }
 
+void Trainer::distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions options) {
+  if (!group || group->size() <= 1) return;
+  TANDEM_ASSERT(step_ == 0 && !ddp_, "distribute() before the first step, once");
+  // DDP's rule: a parameter that gets no gradient is an error unless asked to find such
+  // ones, since a rank would otherwise wait for its reduction for ever. Here the graph
+  // says which they are before training, on every rank alike.
+  if (!unreached_.empty() && !options.find_unused_parameters) {
+    std::string names;
+    for (const std::string& n : unreached_) names += (names.empty() ? "'" : ", '") + n + "'";
+    throw JobError("the loss reaches no gradient of " + names + ": distributed training (as DDP) refuses " +
+                   "parameters that get no gradient; pass --find-unused-parameters (DDP's " +
+                   "find_unused_parameters=True) to train the others and leave these as they are");
+  }
+  ddp_ = std::make_unique<DistributedDataParallel>(std::move(group), model_, spec_, names_, rows_, options);
+}
+
+std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, uint64_t seed) {
+  std::vector<MicroBatch> parts = split_micro_batches(batch, spec_.accumulate, model_.graph());
+  // a part whose targets are all ignored adds nothing to the batch's mean (and its own mean
+  // would divide by zero)
+  std::erase_if(parts, [](const MicroBatch& m) { return m.weight == 0; });
+  ParameterDevices& devices = model_.parameter_devices();
+  double loss = 0;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    // Horner's rule: the gradients so far are sum_i (w_i / w_{j-1}) g_i; rescaled to w_j's
+    // units before g_j adds to itself, and by the last weight once all are in, each
+    // part's gradient ends weighted by its share. Equal parts (the common case) need no
+    // rescaling until the end.
+    if (j > 0 && parts[j].weight != parts[j - 1].weight)
+      scale_gradients(grads_, static_cast<float>(parts[j - 1].weight / parts[j].weight), rows_, devices);
+    // the ranks communicate once a step: during the last part's backward
+    const GradientReady* ready = ddp_ && j + 1 == parts.size() ? ddp_->start_backward(step_) : nullptr;
+    const LossValue value = model_.loss_and_backward(parts[j].batch, micro_seed(seed, rank(), static_cast<int64_t>(j)), ready);
+    loss += parts[j].weight * value.loss;
+  }
+  return {loss, parts.back().weight};
+}
+
 double Trainer::step(const TensorMap& batch) {
   // Zeroing, clipping and the update read the rows backward touched: on an embedding table
   // only its lookups' rows where that gives the dense result's bits (core/touched_rows.h).
@@ -81,17 +136,29 @@ double Trainer::step(const TensorMap& batch) {
     HostSpan span("gradients zeroed");
     model_.zero_gradients();
   }
-  LossValue loss = model_.loss_and_backward(batch, step_seed(spec_.seed, step_));
+  const uint64_t seed = step_seed(spec_.seed, step_);
+  double loss = 0, weight_left = 1;
+  if (spec_.accumulate > 1) {
+    std::tie(loss, weight_left) = accumulate_gradients(batch, seed);
+  } else {
+    const GradientReady* ready = ddp_ ? ddp_->start_backward(step_) : nullptr;
+    loss = model_.loss_and_backward(batch, micro_seed(seed, rank(), 0), ready).loss;
+  }
+  if (ddp_) {
+    HostSpan span("gradients averaged over the ranks");
+    ddp_->finish_backward();
+  }
   HostSpan span("optimizer step");
   // The host's tensors; the arithmetic of a parameter that GPUs hold runs on them.
   ParameterDevices& devices = model_.parameter_devices();
+  if (weight_left != 1) scale_gradients(grads_, static_cast<float>(weight_left), rows_, devices);
   optimizer_->set_devices(devices);
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_, devices);
   optimizer_->step_rows(params_, grads_, rows_, current_lr());
   model_.parameters_changed();
   ++step_;
-  last_loss_ = loss.loss;
-  return loss.loss;
+  last_loss_ = loss;
+  return loss;
 }
 
 EvalResult Trainer::evaluate(const Dataset& data) {
@@ -104,10 +171,13 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   double total = 0;
   int64_t counted = 0, correct = 0;
   std::vector<float> scores, labels;  // binary: the whole set's, as the AUC ranks them all at once
-  std::vector<int64_t> indices;
-  for (int64_t start = 0; start < data.size(); start += spec_.batch) {
-    indices.clear();
-    for (int64_t i = start; i < std::min(data.size(), start + spec_.batch); ++i) indices.push_back(i);
+  // Distributed, rank r scores samples r, r + N, ... (each once: no padding) and the sums
+  // and scores are the whole set's.
+  std::vector<int64_t> mine, indices;
+  for (int64_t i = rank(); i < data.size(); i += ranks()) mine.push_back(i);
+  for (size_t start = 0; start < mine.size(); start += static_cast<size_t>(spec_.batch)) {
+    const size_t end = std::min(mine.size(), start + static_cast<size_t>(spec_.batch));
+    indices.assign(mine.begin() + static_cast<std::ptrdiff_t>(start), mine.begin() + static_cast<std::ptrdiff_t>(end));
     LossValue v = model_.evaluate_loss(to_model_layout(data.gather(indices), columns));
     // back to a sum, so that the mean is over samples, not batches
     total += loss.reduction == "mean" ? v.loss * v.counted : v.loss;
@@ -115,6 +185,17 @@ EvalResult Trainer::evaluate(const Dataset& data) {
     correct += v.correct;
     scores.insert(scores.end(), v.scores.begin(), v.scores.end());
     labels.insert(labels.end(), v.labels.begin(), v.labels.end());
+  }
+  if (ddp_) {
+    std::vector<double> sums{total, static_cast<double>(counted), static_cast<double>(correct)};
+    ddp_->sum(sums, "the validation metrics' sums");
+    total = sums[0];
+    counted = static_cast<int64_t>(sums[1]);
+    correct = static_cast<int64_t>(sums[2]);
+    if (binary) {
+      scores = ddp_->gather(scores, "the validation scores for the AUC");
+      labels = ddp_->gather(labels, "the validation labels for the AUC");
+    }
   }
   result.samples = data.size();
   result.loss = counted > 0 ? total / counted : 0;
@@ -127,10 +208,17 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
                   const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress) {
   const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
   auto data = std::make_shared<const Dataset>(train);
-  BatchLoader loader(data, spec_.batch, spec_.shuffle, spec_.drop_last, spec_.seed);
+  // a step takes `accumulate` micro-batches; distributed, from this rank's share
+  BatchLoader loader(data, spec_.batch * spec_.accumulate, spec_.shuffle, spec_.drop_last, spec_.seed);
+  if (ddp_) {
+    ddp_->check_same("training samples", std::to_string(train.size()));
+    loader.shard(rank(), ranks());
+  }
   if (loader.batches_per_epoch() == 0)
     throw UserError("no batches: " + std::to_string(train.size()) + " training samples with batch " +
-                    std::to_string(spec_.batch) + (spec_.drop_last ? " and drop_last" : ""));
+                    std::to_string(spec_.batch) + (spec_.accumulate > 1 ? " x accumulate " + std::to_string(spec_.accumulate) : "") +
+                    (ranks() > 1 ? " on each of " + std::to_string(ranks()) + " ranks" : "") +
+                    (spec_.drop_last ? " and drop_last" : ""));
   if (total_steps_ == 0) total_steps_ = spec_.epochs * loader.batches_per_epoch();
   for (; epoch_ < spec_.epochs;) {
     auto start = std::chrono::steady_clock::now();
@@ -145,6 +233,13 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
       ++batches;
       if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / batches);
     }
+    if (ddp_) {  // each step's loss over the whole job: the mean of the ranks'
+      ddp_->sum(report.step_losses, "the epoch's step losses");
+      for (double& l : report.step_losses) l /= ranks();
+      loss_sum = 0;
+      for (double l : report.step_losses) loss_sum += l;
+      samples *= ranks();  // every rank's share is the same size
+    }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     report.epoch = epoch_;
     report.train_loss = loss_sum / std::max<int64_t>(batches, 1);
@@ -158,6 +253,7 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
+  if (rank() != 0) return;  // every rank holds the same weights and state
   TensorMap tensors;
   for (const auto& [name, p] : model_.parameters()) tensors.emplace(name, p);
   for (auto& [name, t] : optimizer_->state(names_)) tensors.emplace("optimizer." + name, t);
@@ -170,17 +266,48 @@ void Trainer::save_checkpoint(const std::string& path) const {
                                           {"optimizer", spec_.optimizer.name},
                                           {"lr", std::to_string(spec_.optimizer.lr)},
                                           {"batch", std::to_string(spec_.batch)},
+                                          {"accumulate", std::to_string(spec_.accumulate)},
+                                          {"ranks", std::to_string(ranks())},
                                           {"epochs", std::to_string(spec_.epochs)}};
   write_safetensors(path, tensors, meta);
 }
 
+std::pair<TensorMap, std::map<std::string, std::string>> Trainer::read_checkpoint(const std::string& path) {
+  if (!ddp_) return {read_safetensors(path), read_safetensors_metadata(path)};
+  // Rank 0 reads the file (the others' hosts need not have it) and tells the others what
+  // it found, or why it could not.
+  TensorMap tensors;
+  std::string meta, error;
+  if (rank() == 0) try {
+      tensors = read_safetensors(path);
+      meta = nlohmann::json(read_safetensors_metadata(path)).dump();
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  ddp_->group().broadcast(error, 0, "rank 0's reading of checkpoint " + path);
+  if (!error.empty()) throw JobError(error);
+  ddp_->broadcast(tensors, "the broadcast of checkpoint " + path);
+  ddp_->group().broadcast(meta, 0, "the broadcast of checkpoint " + path + "'s metadata");
+  return {std::move(tensors), nlohmann::json::parse(meta).get<std::map<std::string, std::string>>()};
+}
+
 void Trainer::load_checkpoint(const std::string& path) {
-  std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+  auto [tensors, meta] = read_checkpoint(path);
+  try {
+    apply_checkpoint(path, std::move(tensors), meta);
+  } catch (const JobError&) {
+    throw;
+  } catch (const UserError& e) {
+    if (!ddp_) throw;
+    throw JobError(e.what());  // every rank judged the same file alike
+  }
+}
+
+void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, std::map<std::string, std::string>& meta) {
   if (!meta.count(kCheckpointMark))
     throw UserError(path + ": not a Tandem checkpoint (no training state); to start from these weights use --weights");
   if (meta["model"] != model_.graph().name)
     throw UserError(path + ": a checkpoint of model '" + meta["model"] + "', not of '" + model_.graph().name + "'");
-  TensorMap tensors = read_safetensors(path);
   TensorMap weights, state;
   for (auto& [name, t] : tensors) {
     if (name.starts_with("optimizer.")) state.emplace(name.substr(10), t);
@@ -208,6 +335,13 @@ void Trainer::load_checkpoint(const std::string& path) {
   if (count.operator()<uint64_t>("seed") != spec_.seed || count("batch") != spec_.batch)
     throw UserError(path + ": the checkpoint was trained with seed " + meta.at("seed") + " and batch " + meta.at("batch") +
                     "; resume with the same settings to continue the same run");
+  // older checkpoints say nothing of these: one process without accumulation
+  const int64_t accumulate = meta.count("accumulate") ? count("accumulate") : 1;
+  const int64_t saved_ranks = meta.count("ranks") ? count("ranks") : 1;
+  if (accumulate != spec_.accumulate || saved_ranks != ranks())
+    throw UserError(path + ": the checkpoint was trained with accumulate " + std::to_string(accumulate) + " on " +
+                    std::to_string(saved_ranks) + " rank(s), this run has accumulate " + std::to_string(spec_.accumulate) +
+                    " on " + std::to_string(ranks()) + ": resume with the same settings to continue the same run");
 }
 
 std::vector<ColumnSpec> data_columns(const Graph& graph) {

@@ -1,19 +1,22 @@
 // Trainer: the training loop around a Model. One step is forward, loss, backward,
 // clipping, an optimizer update with the scheduled learning rate, and zeroed gradients
-// (docs/training.md). Every random choice (shuffling, dropout) is a function of the
-// seed and a counter, so a run resumed from a checkpoint repeats the uninterrupted one
-// bit for bit.
+// (docs/training.md), over `accumulate` micro-batches when asked. Every random choice
+// (shuffling, dropout) is a function of the seed and a counter, so a run resumed from a
+// checkpoint repeats the uninterrupted one bit for bit. distribute() makes it one process
+// of a job that trains the model together (docs/distributed.md).
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/training_spec.h"
-#include "runtime/data/dataset.h"
 #include "backends/loss_value.h"
+#include "runtime/data/dataset.h"
+#include "runtime/distributed/distributed_data_parallel.h"
 #include "runtime/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/roc_auc.h"
@@ -46,7 +49,23 @@ class Trainer {
  public:
   Trainer(Model& model, TrainingSpec spec);
 
-  /// One optimizer step on `batch` (inputs and targets by name); the batch's loss.
+  /// Trains as one process of `group`'s job (mpirun -np N): every rank checks that the
+  /// others loaded the same model and settings and takes rank 0's weights; from then on each
+  /// step's gradients are averaged over the ranks, fit() trains on this rank's share of the
+  /// data and validates on its share of the validation set (the metrics are the whole
+  /// set's), rank 0 alone writes checkpoints, and load_checkpoint() reads rank 0's file on
+  /// every rank. A group of one changes nothing. Call it before the first step and before
+  /// load_checkpoint(). JobError (on every rank alike) when the ranks differ.
+  void distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions options = {});
+  /// This process's rank and the job's ranks (0 and 1 undistributed).
+  int rank() const { return ddp_ ? ddp_->rank() : 0; }
+  int ranks() const { return ddp_ ? ddp_->size() : 1; }
+  /// The samples one optimizer step takes over the job: batch x accumulate x ranks.
+  int64_t global_batch() const { return spec_.batch * spec_.accumulate * ranks(); }
+
+  /// One optimizer step on `batch` (inputs and targets by name); the batch's loss. With
+  /// `accumulate: k` the batch is cut into k micro-batches whose gradients add up to the
+  /// batch's (runtime/micro_batches.h).
   double step(const TensorMap& batch);
   /// Mean loss (and accuracy, or AUC) over `data` in inference mode.
   EvalResult evaluate(const Dataset& data);
@@ -55,7 +74,7 @@ class Trainer {
   void fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
            const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress = {});
 
-  /// Weights, optimizer state, step and epoch, written atomically.
+  /// Weights, optimizer state, step and epoch, written atomically (by rank 0 alone).
   void save_checkpoint(const std::string& path) const;
   /// Restores what save_checkpoint wrote (the model must be the same).
   void load_checkpoint(const std::string& path);
@@ -81,6 +100,18 @@ class Trainer {
   int64_t epoch_ = 0;
   int64_t total_steps_ = 0;
   double last_loss_ = 0;
+  std::vector<std::string> unreached_;  // parameters with a gradient that the loss does not reach
+  std::unique_ptr<DistributedDataParallel> ddp_;
+
+  /// Forward and backward of each micro-batch of `batch`, their gradients summed with their
+  /// weights but for the last one's, which the step applies once the ranks' are averaged.
+  /// Returns the batch's loss and the weight still to apply.
+  std::pair<double, double> accumulate_gradients(const TensorMap& batch, uint64_t seed);
+  /// The tensors and metadata of a checkpoint: the file's, and on a distributed job rank
+  /// 0's file's on every rank.
+  std::pair<TensorMap, std::map<std::string, std::string>> read_checkpoint(const std::string& path);
+  /// Checks a checkpoint's metadata against this run and takes its weights and state.
+  void apply_checkpoint(const std::string& path, TensorMap tensors, std::map<std::string, std::string>& meta);
 };
 
 /// The columns a dataset must provide for `graph`: each input and target without its

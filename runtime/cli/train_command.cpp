@@ -11,6 +11,7 @@
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
+#include "runtime/cli/distributed_flags.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/device_registry.h"
 #include "runtime/trainer.h"
@@ -21,7 +22,7 @@ namespace {
 struct TrainOptions {
   std::string model, data, save, resume, weights, optimizer, save_weights;
   std::optional<bool> shuffle, drop_last;
-  std::optional<int64_t> epochs, batch;
+  std::optional<int64_t> epochs, batch, accumulate;
   std::optional<double> lr, validation_split;
   std::optional<uint64_t> seed;
   std::vector<std::string> binds;
@@ -29,12 +30,14 @@ struct TrainOptions {
   bool json = false;
   bool report = false;
   PlacementFlags placement;
+  DistributedFlags distributed;
 };
 
 TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   TrainingSpec spec = graph.training.value_or(TrainingSpec{});
   if (o.epochs) spec.epochs = *o.epochs;
   if (o.batch) spec.batch = *o.batch;
+  if (o.accumulate) spec.accumulate = *o.accumulate;
   if (o.seed) spec.seed = *o.seed;
   if (!o.optimizer.empty() && o.optimizer != spec.optimizer.name) {
     OptimizerConfig fresh;  // another optimizer: its own defaults, not the YAML's
@@ -53,19 +56,21 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
     d.format = "";
     spec.data = d;
   }
-  if (spec.epochs < 1 || spec.batch < 1) throw UserError("--epochs and --batch must be at least 1");
+  if (spec.epochs < 1 || spec.batch < 1 || spec.accumulate < 1)
+    throw UserError("--epochs, --batch and --accumulate must be at least 1");
   if (spec.validation_split < 0 || spec.validation_split >= 1) throw UserError("--validation-split must be within [0, 1)");
   if (spec.optimizer.lr < 0) throw UserError("--lr must not be negative");
   return spec;
 }
 
 // Times `steps` optimizer steps on one random batch: the training benchmark's half.
-int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o) {
+int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Bindings b = parse_bind_options(o.binds, model.graph());
   b["batch"] = spec.batch;
   TensorMap batch = model.random_inputs(b, spec.seed);
   batch.merge(model.random_targets(b, spec.seed));
   Trainer trainer(model, spec);
+  trainer.distribute(std::move(group), distributed_options(o.distributed));  // each rank its own random batch
   trainer.set_total_steps(o.bench_steps + 3);
   for (int i = 0; i < 3; ++i) trainer.step(batch);
   std::vector<double> ms;
@@ -76,8 +81,11 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(ms.begin(), ms.end());
+  if (trainer.rank() != 0) return 0;
   nlohmann::json j{{"model", model.graph().name},
                    {"batch", spec.batch},
+                   {"global_batch", trainer.global_batch()},
+                   {"ranks", trainer.ranks()},
                    {"loss", loss},
                    {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
                    {"peak_bytes", cpu_allocator().peak_bytes()}};
@@ -89,30 +97,41 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
   return 0;
 }
 
+/// "batch 32", or what a step takes in all: "batch 32 per rank x 4 ranks = global batch 128".
+std::string batch_text(const TrainingSpec& spec, const Trainer& trainer) {
+  std::string text = fmt::format("batch {}", spec.batch);
+  if (spec.accumulate > 1) text += fmt::format(" x accumulate {}", spec.accumulate);
+  if (trainer.ranks() > 1) text += fmt::format(" per rank x {} ranks", trainer.ranks());
+  if (trainer.global_batch() != spec.batch) text += fmt::format(" = global batch {}", trainer.global_batch());
+  return text;
+}
+
 std::string progress_bar(int64_t done, int64_t total, int width = 24) {
   int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
   return std::string(filled, '#') + std::string(width - filled, '.');
 }
 
-int run_train(const TrainOptions& o) {
+int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Model model = Model::load(o.model);
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
   model.init_parameters(spec.seed);
   if (!o.weights.empty()) model.load_weights(o.weights);
-  if (o.bench_steps > 0) return bench_training(model, spec, o);
+  if (o.bench_steps > 0) return bench_training(model, spec, o, std::move(group));
   Trainer trainer(model, spec);  // first: it says when the model has no loss
+  trainer.distribute(std::move(group), distributed_options(o.distributed));
+  const bool speaks = trainer.rank() == 0;  // of a distributed job, rank 0 alone prints
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
   model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused before the data loads
   Dataset all = load_dataset(*spec.data, data_columns(model.graph()));
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
   if (!o.resume.empty()) trainer.load_checkpoint(o.resume);
 
-  const bool tty = !o.json && isatty(STDOUT_FILENO);
-  if (!o.json)
-    fmt::print("training '{}' on {} samples ({} for validation), batch {}, {} epochs, {} lr {}{}\n", model.graph().name,
-               train.size(), validation.size(), spec.batch, spec.epochs, spec.optimizer.name, spec.optimizer.lr,
-               o.resume.empty() ? "" : fmt::format(", resumed at epoch {}", trainer.epochs_done()));
+  const bool tty = speaks && !o.json && isatty(STDOUT_FILENO);
+  if (speaks && !o.json)
+    fmt::print("training '{}' on {} samples ({} for validation), {}, {} epochs, {} lr {}{}\n", model.graph().name,
+               train.size(), validation.size(), batch_text(spec, trainer), spec.epochs, spec.optimizer.name,
+               spec.optimizer.lr, o.resume.empty() ? "" : fmt::format(", resumed at epoch {}", trainer.epochs_done()));
   nlohmann::json epochs = nlohmann::json::array();
   auto run_start = std::chrono::steady_clock::now();
   auto epoch_start = run_start;
@@ -127,7 +146,7 @@ int run_train(const TrainOptions& o) {
       double per_batch = elapsed / done;
       double left = per_batch * (total - done) + per_batch * total * (spec.epochs - trainer.epochs_done() - 1);
       fmt::print("\repoch {:>3}/{} [{}] {:>4}/{} loss {:.4f}  {:.0f} samples/s  {:.0f}s left   ", trainer.epochs_done() + 1,
-                 spec.epochs, progress_bar(done, total), done, total, loss, done * spec.batch / std::max(elapsed, 1e-9),
+                 spec.epochs, progress_bar(done, total), done, total, loss, done * trainer.global_batch() / std::max(elapsed, 1e-9),
                  left);
       std::fflush(stdout);
     };
@@ -150,16 +169,19 @@ int run_train(const TrainOptions& o) {
       }
     }
     epochs.push_back(e);
-    if (o.json) return;
+    if (o.json || !speaks) return;
     if (tty) fmt::print("\r");
     fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}\n", r.epoch + 1, spec.epochs, r.train_loss, val,
                r.samples_per_second, r.seconds, tty ? std::string(20, ' ') : "");
   };
   trainer.fit(train, &validation, o.save, on_epoch, progress);
-  if (!o.save_weights.empty()) model.save_weights(o.save_weights);
+  if (!o.save_weights.empty() && speaks) model.save_weights(o.save_weights);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  if (!speaks) return 0;
   if (o.json) {
     nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", trainer.steps_done()},
+                     {"batch", spec.batch}, {"accumulate", spec.accumulate}, {"ranks", trainer.ranks()},
+                     {"global_batch", trainer.global_batch()},
                      {"seconds", seconds}, {"train_samples", train.size()}, {"validation_samples", validation.size()}};
     for (const char* key : {"validation_accuracy", "validation_auc"})
       if (!epochs.empty() && epochs.back().contains(key)) j[key] = epochs.back()[key];
@@ -200,7 +222,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("model", o->model, "the model's YAML file (with loss: and targets:)")->required();
   sub->add_option("--data", o->data, "CSV (.csv, .csv.gz) or safetensors file with the inputs and targets");
   sub->add_option("--epochs", o->epochs, "passes over the training set");
-  sub->add_option("--batch", o->batch, "samples per step");
+  sub->add_option("--batch", o->batch, "samples per step (under mpirun: per rank, as DDP)");
+  sub->add_option("--accumulate", o->accumulate,
+                  "micro-batches of --batch samples whose gradients one step sums (gradient accumulation)");
   sub->add_option("--lr", o->lr, "learning rate");
   sub->add_option("--optimizer", o->optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   sub->add_option("--seed", o->seed, "seed for initial weights, shuffling, the split and dropout");
@@ -220,7 +244,11 @@ Command add_train_command(CLI::App& app) {
   add_policy_flags(*sub, o->placement);
   sub->add_flag("--report", o->report,
                 "train placed and print each device's peak memory, busy time and copies over the whole run");
-  return [o] { return run_train(*o); };
+  add_distributed_flags(*sub, o->distributed);
+  return [o] {
+    std::shared_ptr<ProcessGroup> group = join_job(o->distributed);
+    return run_as_rank(*group, [&] { return train_as_rank(*o, group); });
+  };
 }
 
 }  // namespace tandem::cli

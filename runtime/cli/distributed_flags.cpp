@@ -1,0 +1,55 @@
+#include "runtime/cli/distributed_flags.h"
+
+#include <cmath>
+#include <iostream>
+#include <new>
+
+#include "core/error.h"
+
+namespace tandem::cli {
+
+void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
+  app.add_option("--collective-timeout", flags.collective_timeout_s,
+                 "under mpirun: seconds a rank waits in one collective before it ends the job, naming who is missing")
+      ->capture_default_str();
+  app.add_option("--bucket-cap-mb", flags.bucket_cap_mb,
+                 "under mpirun: MiB of gradients averaged at once (DDP's bucket_cap_mb)")
+      ->capture_default_str();
+  app.add_flag("--find-unused-parameters", flags.find_unused_parameters,
+               "under mpirun: train even when the loss reaches some parameters' gradients not (they stay as they are)");
+}
+
+std::shared_ptr<ProcessGroup> join_job(const DistributedFlags& flags) {
+  if (!(flags.collective_timeout_s > 0) || !std::isfinite(flags.collective_timeout_s))
+    throw UserError("--collective-timeout must be a positive number of seconds, not " +
+                    std::to_string(flags.collective_timeout_s));
+  if (!(flags.bucket_cap_mb > 0) || !std::isfinite(flags.bucket_cap_mb))
+    throw UserError("--bucket-cap-mb must be a positive number of MiB, not " + std::to_string(flags.bucket_cap_mb));
+  return ProcessGroup::from_environment(
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(flags.collective_timeout_s * 1000))));
+}
+
+DistributedOptions distributed_options(const DistributedFlags& flags) {
+  DistributedOptions options;
+  options.bucket_cap_bytes = std::max<size_t>(4, static_cast<size_t>(flags.bucket_cap_mb * (1 << 20)));
+  options.find_unused_parameters = flags.find_unused_parameters;
+  return options;
+}
+
+int run_as_rank(ProcessGroup& group, const std::function<int()>& body) {
+  if (!group.distributed()) return body();
+  try {
+    return body();
+  } catch (const JobError& e) {
+    if (group.rank() == 0) std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const UserError& e) {
+    group.abort(e.what());
+  } catch (const std::bad_alloc&) {
+    group.abort("out of memory on the host; try a smaller batch or model");
+  } catch (const std::exception& e) {
+    group.abort(std::string("internal error (a bug in Tandem): ") + e.what());
+  }
+}
+
+}  // namespace tandem::cli

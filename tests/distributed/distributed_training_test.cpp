@@ -1,0 +1,355 @@
+// Training over the ranks of a job through the C++ API (Trainer::distribute), run by ctest
+// under `mpirun --oversubscribe -np N` with the collectives' tests. The oracle is the same
+// model trained by one process on the whole global batch, which every rank also trains
+// itself: N ranks at batch B must end with its weights.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../multidevice/multidevice_support.h"
+#include "runtime/data/dataset.h"
+#include "runtime/distributed/process_group.h"
+#include "runtime/micro_batches.h"
+#include "runtime/trainer.h"
+
+using namespace tandem;
+using namespace tandem::testing;
+
+namespace {
+
+std::shared_ptr<ProcessGroup> job() {
+  static std::shared_ptr<ProcessGroup> g = ProcessGroup::from_environment(std::chrono::seconds(60));
+  return g;
+}
+
+/// A seed every rank shares, fresh for each run (rank 0's draw), printed for a replay.
+uint64_t shared_seed(const char* test) {
+  uint64_t seed = std::random_device{}() % 100000;
+  job()->broadcast(&seed, sizeof seed, 0, "the test's seed");
+  if (job()->rank() == 0) std::cout << test << ": seed " << seed << "\n";
+  return seed;
+}
+
+/// A file under the temp directory that every rank names alike (rank 0's pid in it).
+std::string shared_path(const std::string& name) {
+  int64_t pid = getpid();
+  job()->broadcast(&pid, sizeof pid, 0, "the scratch files' pid");
+  return (std::filesystem::temp_directory_path() / ("tandem-ddp-" + std::to_string(pid) + "-" + name)).string();
+}
+
+/// `yaml` in a file every rank reads, once every rank is done with the file's last text.
+std::string write_model(const std::string& name, const std::string& yaml) {
+  const std::string path = shared_path(name + ".yaml");
+  job()->barrier("the model file read");
+  if (job()->rank() == 0) std::ofstream(path) << yaml;
+  job()->barrier("the model file written");
+  return path;
+}
+
+const char* kMlp = R"(name: ddp_mlp
+inputs:
+  x: {shape: [batch, 12]}
+targets:
+  label: {shape: [batch], dtype: int64}
+layers:
+  - {name: fc1, op: linear, in_features: 12, out_features: 32}
+  - {name: act, op: relu}
+  - {name: fc2, op: linear, in_features: 32, out_features: 5}
+loss: {op: cross_entropy, input: fc2, target: label}
+)";
+
+// embeddings on the cpu, the MLP over two simulated GPUs
+const char* kMixed = R"(name: ddp_mixed
+inputs:
+  ids: {shape: [batch, 3], dtype: int64}
+targets:
+  y: {shape: [batch, 1]}
+layers:
+  - {name: table, op: embedding_bag, inputs: ids, num_embeddings: 500, embedding_dim: 8, mode: sum, device: cpu}
+  - {name: fc1, op: linear, in_features: 8, out_features: 16, device: cuda:0}
+  - {name: act, op: relu, device: cuda:0}
+  - {name: fc2, op: linear, in_features: 16, out_features: 1, device: cuda:1}
+loss: {op: mse_loss, input: fc2, target: y}
+)";
+
+// an in-process data_parallel block inside each rank
+const char* kBlock = R"(name: ddp_block
+inputs:
+  x: {shape: [batch, 12]}
+targets:
+  label: {shape: [batch], dtype: int64}
+layers:
+  - {name: fc0, op: linear, in_features: 12, out_features: 16, device: cpu}
+  - name: block
+    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 0}
+    layers:
+      - {name: fc1, op: linear, in_features: 16, out_features: 16}
+      - {name: act, op: relu}
+      - {name: fc2, op: linear, in_features: 16, out_features: 5}
+loss: {op: cross_entropy, input: block.fc2, target: label}
+)";
+
+TrainingSpec spec_with(const std::string& optimizer, int64_t accumulate = 1) {
+  TrainingSpec spec;
+  spec.optimizer.name = optimizer;
+  // rates at which 20 steps learn without diverging (which would grow rounding's 1e-7 past
+  // any tolerance)
+  spec.optimizer.lr = optimizer == "sgd" ? 0.02 : 0.001;
+  spec.optimizer.momentum = optimizer == "sgd" ? 0.5 : 0;
+  spec.accumulate = accumulate;
+  return spec;
+}
+
+/// The message of the JobError `body` throws (every rank throws it alike); "" when it
+/// throws none.
+std::string job_error(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const JobError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Run {
+  TensorMap weights;
+  std::vector<double> losses;  // each step's loss over the whole global batch
+};
+
+struct RunOptions {
+  bool distributed = true;
+  bool placed = false;
+  int steps = 20;
+  int64_t global_batch = 0;  // default: 4 per rank
+  DistributedOptions ddp;
+};
+
+TensorMap global_batch(const Model& model, int64_t size, uint64_t seed) {
+  TensorMap batch = model.random_inputs({{"batch", size}}, seed);
+  batch.merge(model.random_targets({{"batch", size}}, seed + 7));
+  return batch;
+}
+
+/// `steps` steps of `yaml` on the batches of `seed`: distributed, each rank on its share of
+/// every global batch (as many samples each), or alone on the whole of it.
+Run train(const std::string& yaml, const TrainingSpec& spec, uint64_t seed, RunOptions o) {
+  const int rank = job()->rank(), ranks = job()->size();
+  if (o.global_batch == 0) o.global_batch = 4 * ranks;
+  Model model = Model::load(yaml);
+  if (o.placed) model.use_devices(sim_gpus(2), policy());
+  // the ranks start from other weights: distribute() gives them rank 0's, the oracle's
+  model.init_parameters(o.distributed ? seed + static_cast<uint64_t>(rank) : seed);
+  Trainer trainer(model, spec);
+  if (o.distributed) trainer.distribute(job(), o.ddp);
+  Run run;
+  for (int step = 0; step < o.steps; ++step) {
+    TensorMap batch = global_batch(model, o.global_batch, seed * 1000 + static_cast<uint64_t>(step));
+    if (!o.distributed) {
+      run.losses.push_back(trainer.step(batch));
+      continue;
+    }
+    // rank r takes the r-th of N equal parts, as DistributedSampler's shards are equal
+    std::vector<MicroBatch> parts = split_micro_batches(batch, ranks, model.graph());
+    double loss = trainer.step(parts[static_cast<size_t>(rank)].batch);
+    job()->all_reduce_sum(&loss, 1, "the test's losses");
+    run.losses.push_back(loss / ranks);
+  }
+  for (const auto& [name, t] : model.parameters()) run.weights.emplace(name, t.clone());
+  return run;
+}
+
+void check_same_training(const Run& got, const Run& want, double tolerance = 1e-5) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    INFO("step " << i);
+    CHECK(got.losses[i] == Approx(want.losses[i]).epsilon(tolerance));
+  }
+  CHECK(max_relative_error(got.weights, want.weights) <= tolerance);
+  CHECK(any_nonzero(got.weights));
+}
+
+}  // namespace
+
+TEST_CASE("N ranks at batch B train as one process at N x B", "[distributed][train]") {
+  const uint64_t seed = shared_seed("N ranks at batch B");
+  struct Case {
+    const char* name;
+    const char* yaml;
+    const char* optimizer;
+    bool placed;
+  };
+  for (const Case& c : {Case{"cpu mlp, sgd with momentum", kMlp, "sgd", false}, Case{"cpu mlp, adam", kMlp, "adam", false},
+                        Case{"embeddings on the cpu, mlp on two simulated GPUs, sgd", kMixed, "sgd", true},
+                        Case{"mixed, adam", kMixed, "adam", true},
+                        Case{"a data_parallel block in each rank, sgd", kBlock, "sgd", true},
+                        Case{"data_parallel block, adam", kBlock, "adam", true}}) {
+    INFO(c.name);
+    const std::string yaml = write_model("same", c.yaml);
+    const TrainingSpec spec = spec_with(c.optimizer);
+    const Run want = train(yaml, spec, seed, {.distributed = false, .placed = c.placed, .global_batch = 4 * job()->size()});
+    const Run got = train(yaml, spec, seed, {.placed = c.placed});
+    check_same_training(got, want);
+  }
+}
+
+TEST_CASE("bucket sizes from one parameter per bucket to one bucket give the same weights", "[distributed][train]") {
+  const uint64_t seed = shared_seed("bucket sizes");
+  const std::string yaml = write_model("buckets", kMlp);
+  const TrainingSpec spec = spec_with("adam");
+  const Run want = train(yaml, spec, seed, {.distributed = false});
+  std::vector<Run> runs;
+  for (size_t cap : {size_t{4}, size_t{600}, size_t{2048}, size_t{1} << 30}) {
+    INFO("bucket cap " << cap << " bytes");
+    RunOptions o;
+    o.ddp.bucket_cap_bytes = cap;
+    runs.push_back(train(yaml, spec, seed, o));
+    check_same_training(runs.back(), want);
+  }
+  // a sum's order does not depend on the buckets: the same bits
+  for (const Run& r : runs) CHECK(max_relative_error(r.weights, runs.front().weights) == 0);
+}
+
+TEST_CASE("accumulating k micro-batches trains as the k times larger batch", "[distributed][train]") {
+  const uint64_t seed = shared_seed("accumulation");
+  for (const char* model : {kMlp, kMixed}) {
+    const std::string yaml = write_model("accumulate", model);
+    const bool placed = model == kMixed;
+    const int ranks = job()->size();
+    // over the ranks: each rank 2 micro-batches of 3
+    const Run want = train(yaml, spec_with("sgd"), seed, {.distributed = false, .placed = placed, .global_batch = 6 * ranks});
+    check_same_training(train(yaml, spec_with("sgd", 2), seed, {.placed = placed, .global_batch = 6 * ranks}), want);
+    // one process, a batch of 10 in 3 unequal parts (4, 3, 3): each weighted by its share
+    const Run alone = train(yaml, spec_with("adam"), seed, {.distributed = false, .placed = placed, .global_batch = 10});
+    check_same_training(
+        train(yaml, spec_with("adam", 3), seed, {.distributed = false, .placed = placed, .global_batch = 10}), alone);
+  }
+}
+
+TEST_CASE("a checkpoint rank 0 writes resumes every rank where the run left off", "[distributed][train]") {
+  const uint64_t seed = shared_seed("resume");
+  const std::string yaml = write_model("resume", kMlp), checkpoint = shared_path("resume.safetensors");
+  const TrainingSpec spec = spec_with("adam");
+  const int rank = job()->rank(), ranks = job()->size();
+  auto shard = [&](const Model& model, int step) {
+    TensorMap batch = global_batch(model, 4 * ranks, seed * 1000 + static_cast<uint64_t>(step));
+    return split_micro_batches(batch, ranks, model.graph())[static_cast<size_t>(rank)].batch;
+  };
+  Model whole = Model::load(yaml);
+  whole.init_parameters(seed);
+  Trainer uninterrupted(whole, spec);
+  uninterrupted.distribute(job());
+  for (int step = 0; step < 12; ++step) uninterrupted.step(shard(whole, step));
+  {
+    Model first = Model::load(yaml);
+    first.init_parameters(seed);
+    Trainer trainer(first, spec);
+    trainer.distribute(job());
+    for (int step = 0; step < 6; ++step) trainer.step(shard(first, step));
+    trainer.save_checkpoint(checkpoint);
+    job()->barrier("the checkpoint written");
+    // rank 0 alone wrote it
+    CHECK(std::filesystem::exists(checkpoint));
+  }
+  Model resumed = Model::load(yaml);
+  resumed.init_parameters(seed + 99);  // other weights and no optimizer state until it loads
+  Trainer trainer(resumed, spec);
+  trainer.distribute(job());
+  trainer.load_checkpoint(checkpoint);
+  CHECK(trainer.steps_done() == 6);
+  for (int step = 6; step < 12; ++step) trainer.step(shard(resumed, step));
+  CHECK(max_relative_error(resumed.parameters(), whole.parameters()) == 0);
+  job()->barrier("the checkpoint read");
+  if (rank == 0) std::filesystem::remove(checkpoint);
+
+  // a file rank 0 cannot read ends every rank alike, with rank 0's reason
+  Model again = Model::load(yaml);
+  Trainer missing(again, spec);
+  missing.distribute(job());
+  CHECK_THAT(job_error([&] { missing.load_checkpoint(checkpoint + ".missing"); }), Catch::Matchers::Contains("resume.safetensors.missing"));
+}
+
+TEST_CASE("a rank that loaded another model is refused at the start, named", "[distributed][train]") {
+  const int last = job()->size() - 1;
+  std::string other = kMlp;
+  other.replace(other.find("out_features: 32"), 16, "out_features: 33");
+  other.replace(other.find("in_features: 32"), 15, "in_features: 33");
+  const std::string mine = write_model("mine", kMlp), theirs = write_model("theirs", other);
+  Model model = Model::load(job()->rank() == last ? theirs : mine);
+  Trainer trainer(model, spec_with("sgd"));
+  CHECK_THAT(job_error([&] { trainer.distribute(job()); }), Catch::Matchers::Contains("rank " + std::to_string(last) + " loaded another model") &&
+                           Catch::Matchers::Contains("'fc1.bias'"));
+  // settings count too: another learning rate
+  TrainingSpec spec = spec_with("sgd");
+  if (job()->rank() == last) spec.optimizer.lr = 0.2;
+  Model same = Model::load(mine);
+  Trainer other_lr(same, spec);
+  CHECK_THAT(job_error([&] { other_lr.distribute(job()); }), Catch::Matchers::Contains("lr 0.2"));
+}
+
+TEST_CASE("a parameter the loss does not reach is refused, unless unused parameters are asked for",
+          "[distributed][train]") {
+  // a head that only an output reads
+  std::string text = std::string(kMlp);
+  text.insert(text.find("loss:"), "  - {name: side, op: linear, inputs: act, in_features: 32, out_features: 2}\noutputs: [fc2, side]\n");
+  const std::string with_side = write_model("with_side", text);
+  Model model = Model::load(with_side);
+  Trainer trainer(model, spec_with("sgd"));
+  CHECK_THAT(job_error([&] { trainer.distribute(job()); }), Catch::Matchers::Contains("'side.weight'") && Catch::Matchers::Contains("--find-unused-parameters"));
+  const uint64_t seed = shared_seed("unused parameters");
+  RunOptions o;
+  o.ddp.find_unused_parameters = true;
+  const Run got = train(with_side, spec_with("sgd"), seed, o);
+  const Run want = train(with_side, spec_with("sgd"), seed, {.distributed = false});
+  check_same_training(got, want);
+}
+
+TEST_CASE("validation over the ranks gives the whole set's loss, accuracy and AUC", "[distributed][train]") {
+  const uint64_t seed = shared_seed("validation");
+  for (const char* model_yaml : {kMlp, R"(name: ddp_binary
+inputs:
+  x: {shape: [batch, 12]}
+targets:
+  y: {shape: [batch, 1]}
+layers:
+  - {name: fc1, op: linear, in_features: 12, out_features: 8}
+  - {name: act, op: tanh}
+  - {name: fc2, op: linear, in_features: 8, out_features: 1}
+loss: {op: binary_cross_entropy_with_logits, input: fc2, target: y}
+)"}) {
+    const std::string yaml = write_model("validation", model_yaml);
+    Model model = Model::load(yaml);
+    model.init_parameters(seed);
+    // 37 samples: no rank count divides it, and no sample may count twice
+    TensorMap samples = model.random_inputs({{"batch", 37}}, seed);
+    samples.merge(model.random_targets({{"batch", 37}}, seed + 1));
+    if (samples.count("y"))  // binary targets: 0 or 1
+      for (float& v : samples.at("y").span<float>()) v = v > 0.5f ? 1.0f : 0.0f;
+    const Dataset data(samples);
+    TrainingSpec spec = spec_with("sgd");
+    spec.batch = 5;
+    Trainer alone(model, spec);
+    const EvalResult want = alone.evaluate(data);
+    Model copy = Model::load(yaml);
+    copy.init_parameters(seed);
+    Trainer together(copy, spec);
+    together.distribute(job());
+    const EvalResult got = together.evaluate(data);
+    CHECK(got.samples == 37);
+    CHECK(got.loss == Approx(want.loss).epsilon(1e-6));
+    CHECK(got.accuracy.has_value() == want.accuracy.has_value());
+    if (want.accuracy) CHECK(*got.accuracy == *want.accuracy);
+    if (want.auc) {
+      REQUIRE(got.auc);
+      REQUIRE(want.auc->value);
+      CHECK(*got.auc->value == Approx(*want.auc->value).epsilon(1e-9));
+    }
+  }
+}
