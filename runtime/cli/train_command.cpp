@@ -127,7 +127,9 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
   if (!o.resume.empty()) trainer.load_checkpoint(o.resume);
 
-  const bool tty = speaks && !o.json && isatty(STDOUT_FILENO);
+  // mpirun hands its ranks a terminal even when its own output goes to a file: no progress
+  // bar there, the epochs' lines only
+  const bool tty = speaks && trainer.ranks() == 1 && !o.json && isatty(STDOUT_FILENO);
   if (speaks && !o.json)
     fmt::print("training '{}' on {} samples ({} for validation), {}, {} epochs, {} lr {}{}\n", model.graph().name,
                train.size(), validation.size(), batch_text(spec, trainer), spec.epochs, spec.optimizer.name,

@@ -152,6 +152,8 @@ ProcessGroup::ActivityNote::~ActivityNote() { show_activity(restore_); }
 void ProcessGroup::abort(const std::string& message) const {
   std::fprintf(stderr, "error: rank %d (%s): %s\n", rank_, host_.c_str(), message.c_str());
   std::fflush(stderr);
+  // mpirun answers MPI_Abort with SIGTERM to every rank, this one too: it has said why
+  std::signal(SIGTERM, SIG_DFL);
   if (mpi_) MPI_Abort(MPI_COMM_WORLD, 2);
   std::_Exit(2);
 }

@@ -1,0 +1,217 @@
+"""`mpirun -np N tandem train` end to end, run by ctest under /usr/bin/python3 -m pytest.
+
+The oracle is one process of the same CLI at the global batch: N ranks at batch B with
+--drop-last must end with its weights (rank 0 writes them), its step losses and its
+validation metrics. Then the ways a job ends: a rank with another model, a killed rank and
+a stopped rank, each within its deadline, each named.
+"""
+import json
+import os
+import signal
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TANDEM = os.environ["TANDEM_CLI"]
+MPIRUN = [os.environ.get("TANDEM_MPIRUN", "mpirun"), "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+
+MODEL = """name: cli_ddp
+inputs:
+  x: {{shape: [batch, 12]}}
+targets:
+  label: {{shape: [batch], dtype: int64}}
+layers:
+  - {{name: fc1, op: linear, in_features: 12, out_features: {hidden}}}
+  - {{name: act, op: relu}}
+  - {{name: fc2, op: linear, in_features: {hidden}, out_features: 4}}
+loss: {{op: cross_entropy, input: fc2, target: label}}
+train:
+  batch: 4
+  seed: 3
+  validation_split: 0.2
+  optimizer: {{name: {optimizer}, lr: {lr}}}
+"""
+
+
+def read_safetensors(path):
+    raw = Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + start:8 + n + end], dtype=np.float32).reshape(info["shape"])
+    return out
+
+
+def max_relative_error(got, want):
+    assert got.keys() == want.keys()
+    return max(float(np.max(np.abs(got[k] - want[k])) / max(1e-6, float(np.max(np.abs(want[k]))))) for k in want)
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    rng = np.random.default_rng()
+    seed = int(rng.integers(1 << 30))
+    print("data seed", seed)
+    rng = np.random.default_rng(seed)
+    data = tmp_path / "data.csv"
+    # 300 samples: 240 to train (20 steps of global batch 12 for 3 ranks of 4), 60 to validate
+    x = rng.normal(size=(300, 12))
+    label = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0).astype(int)
+    np.savetxt(data, np.column_stack([x, label]), delimiter=",", fmt=["%.6f"] * 12 + ["%d"])
+    return tmp_path, data
+
+
+def write_model(directory, name="model", hidden=16, optimizer="sgd", lr=0.05):
+    path = directory / f"{name}.yaml"
+    path.write_text(MODEL.format(hidden=hidden, optimizer=optimizer, lr=lr))
+    return path
+
+
+def train(ranks, model, data, *flags, timeout=120, json_output=True):
+    command = ([*MPIRUN, "-np", str(ranks)] if ranks > 1 else []) + [TANDEM, "train", str(model), "--data", str(data),
+                                                                       *(["--json"] if json_output else []), *flags]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
+    return done
+
+
+def result(done):
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout[done.stdout.index("{"):])
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("optimizer,lr", [("sgd", 0.05), ("adam", 0.003)])
+@pytest.mark.parametrize("shuffle", ["--shuffle", "--no-shuffle"])
+def test_ranks_at_batch_b_train_as_one_process_at_n_times_b(scratch, ranks, optimizer, lr, shuffle):
+    directory, data = scratch
+    model = write_model(directory, optimizer=optimizer, lr=lr)
+    flags = [shuffle, "--drop-last", "--epochs", "2"]
+    alone = result(train(1, model, data, "--batch", str(4 * ranks), "--save-weights", str(directory / "one.st"), *flags))
+    together = result(train(ranks, model, data, "--batch", "4", "--save-weights", str(directory / "n.st"), *flags))
+    assert together["ranks"] == ranks and together["global_batch"] == 4 * ranks
+    assert together["steps"] == alone["steps"] > 0
+    error = max_relative_error(read_safetensors(directory / "n.st"), read_safetensors(directory / "one.st"))
+    assert error <= 1e-5
+    for a, b in zip(alone["epochs"], together["epochs"]):
+        assert np.allclose(a["step_losses"], b["step_losses"], rtol=1e-5, atol=0)
+        # the whole validation set, each sample once, on whichever rank
+        assert b["validation_loss"] == pytest.approx(a["validation_loss"], rel=1e-5)
+        assert b["validation_accuracy"] == pytest.approx(a["validation_accuracy"], abs=1 / 60 + 1e-9)
+
+
+def test_accumulation_trains_as_the_larger_batch_and_the_log_says_the_global_batch(scratch):
+    directory, data = scratch
+    model = write_model(directory, optimizer="adam", lr=0.003)
+    flags = ["--no-shuffle", "--drop-last", "--epochs", "1"]
+    alone = result(train(1, model, data, "--batch", "24", "--save-weights", str(directory / "one.st"), *flags))
+    accumulated = result(train(2, model, data, "--batch", "4", "--accumulate", "3", "--save-weights",
+                               str(directory / "acc.st"), *flags))
+    assert accumulated["global_batch"] == 24 and accumulated["steps"] == alone["steps"]
+    assert max_relative_error(read_safetensors(directory / "acc.st"), read_safetensors(directory / "one.st")) <= 1e-5
+    text = train(2, model, data, "--batch", "4", "--accumulate", "3", "--epochs", "1", json_output=False)
+    assert text.returncode == 0, text.stderr
+    assert "batch 4 x accumulate 3 per rank x 2 ranks = global batch 24" in text.stdout
+    # rank 0 alone speaks
+    assert text.stdout.count("training 'cli_ddp'") == 1
+
+
+def test_resume_restores_every_rank_from_rank_0s_checkpoint(scratch):
+    directory, data = scratch
+    model = write_model(directory, optimizer="adam", lr=0.003)
+    flags = ["--no-shuffle", "--drop-last", "--batch", "4"]
+    result(train(2, model, data, "--epochs", "2", "--save-weights", str(directory / "whole.st"), *flags))
+    result(train(2, model, data, "--epochs", "1", "--save", str(directory / "ck.st"), *flags))
+    resumed = result(train(2, model, data, "--epochs", "2", "--resume", str(directory / "ck.st"), "--save-weights",
+                           str(directory / "resumed.st"), *flags))
+    assert len(resumed["epochs"]) == 1
+    assert max_relative_error(read_safetensors(directory / "resumed.st"), read_safetensors(directory / "whole.st")) == 0
+    # another rank count would shard the data otherwise: refused, once, exit 2
+    other = train(3, model, data, "--epochs", "2", "--resume", str(directory / "ck.st"), *flags)
+    assert other.returncode == 2
+    assert (other.stdout + other.stderr).count("trained with accumulate 1 on 2 rank(s), this run has accumulate 1 on 3") == 1
+
+
+def test_a_rank_with_another_model_is_refused_at_the_start_naming_it(scratch):
+    directory, data = scratch
+    mine, theirs = write_model(directory, "mine"), write_model(directory, "theirs", hidden=17)
+    command = [*MPIRUN, "-np", "2", TANDEM, "train", str(mine), "--data", str(data), ":",
+               "-np", "1", TANDEM, "train", str(theirs), "--data", str(data)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert output.count("error: rank 2 loaded another model or other training settings than rank 0") == 1
+    assert "parameter 'fc1.bias' float32 [16], rank 2 has parameter 'fc1.bias' float32 [17]" in output
+
+
+def ranks_of(mpirun_pid):
+    """{rank: pid} of the processes mpirun started (its environment names each one's rank)."""
+    ranks = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().split(") ")[1].split()[1]) != mpirun_pid:
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        for item in environ:
+            if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                ranks[int(item.split(b"=")[1])] = int(entry.name)
+    return ranks
+
+
+def start_long_job(directory, data, *flags):
+    model = write_model(directory)
+    job = subprocess.Popen([*MPIRUN, "-np", "3", TANDEM, "train", str(model), "--data", str(data), "--epochs",
+                            "100000", "--batch", "4", *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, env=ENV)
+    deadline = time.monotonic() + 30
+    while len(ranks_of(job.pid)) < 3:
+        assert time.monotonic() < deadline and job.poll() is None, "the job did not start"
+        time.sleep(0.1)
+    time.sleep(1.5)  # into training
+    return job
+
+
+def test_a_killed_rank_ends_the_job_naming_it(scratch):
+    directory, data = scratch
+    job = start_long_job(directory, data, "--collective-timeout", "20")
+    os.kill(ranks_of(job.pid)[1], signal.SIGKILL)
+    started = time.monotonic()
+    output, _ = job.communicate(timeout=60)
+    assert time.monotonic() - started < 25  # within the deadline and a few seconds
+    assert job.returncode != 0
+    # mpirun names the rank that died; the others say what they were in the middle of
+    assert "rank 1" in output and "signal 9" in output, output
+    assert "ended by mpirun (another rank failed: mpirun names it) while waiting in" in output, output
+    assert "(in step " in output, output
+
+
+def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it(scratch):
+    directory, data = scratch
+    job = start_long_job(directory, data, "--collective-timeout", "3")
+    stopped = ranks_of(job.pid)[2]
+    os.kill(stopped, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        output, _ = job.communicate(timeout=60)
+    finally:
+        try:
+            os.kill(stopped, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert time.monotonic() - started < 15, output  # 3 s and a few more
+    assert job.returncode == 2, output
+    lines = [line for line in output.splitlines() if line.startswith("error: rank ")]
+    assert lines, output
+    assert "rank 2" in lines[0] and "step" in lines[0] and "3 s" in lines[0], output
