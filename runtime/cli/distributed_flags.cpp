@@ -1,10 +1,12 @@
 #include "runtime/cli/distributed_flags.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <new>
 
 #include "core/error.h"
+#include "runtime/distributed/gpu_assignment.h"
 
 namespace tandem::cli {
 
@@ -34,6 +36,18 @@ DistributedOptions distributed_options(const DistributedFlags& flags) {
   options.bucket_cap_bytes = std::max<size_t>(4, static_cast<size_t>(flags.bucket_cap_mb * (1 << 20)));
   options.find_unused_parameters = flags.find_unused_parameters;
   return options;
+}
+
+void take_gpu_share(ProcessGroup& group, const PlacementFlags& placement) {
+  if (!group.distributed()) return;
+  const int sims = placement.sim_gpus >= 0 ? placement.sim_gpus : sim_gpus_from_environment();
+  if (sims > 0) return;  // each rank its own simulated GPUs
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::optional<GpuAssignment> share =
+      assign_gpus(group, visible ? std::optional<std::string>(visible) : std::nullopt, driver_gpus());
+  if (!share) return;
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/0);  // the indices driver_gpus() counts
+  setenv("CUDA_VISIBLE_DEVICES", share->visible_devices.c_str(), /*overwrite=*/1);
 }
 
 int run_as_rank(ProcessGroup& group, const std::function<int()>& body) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "runtime/cli/placement_options.h"
 #include "runtime/distributed/distributed_data_parallel.h"
 #include "runtime/distributed/process_group.h"
 
@@ -24,6 +25,12 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
 /// deadline; UserError for a deadline or bucket size that is not positive.
 std::shared_ptr<ProcessGroup> join_job(const DistributedFlags& flags);
 DistributedOptions distributed_options(const DistributedFlags& flags);
+
+/// Under mpirun, on real GPUs (not --sim-gpus): this rank's share of its host's GPUs
+/// becomes its CUDA_VISIBLE_DEVICES before CUDA starts (runtime/distributed/gpu_assignment.h),
+/// so that the model's cuda:0 is the local rank's GPU. JobError when the host has too few
+/// or two ranks would share one.
+void take_gpu_share(ProcessGroup& group, const PlacementFlags& placement);
 
 /// Runs `body` as its rank of `group`'s job. An error every rank raised alike (JobError)
 /// is printed by rank 0 alone and every rank returns 2; any other ends the whole job from

@@ -112,6 +112,7 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
 }
 
 int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
+  take_gpu_share(*group, o.placement);  // before anything starts CUDA
   Model model = Model::load(o.model);
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);

@@ -16,6 +16,7 @@
 
 #include "../multidevice/multidevice_support.h"
 #include "runtime/data/dataset.h"
+#include "runtime/distributed/gpu_assignment.h"
 #include "runtime/distributed/process_group.h"
 #include "runtime/micro_batches.h"
 #include "runtime/trainer.h"
@@ -352,4 +353,52 @@ loss: {op: binary_cross_entropy_with_logits, input: fc2, target: y}
       CHECK(*got.auc->value == Approx(*want.auc->value).epsilon(1e-9));
     }
   }
+}
+
+TEST_CASE("each rank takes its share of its host's GPUs, and two ranks never one GPU", "[distributed][gpus]") {
+  const int rank = job()->rank(), ranks = job()->size();  // all on this host
+  auto bus = [](int count) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < count; ++i) ids.push_back("0000:" + std::to_string(10 + i) + ":00.0");
+    return ids;
+  };
+  // as many GPUs as ranks: one each, by local rank; twice as many: two each
+  auto one = assign_gpus(*job(), std::nullopt, bus(ranks));
+  REQUIRE(one);
+  CHECK(one->visible_devices == std::to_string(rank));
+  CHECK(one->bus_ids == std::vector<std::string>{bus(ranks)[static_cast<size_t>(rank)]});
+  auto two = assign_gpus(*job(), std::nullopt, bus(2 * ranks));
+  REQUIRE(two);
+  CHECK(two->visible_devices == std::to_string(2 * rank) + "," + std::to_string(2 * rank + 1));
+  // a CUDA_VISIBLE_DEVICES every rank shares is cut the same way, in its own terms
+  const std::vector<std::string> listed_order{"5", "3", "4"};
+  auto listed = assign_gpus(*job(), std::string("5, 3,4").substr(0, ranks == 2 ? 4 : 6), bus(6));
+  REQUIRE(listed);
+  CHECK(listed->visible_devices == listed_order[static_cast<size_t>(rank)]);
+  CHECK(listed->bus_ids == std::vector<std::string>{bus(6)[std::stoul(listed_order[static_cast<size_t>(rank)])]});
+  // no GPU: the ranks run on the cpu or simulated GPUs
+  CHECK_FALSE(assign_gpus(*job(), std::nullopt, {}));
+
+  // fewer GPUs than ranks: refused on every rank, naming the host and the way out
+  CHECK_THAT(job_error([&] { assign_gpus(*job(), std::nullopt, bus(ranks - 1)); }),
+             Catch::Matchers::Contains("host " + job()->host() + " has " + std::to_string(ranks - 1) + " GPU(s) visible") &&
+                 Catch::Matchers::Contains("each rank needs a GPU of its own"));
+  // every rank told to use GPU 0 alike: the same
+  CHECK_THAT(job_error([&] { assign_gpus(*job(), std::string("0"), bus(ranks)); }),
+             Catch::Matchers::Contains("has 1 GPU(s) visible (CUDA_VISIBLE_DEVICES=0)"));
+  // a launcher's per-rank choice is kept ...
+  auto own = assign_gpus(*job(), std::to_string(ranks - 1 - rank), bus(ranks));
+  REQUIRE(own);
+  CHECK(own->visible_devices == std::to_string(ranks - 1 - rank));
+  // ... unless two choices overlap: ranks 0 and 1 both hold GPU 1
+  const std::string overlapping = rank == 0 ? "0,1" : std::to_string(rank);
+  CHECK_THAT(job_error([&] { assign_gpus(*job(), overlapping, bus(ranks)); }),
+             Catch::Matchers::Contains("ranks 0 and 1 on host " + job()->host() + " would both use GPU " + bus(ranks)[1]));
+
+  // the driver's list: a folder per GPU, in bus order
+  const std::string dir = shared_path("gpus" + std::to_string(rank));
+  for (const char* id : {"0000:3b:00.0", "0000:1a:00.0"}) std::filesystem::create_directories(dir + "/" + id);
+  CHECK(driver_gpus(dir) == std::vector<std::string>{"0000:1a:00.0", "0000:3b:00.0"});
+  CHECK(driver_gpus(dir + "/none").empty());
+  std::filesystem::remove_all(dir);
 }
