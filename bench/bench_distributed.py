@@ -19,8 +19,9 @@ shared out, nothing oversubscribed):
 
 For each: samples per second over the job (global batch / the median step of rank 0),
 Tandem's over torch's, and each one's scaling from 1 process to 2 on the same two cores
-(samples/s at N=2 over N=1: 1.0 means the second process costs nothing). Rounds alternate
-the two; medians.
+(samples/s at N=2 over N=1: 1.0 means the second process costs nothing); at N=2 also
+Tandem with --shard-optimizer-state (ZeRO stage 1): its samples/s and the optimizer
+state each rank holds. Rounds alternate; medians.
 """
 import argparse
 import json
@@ -65,12 +66,13 @@ def json_of(text):
     return json.loads(text[text.index("{"):text.rindex("}") + 1])
 
 
-def tandem_sps(tandem, config, ranks, batch, steps, binds):
-    command = [tandem, "train", config, "--bench-steps", str(steps), "--batch", str(batch), "--json"]
+def tandem_run(tandem, config, ranks, batch, steps, binds, extra=()):
+    """(samples/s over the job, rank 0's optimizer state bytes)."""
+    command = [tandem, "train", config, "--bench-steps", str(steps), "--batch", str(batch), "--json", *extra]
     for k, v in binds.items():
         command += ["--bind", "%s=%d" % (k, v)]
     doc = json_of(launch(ranks, command, {"OMP_NUM_THREADS": str(CORES // ranks)}))
-    return doc["global_batch"] / (doc["timing"]["median_ms"] / 1e3)
+    return doc["global_batch"] / (doc["timing"]["median_ms"] / 1e3), doc["optimizer_state_bytes"]
 
 
 def torch_sps(config, ranks, batch, steps, binds):
@@ -155,12 +157,21 @@ def main():
         for ranks in (1, 2):
             batch = global_batch // ranks
             binds = {k: f(batch) for k, f in extra.items()}
-            tandem, torch = [], []
+            tandem, torch, zero = [], [], []
             for _ in range(args.rounds):  # alternating, so that drifts in the machine hit both
                 time.sleep(0.5)
-                tandem.append(tandem_sps(args.tandem, path, ranks, batch, args.steps, binds))
+                sps, row["tandem_state_bytes_n%d" % ranks] = tandem_run(args.tandem, path, ranks, batch, args.steps,
+                                                                        binds)
+                tandem.append(sps)
                 time.sleep(0.5)
                 torch.append(torch_sps(path, ranks, batch, args.steps, binds))
+                if ranks > 1:  # ZeRO stage 1: Adam's moments shared out
+                    time.sleep(0.5)
+                    sps, row["tandem_zero_state_bytes_n%d" % ranks] = tandem_run(
+                        args.tandem, path, ranks, batch, args.steps, binds, ["--shard-optimizer-state"])
+                    zero.append(sps)
+            if zero:
+                row["tandem_zero_sps_n%d" % ranks] = statistics.median(zero)
             row["tandem_sps_n%d" % ranks] = statistics.median(tandem)
             row["torch_sps_n%d" % ranks] = statistics.median(torch)
             row["ratio_n%d" % ranks] = row["tandem_sps_n%d" % ranks] / row["torch_sps_n%d" % ranks]
@@ -175,6 +186,11 @@ def main():
             print("| %s | %d | %d | %.0f | %.0f | %.2fx |" % (r["model"], r["global_batch"], n, r["tandem_sps_n%d" % n],
                                                             r["torch_sps_n%d" % n], r["ratio_n%d" % n]))
     print()
+    for r in results:
+        print("%s, 2 processes with --shard-optimizer-state (ZeRO 1): %.0f samples/s (%.2fx the plain path), "
+              "optimizer state %.1f MiB a rank (%.1f MiB plain)" %
+              (r["model"], r["tandem_zero_sps_n2"], r["tandem_zero_sps_n2"] / r["tandem_sps_n2"],
+               r["tandem_zero_state_bytes_n2"] / 2**20, r["tandem_state_bytes_n2"] / 2**20))
     for r in results:
         print("%s: from 1 to 2 processes on %d cores, Tandem keeps %.0f%% of its samples/s, DDP %.0f%%" %
               (r["model"], CORES, 100 * r["tandem_scaling"], 100 * r["torch_scaling"]))

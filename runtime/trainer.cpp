@@ -85,6 +85,7 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     grads_.push_back(dense == dense_grads.end() ? Tensor() : dense->second);
     rows_.push_back(&rows);
   }
+  updated_ = {names_, params_, grads_, rows_};
 }
 
 double Trainer::current_lr() const {
@@ -105,6 +106,18 @@ void Trainer::distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions
                    "find_unused_parameters=True) to train the others and leave these as they are");
   }
   ddp_ = std::make_unique<DistributedDataParallel>(std::move(group), model_, spec_, names_, rows_, options);
+  if (options.shard_optimizer_state) {
+    std::vector<bool> shardable;
+    for (TouchedRows* r : rows_) shardable.push_back(!r->holds_values());
+    sharding_ = std::make_unique<OptimizerSharding>(ddp_->group(), params_, shardable);
+    updated_ = {};
+    for (size_t i : sharding_->mine()) {
+      updated_.names.push_back(names_[i]);
+      updated_.params.push_back(params_[i]);
+      updated_.grads.push_back(grads_[i]);
+      updated_.rows.push_back(rows_[i]);
+    }
+  }
 }
 
 std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, uint64_t seed) {
@@ -154,7 +167,8 @@ double Trainer::step(const TensorMap& batch) {
   if (weight_left != 1) scale_gradients(grads_, static_cast<float>(weight_left), rows_, devices);
   optimizer_->set_devices(devices);
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_, devices);
-  optimizer_->step_rows(params_, grads_, rows_, current_lr());
+  optimizer_->step_rows(updated_.params, updated_.grads, updated_.rows, current_lr());
+  if (sharding_) sharding_->share_parameters(params_, "the parameters each rank updated");
   model_.parameters_changed();
   ++step_;
   last_loss_ = loss;
@@ -252,11 +266,20 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
   }
 }
 
+size_t Trainer::optimizer_state_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, t] : optimizer_->state(updated_.names))
+    if (name != "step") bytes += t.nbytes();
+  return bytes;
+}
+
 void Trainer::save_checkpoint(const std::string& path) const {
+  TensorMap state = optimizer_->state(updated_.names);
+  if (sharding_) state = sharding_->gather_state(state, "the optimizer state's shares for checkpoint " + path);
   if (rank() != 0) return;  // every rank holds the same weights and state
   TensorMap tensors;
   for (const auto& [name, p] : model_.parameters()) tensors.emplace(name, p);
-  for (auto& [name, t] : optimizer_->state(names_)) tensors.emplace("optimizer." + name, t);
+  for (auto& [name, t] : state) tensors.emplace("optimizer." + name, t);
   std::map<std::string, std::string> meta{{kCheckpointMark, "1"},
                                           {"model", model_.graph().name},
                                           {"epoch", std::to_string(epoch_)},
@@ -314,7 +337,13 @@ void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, std::
     else weights.emplace(name, t);
   }
   model_.set_weights(weights, path);
-  optimizer_->load_state(state, names_, params_);
+  if (sharding_) {  // this rank's share: "step" and "<parameter>.<buffer>" of the parameters it updates
+    const std::set<std::string> mine(updated_.names.begin(), updated_.names.end());
+    std::erase_if(state, [&](const auto& entry) {
+      return entry.first != "step" && !mine.count(entry.first.substr(0, entry.first.rfind('.')));
+    });
+  }
+  optimizer_->load_state(state, updated_.names, updated_.params);
   // A count the checkpoint's metadata holds: present, a whole number, not negative.
   auto count = [&]<typename T = int64_t>(const std::string& key) -> T {
     auto it = meta.find(key);

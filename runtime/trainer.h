@@ -17,6 +17,7 @@
 #include "backends/loss_value.h"
 #include "runtime/data/dataset.h"
 #include "runtime/distributed/distributed_data_parallel.h"
+#include "runtime/distributed/optimizer_sharding.h"
 #include "runtime/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/roc_auc.h"
@@ -84,6 +85,9 @@ class Trainer {
   const TrainingSpec& spec() const { return spec_; }
   /// The learning rate of the next step.
   double current_lr() const;
+  /// The bytes of optimizer state this process holds (momentum, moments): with
+  /// shard_optimizer_state, its share only.
+  size_t optimizer_state_bytes() const;
   /// The loss of the last step() (before its update): what a progress callback reports.
   double last_loss() const { return last_loss_; }
   /// Total optimizer steps of the run, for schedules; set by fit() or by the caller.
@@ -96,6 +100,14 @@ class Trainer {
   std::vector<std::string> names_;
   std::vector<Tensor> params_, grads_;
   std::vector<TouchedRows*> rows_;  // the model's touched rows of each gradient
+  /// What this process's optimizer updates: every trained parameter, or with a sharded
+  /// optimizer state its share of them (`sharding_`).
+  struct Updated {
+    std::vector<std::string> names;
+    std::vector<Tensor> params, grads;
+    std::vector<TouchedRows*> rows;
+  } updated_;
+  std::unique_ptr<OptimizerSharding> sharding_;
   int64_t step_ = 0;
   int64_t epoch_ = 0;
   int64_t total_steps_ = 0;

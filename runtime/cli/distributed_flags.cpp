@@ -19,6 +19,9 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
       ->capture_default_str();
   app.add_flag("--find-unused-parameters", flags.find_unused_parameters,
                "under mpirun: train even when the loss reaches some parameters' gradients not (they stay as they are)");
+  app.add_flag("--shard-optimizer-state", flags.shard_optimizer_state,
+               "under mpirun: ZeRO stage 1, each rank keeps and updates the optimizer state of its share of the "
+               "parameters only");
 }
 
 std::shared_ptr<ProcessGroup> join_job(const DistributedFlags& flags) {
@@ -35,6 +38,7 @@ DistributedOptions distributed_options(const DistributedFlags& flags) {
   DistributedOptions options;
   options.bucket_cap_bytes = std::max<size_t>(4, static_cast<size_t>(flags.bucket_cap_mb * (1 << 20)));
   options.find_unused_parameters = flags.find_unused_parameters;
+  options.shard_optimizer_state = flags.shard_optimizer_state;
   return options;
 }
 

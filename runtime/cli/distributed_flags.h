@@ -17,9 +17,11 @@ struct DistributedFlags {
   double collective_timeout_s = static_cast<double>(ProcessGroup::default_timeout.count());
   double bucket_cap_mb = 25;
   bool find_unused_parameters = false;
+  bool shard_optimizer_state = false;
 };
 
-/// Registers --collective-timeout, --bucket-cap-mb and --find-unused-parameters.
+/// Registers --collective-timeout, --bucket-cap-mb, --find-unused-parameters and
+/// --shard-optimizer-state.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
 /// The job this process belongs to (a group of one without mpirun), with the flags'
 /// deadline; UserError for a deadline or bucket size that is not positive.

@@ -86,6 +86,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
                    {"batch", spec.batch},
                    {"global_batch", trainer.global_batch()},
                    {"ranks", trainer.ranks()},
+                   {"optimizer_state_bytes", trainer.optimizer_state_bytes()},
                    {"loss", loss},
                    {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
                    {"peak_bytes", cpu_allocator().peak_bytes()}};
@@ -184,7 +185,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   if (o.json) {
     nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", trainer.steps_done()},
                      {"batch", spec.batch}, {"accumulate", spec.accumulate}, {"ranks", trainer.ranks()},
-                     {"global_batch", trainer.global_batch()},
+                     {"global_batch", trainer.global_batch()}, {"optimizer_state_bytes", trainer.optimizer_state_bytes()},
                      {"seconds", seconds}, {"train_samples", train.size()}, {"validation_samples", validation.size()}};
     for (const char* key : {"validation_accuracy", "validation_auc"})
       if (!epochs.empty() && epochs.back().contains(key)) j[key] = epochs.back()[key];

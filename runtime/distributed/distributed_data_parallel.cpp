@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "graph/symbolic.h"
+#include "runtime/distributed/broadcast_tensors.h"
 #include "runtime/model.h"
 
 namespace tandem {
@@ -75,7 +76,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   group_->set_phase("at the start");
   // The same model and settings everywhere, or a step would pair other tensors, or the
   // ranks would take different numbers of steps and wait for each other for ever.
-  const std::string mine = model_fingerprint(model_, spec);
+  const std::string mine =
+      model_fingerprint(model_, spec) + fmt::format("distributed: bucket cap {} bytes, find unused {}, sharded state {}\n",
+                                                    options.bucket_cap_bytes, options.find_unused_parameters,
+                                                    options.shard_optimizer_state);
   const std::vector<std::string> all = group_->all_gather(mine, "the check that every rank loaded the same model");
   for (int r = 1; r < group_->size(); ++r)
     if (all[static_cast<size_t>(r)] != all[0])
@@ -133,27 +137,7 @@ std::vector<float> DistributedDataParallel::gather(const std::vector<float>& min
 }
 
 void DistributedDataParallel::broadcast(TensorMap& tensors, const std::string& what) {
-  // rank 0's names, dtypes and shapes first, a line each, then the values
-  std::string header;
-  if (rank() == 0)
-    for (const auto& [name, t] : tensors) {
-      header += name + "\t" + std::to_string(static_cast<int>(t.dtype()));
-      for (int64_t d : t.shape()) header += "\t" + std::to_string(d);
-      header += "\n";
-    }
-  group_->broadcast(header, 0, what);
-  if (rank() != 0) {
-    tensors.clear();
-    for (const std::string& line : lines_of(header)) {
-      std::vector<std::string> fields;
-      std::istringstream in(line);
-      for (std::string f; std::getline(in, f, '\t');) fields.push_back(f);
-      Shape shape;
-      for (size_t k = 2; k < fields.size(); ++k) shape.push_back(std::stoll(fields[k]));
-      tensors.emplace(fields[0], Tensor::empty(shape, static_cast<DType>(std::stoi(fields[1]))));
-    }
-  }
-  for (const auto& [name, t] : tensors) broadcast_tensor(*group_, t, what + " ('" + name + "')");
+  broadcast_tensors(*group_, tensors, 0, what);
 }
 
 void DistributedDataParallel::check_same(const std::string& what, const std::string& value) {

@@ -46,6 +46,9 @@ struct DistributedOptions {
   size_t bucket_cap_bytes = size_t{25} << 20;
   /// Parameters the loss does not reach count as zero gradients instead of being refused.
   bool find_unused_parameters = false;
+  /// ZeRO stage 1: each rank keeps the optimizer state of its share of the parameters
+  /// only, updates that share and sends it to the others (runtime/distributed/optimizer_sharding.h).
+  bool shard_optimizer_state = false;
 };
 
 class DistributedDataParallel {

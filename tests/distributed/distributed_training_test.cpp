@@ -123,6 +123,7 @@ std::string job_error(const std::function<void()>& body) {
 struct Run {
   TensorMap weights;
   std::vector<double> losses;  // each step's loss over the whole global batch
+  size_t state_bytes = 0;      // this rank's optimizer state
 };
 
 struct RunOptions {
@@ -164,6 +165,7 @@ Run train(const std::string& yaml, const TrainingSpec& spec, uint64_t seed, RunO
     run.losses.push_back(loss / ranks);
   }
   for (const auto& [name, t] : model.parameters()) run.weights.emplace(name, t.clone());
+  run.state_bytes = trainer.optimizer_state_bytes();
   return run;
 }
 
@@ -218,6 +220,33 @@ TEST_CASE("bucket sizes from one parameter per bucket to one bucket give the sam
   for (const Run& r : runs) CHECK(max_relative_error(r.weights, runs.front().weights) == 0);
 }
 
+TEST_CASE("a sharded optimizer state (ZeRO stage 1) trains as the plain one, each rank holding its share",
+          "[distributed][train]") {
+  const uint64_t seed = shared_seed("sharded optimizer state");
+  const int ranks = job()->size();
+  for (const char* model : {kMlp, kMixed, kBlock}) {
+    const std::string yaml = write_model("sharded", model);
+    const bool placed = model != kMlp;
+    const TrainingSpec spec = spec_with("adam");
+    const Run plain = train(yaml, spec, seed, {.placed = placed});
+    RunOptions o{.placed = placed};
+    o.ddp.shard_optimizer_state = true;
+    const Run sharded = train(yaml, spec, seed, o);
+    // the same arithmetic on the same numbers: the same bits
+    CHECK(max_relative_error(sharded.weights, plain.weights) == 0);
+    CHECK(sharded.losses == plain.losses);
+    // Adam's two moments of every parameter, shared out: all of them over the ranks, and
+    // each rank near its 1/N (within the largest parameter)
+    double total = static_cast<double>(sharded.state_bytes);
+    job()->all_reduce_sum(&total, 1, "the test's state bytes");
+    CHECK(total == static_cast<double>(plain.state_bytes));
+    size_t largest = 0;
+    for (const auto& [name, t] : plain.weights) largest = std::max(largest, 2 * t.nbytes());
+    CHECK(static_cast<double>(sharded.state_bytes) <= static_cast<double>(plain.state_bytes) / ranks + largest);
+    CHECK(sharded.state_bytes < plain.state_bytes);
+  }
+}
+
 TEST_CASE("accumulating k micro-batches trains as the k times larger batch", "[distributed][train]") {
   const uint64_t seed = shared_seed("accumulation");
   for (const char* model : {kMlp, kMixed}) {
@@ -238,6 +267,9 @@ TEST_CASE("a checkpoint rank 0 writes resumes every rank where the run left off"
   const uint64_t seed = shared_seed("resume");
   const std::string yaml = write_model("resume", kMlp), checkpoint = shared_path("resume.safetensors");
   const TrainingSpec spec = spec_with("adam");
+  DistributedOptions options;
+  options.shard_optimizer_state = GENERATE(false, true);  // the shares gathered into one file, and cut again
+  INFO("sharded optimizer state: " << options.shard_optimizer_state);
   const int rank = job()->rank(), ranks = job()->size();
   auto shard = [&](const Model& model, int step) {
     TensorMap batch = global_batch(model, 4 * ranks, seed * 1000 + static_cast<uint64_t>(step));
@@ -246,13 +278,13 @@ TEST_CASE("a checkpoint rank 0 writes resumes every rank where the run left off"
   Model whole = Model::load(yaml);
   whole.init_parameters(seed);
   Trainer uninterrupted(whole, spec);
-  uninterrupted.distribute(job());
+  uninterrupted.distribute(job(), options);
   for (int step = 0; step < 12; ++step) uninterrupted.step(shard(whole, step));
   {
     Model first = Model::load(yaml);
     first.init_parameters(seed);
     Trainer trainer(first, spec);
-    trainer.distribute(job());
+    trainer.distribute(job(), options);
     for (int step = 0; step < 6; ++step) trainer.step(shard(first, step));
     trainer.save_checkpoint(checkpoint);
     job()->barrier("the checkpoint written");
@@ -262,7 +294,7 @@ TEST_CASE("a checkpoint rank 0 writes resumes every rank where the run left off"
   Model resumed = Model::load(yaml);
   resumed.init_parameters(seed + 99);  // other weights and no optimizer state until it loads
   Trainer trainer(resumed, spec);
-  trainer.distribute(job());
+  trainer.distribute(job(), options);
   trainer.load_checkpoint(checkpoint);
   CHECK(trainer.steps_done() == 6);
   for (int step = 6; step < 12; ++step) trainer.step(shard(resumed, step));

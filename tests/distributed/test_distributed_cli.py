@@ -215,3 +215,16 @@ def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it(scratch):
     lines = [line for line in output.splitlines() if line.startswith("error: rank ")]
     assert lines, output
     assert "rank 2" in lines[0] and "step" in lines[0] and "3 s" in lines[0], output
+
+
+def test_a_sharded_optimizer_state_trains_alike_with_a_third_of_adams_state_on_each_of_3_ranks(scratch):
+    directory, data = scratch
+    model = write_model(directory, optimizer="adam", lr=0.003, hidden=64)
+    flags = ["--drop-last", "--epochs", "1", "--batch", "4"]
+    plain = result(train(3, model, data, "--save-weights", str(directory / "plain.st"), *flags))
+    sharded = result(train(3, model, data, "--shard-optimizer-state", "--save-weights", str(directory / "zero.st"),
+                           *flags))
+    assert max_relative_error(read_safetensors(directory / "zero.st"), read_safetensors(directory / "plain.st")) == 0
+    # rank 0's share: fc1.weight (12 x 64), the largest, alone; Adam keeps two moments of it
+    assert plain["optimizer_state_bytes"] == 2 * 4 * (12 * 64 + 64 + 64 * 4 + 4)
+    assert sharded["optimizer_state_bytes"] == 2 * 4 * (12 * 64)
