@@ -33,6 +33,13 @@ TEST_CASE("train: batch from the file, or --batch over it", "[train][keys]") {
                   {"5", [](TrainingSpec& s, Graph&) { s.batch = 5; }, "--batch 5"});
 }
 
+TEST_CASE("train: accumulate from the file, or --accumulate over it", "[train][keys]") {
+  // a step takes accumulate x batch samples: fewer steps, other weights
+  check_train_key("train: accumulate", "accumulate",
+                  {"2", [](TrainingSpec& s, Graph&) { s.accumulate = 2; }, "--accumulate 2"},
+                  {"3", [](TrainingSpec& s, Graph&) { s.accumulate = 3; }, "--accumulate 3"});
+}
+
 TEST_CASE("train: shuffle from the file, or --shuffle / --no-shuffle over it", "[train][keys]") {
   check_train_key("train: shuffle", "shuffle", {"true", [](TrainingSpec& s, Graph&) { s.shuffle = true; }, "--shuffle"},
                   {"false", [](TrainingSpec& s, Graph&) { s.shuffle = false; }, "--no-shuffle"});
@@ -239,4 +246,22 @@ TEST_CASE("train: data format reads a file whatever its name", "[train][keys]") 
   CHECK(code == 2);
   CHECK_THAT(out, Catch::Contains(text) && Catch::Contains("safetensors"));
   for (const std::string& f : {text, as_csv, as_safetensors}) std::filesystem::remove(f);
+}
+
+TEST_CASE("train: accumulate below 1 is refused at its line, and so is --accumulate 0", "[train][keys]") {
+  const std::string path = scratch_file("accumulate0.yaml");
+  std::ofstream(path) << "name: acc\ninputs:\n  x: {shape: [batch, 4]}\ntargets:\n  y: {shape: [batch, 2]}\nlayers:\n"
+                         "  - {name: fc, op: linear, in_features: 4, out_features: 2}\n"
+                         "loss: {op: mse_loss, input: fc, target: y}\ntrain: {batch: 4, accumulate: 0}\n";
+  int code = 0;
+  std::string out = run_cli("check " + path, &code);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("accumulate0.yaml:9:") && Catch::Contains("train accumulate must be at least 1"));
+  std::ofstream(path) << "name: acc\ninputs:\n  x: {shape: [batch, 4]}\ntargets:\n  y: {shape: [batch, 2]}\nlayers:\n"
+                         "  - {name: fc, op: linear, in_features: 4, out_features: 2}\n"
+                         "loss: {op: mse_loss, input: fc, target: y}\n";
+  out = run_cli("train " + path + " --accumulate 0 --bench-steps 1", &code);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("--accumulate must be at least 1"));
+  std::filesystem::remove(path);
 }
