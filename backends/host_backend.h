@@ -1,6 +1,6 @@
 // HostBackend: what the cpu and the simulated GPUs have in common as Backends: they
 // compute with ComputeOps (the cpu's kernels and helpers, handed to them) on host lanes
-// (backends/sim/sim_engine.h), so their kernels and helpers are ComputeOps calls queued as
+// (backends/host_lanes.h), so their kernels and helpers are ComputeOps calls queued as
 // tasks. Each concrete backend adds its memory, its lanes, its copies and its counters.
 #pragma once
 

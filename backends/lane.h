@@ -71,7 +71,7 @@ class TaskGroup {
   explicit TaskGroup(int size) : size_(size) {}
   int size() const { return size_; }
 
-  /// Bookkeeping of the host lanes' scheduler, guarded by it (backends/sim/sim_engine.h).
+  /// Bookkeeping of the host lanes' scheduler, guarded by it (backends/host_lanes.h).
   struct SchedulerState {
     int64_t first_ready_ns = 0;  // when a member was first found ready (0: not yet)
     int taken = 0;               // members taken to run

@@ -2,7 +2,7 @@
 // with TANDEM_SIM_TRACE=FILE in the environment, every task a simulated device's queue
 // runs (kernels, copies, gradient additions) becomes one slice on that queue's track,
 // written to FILE as Chrome trace-event JSON when the process exits. Slices of tasks that
-// ran side by side (a task group, sim_engine.h) say so in their arguments. A slice is
+// ran side by side (a task group, host_lanes.h) say so in their arguments. A slice is
 // named by the TraceLabel its task was submitted under ("layer 'fc1' (linear) backward",
 // "upload fc1.weight"), and a "host" track shows what the host thread did meanwhile
 // (HostSpan: the optimizer's step, waits for the devices).

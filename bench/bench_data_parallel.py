@@ -10,7 +10,7 @@ step: forward, loss, backward, SGD) and a `tandem run ... --repeat R --json` (in
   dp N    the model in a data_parallel block over N simulated GPUs, output on cuda:0.
 
 Simulated GPUs compute with the host's cores, one kernel at a time on one compute thread
-(backends/sim/sim_engine.h), so N replicas do the one device's arithmetic in N chunks and
+(backends/host_lanes.h), so N replicas do the one device's arithmetic in N chunks and
 the difference between the two is what data parallelism adds: scattering the batch,
 uploading each replica's weights, gathering the outputs, reducing the gradients into the
 master, and the smaller GEMMs' lower efficiency. The table gives that difference as a

@@ -3,7 +3,7 @@
 // linear layer (forward x W^T, data gradient dy W, weight gradient dy^T x accumulated by a
 // sum post-op, as backends/cpu/ops/linear.cpp makes them), once at the whole batch with
 // every thread, and as two halves side by side, one thread each, the way simulated GPUs
-// run a data-parallel layer's replicas (backends/sim/sim_engine.h). A ratio above 1 is
+// run a data-parallel layer's replicas (backends/host_lanes.h). A ratio above 1 is
 // what data parallelism loses in the kernels themselves (bench_data_parallel's "kernels'
 // loss").
 //

@@ -1,6 +1,6 @@
 // The cpu as a Backend (backends/backend.h): host memory, one lane for everything (a host
 // lane on the shared engine's compute thread, where the simulated GPUs' kernels run too, so
-// that one OpenMP team does all the computing: backends/sim/sim_engine.h), and the cpu's
+// that one OpenMP team does all the computing: backends/host_lanes.h), and the cpu's
 // ComputeOps. It copies nothing itself: the other end's backend moves bytes to and from
 // host memory.
 #pragma once
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "backends/host_backend.h"
-#include "backends/sim/sim_engine.h"
+#include "backends/host_lanes.h"
 
 namespace tandem::cpu {
 
@@ -27,7 +27,7 @@ class CpuBackend final : public HostBackend {
   DeviceCounters counters() const override;
 
  private:
-  SimQueue queue_{"cpu", SimEngine::Lane::compute};
+  HostLane queue_{"cpu", HostLaneEngine::Lane::compute};
 };
 
 }  // namespace tandem::cpu

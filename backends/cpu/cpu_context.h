@@ -5,7 +5,7 @@
 //
 // Why a scratchpad of our own: by default oneDNN gives every primitive built on a thread
 // that thread's one scratchpad, so two primitives built on one thread must never run at
-// once. Simulated GPUs run several devices' kernels side by side (backends/sim/sim_engine.h),
+// once. Simulated GPUs run several devices' kernels side by side (backends/host_lanes.h),
 // each device with its own context; so every primitive is built with a user scratchpad
 // (user_scratchpad_attr) and runs on its context's, which one device's queue uses at a time.
 #pragma once

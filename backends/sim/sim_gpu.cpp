@@ -21,12 +21,12 @@ size_t checked_capacity(size_t capacity_bytes) {
 
 }  // namespace
 
-SimGpu::SimGpu(int index, size_t capacity_bytes, std::unique_ptr<ComputeOps> ops, SimEngine& engine)
+SimGpu::SimGpu(int index, size_t capacity_bytes, std::unique_ptr<ComputeOps> ops, HostLaneEngine& engine)
     : HostBackend(std::move(ops)),
       device_(Device::cuda(index)),
       allocator_(device_, checked_capacity(capacity_bytes)),
-      compute_(device_.str(), SimEngine::Lane::compute, engine),
-      copies_(device_.str() + " copies", SimEngine::Lane::copy, engine) {}
+      compute_(device_.str(), HostLaneEngine::Lane::compute, engine),
+      copies_(device_.str() + " copies", HostLaneEngine::Lane::copy, engine) {}
 
 SimGpu::~SimGpu() {
   // A queued peer copy may write into another device: run both queues dry first.
@@ -98,7 +98,7 @@ bool SimGpu::collective(std::span<const CollectiveMember> members, std::function
     if (!gpu || m.tensor.dtype() != DType::float32 || m.tensor.numel() != members[0].tensor.numel()) return false;
     gpus.push_back(gpu);
   }
-  SimQueue& first = gpus.front()->compute_;
+  HostLane& first = gpus.front()->compute_;
   for (size_t k = 1; k < gpus.size(); ++k) first.wait(gpus[k]->compute_.record());
   first.submit(std::move(work));
   const DeviceEvent done = first.record();

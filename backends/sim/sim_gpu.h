@@ -2,7 +2,7 @@
 // pool, a compute queue for its kernels and a copy queue for transfers (as a GPU's stream
 // and copy engine), events between queues, and real copies in and out. It computes with the
 // ComputeOps it is handed (the cpu's kernels: it includes none itself); its queues are host
-// lanes on the shared SimEngine (sim_engine.h).
+// lanes on the shared HostLaneEngine (host_lanes.h).
 #pragma once
 
 #include <atomic>
@@ -12,20 +12,20 @@
 #include <span>
 
 #include "backends/host_backend.h"
-#include "backends/sim/sim_engine.h"
+#include "backends/host_lanes.h"
 #include "core/device.h"
 #include "core/storage.h"
 
 namespace tandem {
 
 /// Every member function may be called from any thread. Destroying it runs what is still
-/// queued first (see SimQueue).
+/// queued first (see HostLane).
 class SimGpu final : public HostBackend {
  public:
   /// cuda:`index`, with a pool of `capacity_bytes` (> 0), computing with `ops` (null: a
   /// device that only stores and copies, for tests of queues and pools).
   SimGpu(int index, size_t capacity_bytes, std::unique_ptr<ComputeOps> ops = nullptr,
-         SimEngine& engine = SimEngine::shared());
+         HostLaneEngine& engine = HostLaneEngine::shared());
   ~SimGpu() override;
   SimGpu(const SimGpu&) = delete;
   SimGpu& operator=(const SimGpu&) = delete;
@@ -41,8 +41,8 @@ class SimGpu final : public HostBackend {
   /// the compute queue). copy_out: the copy engine, for what must not wait for the kernels:
   /// gradients going to the host during backward.
   Lane& lane(LaneKind kind) override { return kind == LaneKind::copy_out ? copies_ : compute_; }
-  SimQueue& compute_queue() { return compute_; }
-  SimQueue& copy_queue() { return copies_; }
+  HostLane& compute_queue() { return compute_; }
+  HostLane& copy_queue() { return copies_; }
 
   /// A copy in from the host or a peer (either of this backend's devices may run a peer
   /// copy), or out to the host. On the compute queue a large copy is split over the
@@ -71,8 +71,8 @@ class SimGpu final : public HostBackend {
   std::atomic<size_t> bytes_in_{0}, bytes_out_{0};
   std::atomic<int64_t> copies_in_{0}, copies_out_{0};
   // last: destroyed (drained) first, while the pool and counters their tasks touch exist
-  SimQueue compute_;
-  SimQueue copies_;
+  HostLane compute_;
+  HostLane copies_;
 };
 
 }  // namespace tandem

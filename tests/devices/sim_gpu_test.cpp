@@ -62,7 +62,7 @@ TEST_CASE("a queue waits on another device's event without blocking the host", "
   Log log;
   std::atomic<bool> release{false};
   // a is held up by its copy engine (a task that blocks the compute lane would hold up
-  // every device's kernels: they share the host's cores, see sim_engine.h).
+  // every device's kernels: they share the host's cores, see host_lanes.h).
   a.copy_queue().submit([&] {
     while (!release.load()) std::this_thread::sleep_for(1ms);
   });

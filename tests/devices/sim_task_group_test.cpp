@@ -15,7 +15,7 @@
 
 #include <omp.h>
 
-#include "backends/sim/sim_engine.h"
+#include "backends/host_lanes.h"
 
 using namespace tandem;
 using namespace std::chrono_literals;
@@ -23,22 +23,22 @@ using namespace std::chrono_literals;
 namespace {
 
 // An engine whose compute thread has `cores` OpenMP threads (it reads them when built).
-std::unique_ptr<SimEngine> engine_with_cores(int cores) {
+std::unique_ptr<HostLaneEngine> engine_with_cores(int cores) {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(cores);
-  auto engine = std::make_unique<SimEngine>();
+  auto engine = std::make_unique<HostLaneEngine>();
   omp_set_num_threads(saved);
   return engine;
 }
 
 // Two devices' compute queues on an engine of `cores` cores: a layer's two replicas.
 struct TwoQueues {
-  std::unique_ptr<SimEngine> engine;
-  SimQueue a, b;
+  std::unique_ptr<HostLaneEngine> engine;
+  HostLane a, b;
   explicit TwoQueues(int cores)
       : engine(engine_with_cores(cores)),
-        a("cuda:0", SimEngine::Lane::compute, *engine),
-        b("cuda:1", SimEngine::Lane::compute, *engine) {}
+        a("cuda:0", HostLaneEngine::Lane::compute, *engine),
+        b("cuda:1", HostLaneEngine::Lane::compute, *engine) {}
   void synchronize() {
     a.synchronize();
     b.synchronize();
@@ -49,8 +49,8 @@ struct TwoQueues {
 // all at their queues' heads when it lets go, however late the host got to them.
 struct Hold {
   std::atomic<bool> release{false};
-  SimQueue queue;
-  explicit Hold(SimEngine& engine) : queue("hold", SimEngine::Lane::compute, engine) {
+  HostLane queue;
+  explicit Hold(HostLaneEngine& engine) : queue("hold", HostLaneEngine::Lane::compute, engine) {
     queue.submit([this] {
       while (!release.load()) std::this_thread::yield();
     });
@@ -115,9 +115,9 @@ class Watchdog {
 
 }  // namespace
 
-TEST_CASE("a task group's members run side by side, one core each", "[sim_engine]") {
+TEST_CASE("a task group's members run side by side, one core each", "[host_lanes]") {
   TwoQueues q(2);
-  SimQueue &a = q.a, &b = q.b;
+  HostLane &a = q.a, &b = q.b;
   for (int round = 0; round < 5; ++round) {  // fresh groups, as each pass makes them
     std::atomic<int> started{0};
     Seen seen_a, seen_b;
@@ -140,9 +140,9 @@ TEST_CASE("a task group's members run side by side, one core each", "[sim_engine
   CHECK(b.work().tasks_run == 5);
 }
 
-TEST_CASE("a lone task runs with the whole team", "[sim_engine]") {
+TEST_CASE("a lone task runs with the whole team", "[host_lanes]") {
   auto engine = engine_with_cores(2);
-  SimQueue a("cuda:0", SimEngine::Lane::compute, *engine);
+  HostLane a("cuda:0", HostLaneEngine::Lane::compute, *engine);
   std::atomic<int> team{0};
   a.submit([&] {
 #pragma omp parallel
@@ -155,9 +155,9 @@ TEST_CASE("a lone task runs with the whole team", "[sim_engine]") {
   CHECK(team == 2);
 }
 
-TEST_CASE("a group member whose sibling never comes runs after a short wait", "[sim_engine]") {
+TEST_CASE("a group member whose sibling never comes runs after a short wait", "[host_lanes]") {
   TwoQueues q(2);
-  SimQueue &a = q.a, &b = q.b;
+  HostLane &a = q.a, &b = q.b;
   auto group = std::make_shared<TaskGroup>(2);
   std::atomic<bool> ran{false};
   auto start = std::chrono::steady_clock::now();
@@ -173,11 +173,11 @@ TEST_CASE("a group member whose sibling never comes runs after a short wait", "[
   CHECK(later == 2);
 }
 
-TEST_CASE("replicas that fell out of step run side by side again", "[sim_engine]") {
+TEST_CASE("replicas that fell out of step run side by side again", "[host_lanes]") {
   // Replica a's first layer ran alone (b's came late); from the next layer on, both are
   // at their queues' heads together again and must run at once.
   TwoQueues q(2);
-  SimQueue &a = q.a, &b = q.b;
+  HostLane &a = q.a, &b = q.b;
   auto first = std::make_shared<TaskGroup>(2);
   a.submit([] {}, first);
   a.synchronize();
@@ -196,9 +196,9 @@ TEST_CASE("replicas that fell out of step run side by side again", "[sim_engine]
   CHECK(seen_b.met_sibling);
 }
 
-TEST_CASE("a failed group member fails its own queue only", "[sim_engine]") {
+TEST_CASE("a failed group member fails its own queue only", "[host_lanes]") {
   TwoQueues q(2);
-  SimQueue &a = q.a, &b = q.b;
+  HostLane &a = q.a, &b = q.b;
   auto group = std::make_shared<TaskGroup>(2);
   std::atomic<bool> b_ran{false}, a_after{false};
   a.submit([] { throw std::runtime_error("replica 0 failed"); }, group);
@@ -210,9 +210,9 @@ TEST_CASE("a failed group member fails its own queue only", "[sim_engine]") {
   CHECK_FALSE(a_after);  // skipped: its inputs may be garbage
 }
 
-TEST_CASE("with one core a group's members run one after the other", "[sim_engine]") {
+TEST_CASE("with one core a group's members run one after the other", "[host_lanes]") {
   TwoQueues q(1);
-  SimQueue &a = q.a, &b = q.b;
+  HostLane &a = q.a, &b = q.b;
   std::atomic<int> started{0};
   Seen seen_a, seen_b;
   auto group = std::make_shared<TaskGroup>(2);
@@ -224,15 +224,15 @@ TEST_CASE("with one core a group's members run one after the other", "[sim_engin
   CHECK_FALSE((seen_a.met_sibling && seen_b.met_sibling));
 }
 
-TEST_CASE("more members than cores: each member's OpenMP barriers are its own", "[sim_engine]") {
+TEST_CASE("more members than cores: each member's OpenMP barriers are its own", "[host_lanes]") {
   // oneDNN's batch norm, run inside a parallel region, does its work on the calling thread
   // but still calls `#pragma omp barrier` between its passes. Such a barrier binds to the
   // innermost team: were that the engine's side-by-side team, 3 members on 2 threads would
   // meet different numbers of barriers per thread and wait for each other for ever.
   auto engine = engine_with_cores(2);
-  std::vector<std::unique_ptr<SimQueue>> queues;
+  std::vector<std::unique_ptr<HostLane>> queues;
   for (int i = 0; i < 3; ++i)
-    queues.push_back(std::make_unique<SimQueue>("cuda:" + std::to_string(i), SimEngine::Lane::compute, *engine));
+    queues.push_back(std::make_unique<HostLane>("cuda:" + std::to_string(i), HostLaneEngine::Lane::compute, *engine));
   Watchdog watchdog(std::chrono::seconds(30), "3 group members with OpenMP barriers on 2 threads");
   std::atomic<int> finished{0};
   for (int round = 0; round < 4; ++round) {

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "backends/sim/sim_engine.h"
+#include "backends/host_lanes.h"
 #include "runtime/host_staging_ring.h"
 
 using namespace tandem;
@@ -17,8 +17,8 @@ namespace {
 // task holds the engine's compute thread until then).
 struct Gate {
   std::atomic<bool> release{false};
-  SimEngine engine;
-  SimQueue queue{"gate", SimEngine::Lane::compute, engine};
+  HostLaneEngine engine;
+  HostLane queue{"gate", HostLaneEngine::Lane::compute, engine};
   DeviceEvent event;
   Gate() {
     queue.submit([this] {

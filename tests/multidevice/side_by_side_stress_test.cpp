@@ -3,7 +3,7 @@
 // child process under a deadline, so that a hang fails the test instead of stalling CI.
 //
 // Why: the engine runs a layer's replicas as members of one OpenMP team (backends/sim/
-// sim_engine.h). How a kernel's own OpenMP constructs meet that team depends on how many
+// host_lanes.h). How a kernel's own OpenMP constructs meet that team depends on how many
 // members share a thread: 3 replicas on 2 threads once hung for ever inside oneDNN's batch
 // norm, while 2 or 4 passed. So every count of replicas meets every team size here, and the
 // loss after the steps must not depend on the team size: side by side or one after the

@@ -1,4 +1,4 @@
-#include "backends/sim/sim_engine.h"
+#include "backends/host_lanes.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,9 +29,9 @@ bool spin_until(F&& done) {
 
 }  // namespace
 
-// ---- SimEventState ---------------------------------------------------------------------------
+// ---- HostLaneEvent ---------------------------------------------------------------------------
 
-void SimEventState::wait() const {
+void HostLaneEvent::wait() const {
   if (!spin_until([&] { return done(); })) {
     std::unique_lock lock(mutex);
     reached_cv.wait(lock, [&] { return done(); });
@@ -39,19 +39,19 @@ void SimEventState::wait() const {
   if (error) std::rethrow_exception(error);
 }
 
-// ---- SimEngine -------------------------------------------------------------------------------
+// ---- HostLaneEngine -------------------------------------------------------------------------------
 
-SimEngine& SimEngine::shared() {
-  static SimEngine engine;
+HostLaneEngine& HostLaneEngine::shared() {
+  static HostLaneEngine engine;
   return engine;
 }
 
-SimEngine::SimEngine()
+HostLaneEngine::HostLaneEngine()
     : cores_(std::max(1, omp_get_max_threads())),
       compute_thread_([this] { run_lane(Lane::compute); }),
       copy_thread_([this] { run_lane(Lane::copy); }) {}
 
-SimEngine::~SimEngine() {
+HostLaneEngine::~HostLaneEngine() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -62,12 +62,12 @@ SimEngine::~SimEngine() {
   copy_thread_.join();
 }
 
-void SimEngine::attach(SimQueue* queue) {
+void HostLaneEngine::attach(HostLane* queue) {
   std::lock_guard lock(mutex_);
   queues_.push_back(queue);
 }
 
-void SimEngine::detach(SimQueue* queue) {
+void HostLaneEngine::detach(HostLane* queue) {
   std::lock_guard lock(mutex_);
   queues_.erase(std::remove(queues_.begin(), queues_.end(), queue), queues_.end());
 }
@@ -81,26 +81,26 @@ int64_t now_ns() {
 
 }  // namespace
 
-std::vector<SimQueue*> SimEngine::ready_members(const TaskGroup* group) const {
-  std::vector<SimQueue*> members;
-  for (SimQueue* q : queues_)
+std::vector<HostLane*> HostLaneEngine::ready_members(const TaskGroup* group) const {
+  std::vector<HostLane*> members;
+  for (HostLane* q : queues_)
     if (q->lane_ == Lane::compute && !q->running_ && !q->items_.empty() && q->items_.front().group.get() == group)
       members.push_back(q);
   return members;
 }
 
-bool SimEngine::missing_members(const TaskGroup* group) const {
+bool HostLaneEngine::missing_members(const TaskGroup* group) const {
   return group->scheduler.taken == 0 && static_cast<int>(ready_members(group).size()) < group->size();
 }
 
-SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor, bool skip_waiting_groups) {
+HostLane* HostLaneEngine::next_ready(Lane lane, size_t& cursor, bool skip_waiting_groups) {
   // Round robin from where this lane last took an item, so no queue starves another.
   const size_t n = queues_.size();
   for (size_t k = 0; k < n; ++k) {
-    SimQueue* q = queues_[(cursor + k) % n];
+    HostLane* q = queues_[(cursor + k) % n];
     if (q->lane_ != lane || q->running_ || q->items_.empty()) continue;
-    const SimQueue::Item& head = q->items_.front();
-    if (head.kind == SimQueue::ItemKind::wait && !head.event->done()) continue;
+    const HostLane::Item& head = q->items_.front();
+    if (head.kind == HostLane::ItemKind::wait && !head.event->done()) continue;
     const TaskGroup* group = head.group.get();
     if (skip_waiting_groups && group && missing_members(group)) continue;
     cursor = (cursor + k + 1) % n;
@@ -109,26 +109,26 @@ SimQueue* SimEngine::next_ready(Lane lane, size_t& cursor, bool skip_waiting_gro
   return nullptr;
 }
 
-bool SimEngine::wait_for_group(TaskGroup& group) {
+bool HostLaneEngine::wait_for_group(TaskGroup& group) {
   const int64_t now = now_ns();
   if (group.scheduler.first_ready_ns == 0) group.scheduler.first_ready_ns = now;
   return now - group.scheduler.first_ready_ns < group_wait_ns;
 }
 
-struct SimEngine::Taken {
-  SimQueue* queue = nullptr;
-  SimQueue::Item item;
+struct HostLaneEngine::Taken {
+  HostLane* queue = nullptr;
+  HostLane::Item item;
   std::exception_ptr failed;  // the queue's error before this item
   std::exception_ptr error;   // from this item: a failed task, or an upstream event's error
   bool reached_event = false;
 };
 
-void SimEngine::run_items(std::vector<Taken>& taken) {
+void HostLaneEngine::run_items(std::vector<Taken>& taken) {
   const int side_by_side = static_cast<int>(taken.size());
   auto run_one = [side_by_side](Taken& t) {
-    SimQueue& q = *t.queue;
+    HostLane& q = *t.queue;
     switch (t.item.kind) {
-      case SimQueue::ItemKind::task:
+      case HostLane::ItemKind::task:
         if (t.failed) break;  // after a failure, later tasks are skipped: their inputs may be garbage
         {
           auto start = std::chrono::steady_clock::now();
@@ -144,7 +144,7 @@ void SimEngine::run_items(std::vector<Taken>& taken) {
           q.tasks_run_.fetch_add(1);
         }
         break;
-      case SimQueue::ItemKind::record: {
+      case HostLane::ItemKind::record: {
         std::lock_guard event_lock(t.item.event->mutex);
         t.item.event->error = t.failed;
         t.item.event->reached.store(true, std::memory_order_release);
@@ -152,13 +152,13 @@ void SimEngine::run_items(std::vector<Taken>& taken) {
         t.reached_event = true;
         break;
       }
-      case SimQueue::ItemKind::wait:
+      case HostLane::ItemKind::wait:
         t.error = t.item.event->error;  // reached (next_ready checked), so no longer written
         break;
     }
     // Drop the task now: the buffers it holds go back to their pools before the queue
     // counts the item as finished, so synchronize() sees them returned.
-    t.item = SimQueue::Item{};
+    t.item = HostLane::Item{};
   };
   const int n = static_cast<int>(taken.size());
   if (n == 1) {
@@ -184,21 +184,21 @@ void SimEngine::run_items(std::vector<Taken>& taken) {
   }
 }
 
-void SimEngine::run_lane(Lane lane) {
+void HostLaneEngine::run_lane(Lane lane) {
   if (lane == Lane::compute) omp_set_max_active_levels(1);  // side by side tasks' kernels: one thread each
   size_t cursor = 0;
   std::vector<Taken> taken;
   std::unique_lock lock(mutex_);
   for (;;) {
-    std::vector<SimQueue*> run;
-    if (SimQueue* q = next_ready(lane, cursor)) {
+    std::vector<HostLane*> run;
+    if (HostLane* q = next_ready(lane, cursor)) {
       TaskGroup* group = q->items_.front().group.get();
       if (lane != Lane::compute || !group || cores_ < 2) {
         run = {q};
       } else {
         run = ready_members(group);
         if (missing_members(group)) {
-          if (SimQueue* other = next_ready(lane, cursor, /*skip_waiting_groups=*/true)) {
+          if (HostLane* other = next_ready(lane, cursor, /*skip_waiting_groups=*/true)) {
             run = {other};  // something else can run meanwhile
           } else if (wait_for_group(*group)) {
             const uint64_t seen = generation_.load();
@@ -220,7 +220,7 @@ void SimEngine::run_lane(Lane lane) {
       continue;
     }
     taken.clear();
-    for (SimQueue* q : run) {
+    for (HostLane* q : run) {
       Taken t;
       t.queue = q;
       t.item = std::move(q->items_.front());
@@ -235,7 +235,7 @@ void SimEngine::run_lane(Lane lane) {
     lock.lock();
     bool reached_event = false;
     for (Taken& t : taken) {
-      SimQueue* q = t.queue;
+      HostLane* q = t.queue;
       if (t.error && !q->error_) q->error_ = t.error;
       q->running_ = false;
       if (--q->unfinished_ == 0) q->idle_.notify_all();
@@ -247,14 +247,14 @@ void SimEngine::run_lane(Lane lane) {
   }
 }
 
-// ---- SimQueue --------------------------------------------------------------------------------
+// ---- HostLane --------------------------------------------------------------------------------
 
-SimQueue::SimQueue(std::string name, SimEngine::Lane lane, SimEngine& engine)
+HostLane::HostLane(std::string name, HostLaneEngine::Lane lane, HostLaneEngine& engine)
     : name_(std::move(name)), lane_(lane), engine_(engine) {
   engine_.attach(this);
 }
 
-SimQueue::~SimQueue() {
+HostLane::~HostLane() {
   {
     std::unique_lock lock(engine_.mutex_);
     idle_.wait(lock, [&] { return unfinished_ == 0; });
@@ -262,7 +262,7 @@ SimQueue::~SimQueue() {
   engine_.detach(this);
 }
 
-void SimQueue::enqueue(Item item) {
+void HostLane::enqueue(Item item) {
   {
     std::lock_guard lock(engine_.mutex_);
     TANDEM_ASSERT(!engine_.stopping_, name_ + ": the simulation engine is shutting down");
@@ -273,33 +273,33 @@ void SimQueue::enqueue(Item item) {
   engine_.wakeup(lane_).notify_one();
 }
 
-void SimQueue::submit(std::function<void()> task, std::shared_ptr<TaskGroup> group) {
+void HostLane::submit(std::function<void()> task, std::shared_ptr<TaskGroup> group) {
   if (group && group->size() < 2) group.reset();
   enqueue({ItemKind::task, std::move(task), nullptr, std::move(group),
            SimTrace::active() ? TraceLabel::current() : std::string()});
 }
 
-DeviceEvent SimQueue::record() {
-  auto state = std::make_shared<SimEventState>();
+DeviceEvent HostLane::record() {
+  auto state = std::make_shared<HostLaneEvent>();
   enqueue({ItemKind::record, nullptr, state, nullptr, {}});
   return DeviceEvent(std::move(state));
 }
 
-void SimQueue::wait(const DeviceEvent& event) {
+void HostLane::wait(const DeviceEvent& event) {
   // Reached without an error: nothing to wait for. With one, the wait item carries it into
   // this queue at its place in the order, after the tasks submitted before.
   const auto& impl = event.impl();
   if (!impl) return;
-  if (auto state = std::dynamic_pointer_cast<const SimEventState>(impl)) {
+  if (auto state = std::dynamic_pointer_cast<const HostLaneEvent>(impl)) {
     if (state->done() && !state->error) return;
-    enqueue({ItemKind::wait, nullptr, std::const_pointer_cast<SimEventState>(state), nullptr, {}});
+    enqueue({ItemKind::wait, nullptr, std::const_pointer_cast<HostLaneEvent>(state), nullptr, {}});
     return;
   }
   if (event.done()) return;
   submit([event] { event.wait(); });  // another backend's event: this queue's thread waits
 }
 
-void SimQueue::synchronize() {
+void HostLane::synchronize() {
   spin_until([&] { return unfinished_.load() == 0; });  // as a lane does, before sleeping
   std::exception_ptr error;
   {
@@ -310,7 +310,7 @@ void SimQueue::synchronize() {
   if (error) std::rethrow_exception(error);
 }
 
-QueueWork SimQueue::work() const {
+QueueWork HostLane::work() const {
   return QueueWork{tasks_run_.load(), static_cast<double>(busy_ns_.load()) * 1e-9};
 }
 

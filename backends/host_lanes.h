@@ -1,6 +1,8 @@
-// What executes the simulated devices' work: in-order queues (SimQueue, after CUDA streams)
-// and events between them (SimEventState, after cudaEvent_t), served by one process-wide
-// SimEngine. Its queues are the host lanes (backends/lane.h) of the cpu and simulated GPUs.
+// What executes the work of the devices that compute with the host's cores, the cpu and
+// the simulated GPUs: in-order queues (HostLane, after CUDA streams) and events between them
+// (HostLaneEvent, after cudaEvent_t), served by one process-wide HostLaneEngine. Its queues
+// are the host lanes (backends/lane.h). Every backend of the host may use it; it knows none
+// of them (they hand it tasks).
 //
 // Why one engine and not a thread per queue: simulated GPUs compute with the host's cores.
 // Each host thread that runs a oneDNN kernel gets an OpenMP team of its own, and a team
@@ -48,7 +50,7 @@
 namespace tandem {
 
 /// A host lane's event (lane.h's DeviceEvent::Impl): reached when its record item runs.
-struct SimEventState final : DeviceEvent::Impl {
+struct HostLaneEvent final : DeviceEvent::Impl {
   bool done() const override { return reached.load(std::memory_order_acquire); }
   void wait() const override;
 
@@ -58,36 +60,36 @@ struct SimEventState final : DeviceEvent::Impl {
   std::exception_ptr error;  // written before `reached`
 };
 
-class SimQueue;
+class HostLane;
 
-/// The threads that run every SimQueue's items: one per lane. Queues attach themselves.
-class SimEngine {
+/// The threads that run every HostLane's items: one per lane. Queues attach themselves.
+class HostLaneEngine {
  public:
   enum class Lane { compute, copy };
 
   /// The process-wide engine every queue uses unless told otherwise.
-  static SimEngine& shared();
+  static HostLaneEngine& shared();
 
   /// How long the compute lane, with nothing else to run, waits for a group's members.
   static constexpr int64_t group_wait_ns = 100'000;
 
-  SimEngine();
+  HostLaneEngine();
   /// Joins the threads; every queue must have been destroyed first.
-  ~SimEngine();
-  SimEngine(const SimEngine&) = delete;
-  SimEngine& operator=(const SimEngine&) = delete;
+  ~HostLaneEngine();
+  HostLaneEngine(const HostLaneEngine&) = delete;
+  HostLaneEngine& operator=(const HostLaneEngine&) = delete;
 
  private:
-  friend class SimQueue;
-  void attach(SimQueue* queue);
-  void detach(SimQueue* queue);
+  friend class HostLane;
+  void attach(HostLane* queue);
+  void detach(HostLane* queue);
   void run_lane(Lane lane);
   /// A queue of `lane` whose head item can run now, or null; with `skip_waiting_groups`,
   /// not one whose head is a task of a group still waiting for members. Called with mutex_
   /// held.
-  SimQueue* next_ready(Lane lane, size_t& cursor, bool skip_waiting_groups = false);
+  HostLane* next_ready(Lane lane, size_t& cursor, bool skip_waiting_groups = false);
   /// The queues whose head is a ready task of `group`. Called with mutex_ held.
-  std::vector<SimQueue*> ready_members(const TaskGroup* group) const;
+  std::vector<HostLane*> ready_members(const TaskGroup* group) const;
   /// Whether `group` has members neither ready nor taken: if it has not begun yet, it waits
   /// for them. Once a member ran without the others (they were late), the others run as
   /// soon as they are ready, so that the replicas fall back into step. Called with mutex_
@@ -105,7 +107,7 @@ class SimEngine {
   std::mutex mutex_;                // guards every attached queue's items and counters
   // an item was queued on the lane, or an event was reached
   std::condition_variable compute_work_, copy_work_;
-  std::vector<SimQueue*> queues_;
+  std::vector<HostLane*> queues_;
   bool stopping_ = false;
   // Bumped whenever an item is queued or an event reached: a lane that found nothing to do
   // spins on it for a moment before sleeping, because the host submits a forward pass item
@@ -130,21 +132,21 @@ struct QueueWork {
 /// hangs. The error is rethrown on the host by the next synchronize() (which then clears it,
 /// so the queue can be used again) and by wait() on any event recorded after it; a queue
 /// that waits on such an event takes the error on as its own.
-class SimQueue final : public Lane {
+class HostLane final : public Lane {
  public:
   /// `name` is for errors ("cuda:0", "cuda:0 copies").
-  SimQueue(std::string name, SimEngine::Lane lane, SimEngine& engine = SimEngine::shared());
+  HostLane(std::string name, HostLaneEngine::Lane lane, HostLaneEngine& engine = HostLaneEngine::shared());
   /// Runs what is still queued; an error still unreported then is dropped (a destructor
   /// cannot throw: synchronize() first).
-  ~SimQueue() override;
-  SimQueue(const SimQueue&) = delete;
-  SimQueue& operator=(const SimQueue&) = delete;
+  ~HostLane() override;
+  HostLane(const HostLane&) = delete;
+  HostLane& operator=(const HostLane&) = delete;
 
   const std::string& name() const override { return name_; }
-  SimEngine::Lane lane() const { return lane_; }
+  HostLaneEngine::Lane lane() const { return lane_; }
 
   /// Queues `task` behind everything submitted before; returns at once. With a `group`,
-  /// on a compute queue, it runs beside the group's other tasks (see SimEngine).
+  /// on a compute queue, it runs beside the group's other tasks (see HostLaneEngine).
   void submit(std::function<void()> task, std::shared_ptr<TaskGroup> group = nullptr) override;
   /// An event that completes once everything submitted so far has run.
   DeviceEvent record() override;
@@ -158,20 +160,20 @@ class SimQueue final : public Lane {
   QueueWork work() const;
 
  private:
-  friend class SimEngine;
+  friend class HostLaneEngine;
   enum class ItemKind { task, record, wait };
   struct Item {
     ItemKind kind;
     std::function<void()> task;             // kind task
-    std::shared_ptr<SimEventState> event;   // kind record or wait
+    std::shared_ptr<HostLaneEvent> event;   // kind record or wait
     std::shared_ptr<TaskGroup> group;       // kind task: run it beside these (may be null)
     std::string label;                      // kind task, under a trace: its TraceLabel
   };
   void enqueue(Item item);
 
   const std::string name_;
-  const SimEngine::Lane lane_;
-  SimEngine& engine_;
+  const HostLaneEngine::Lane lane_;
+  HostLaneEngine& engine_;
   // guarded by engine_.mutex_
   std::deque<Item> items_;
   bool running_ = false;   // its head item is being run by its lane
