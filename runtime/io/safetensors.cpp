@@ -17,6 +17,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/readable_file.h"
+
 // The format is little-endian and so are the machines Tandem runs on (x86-64, aarch64);
 // reading the data with memcpy relies on that.
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
@@ -380,55 +382,18 @@ class Fd {
   int fd_;
 };
 
-/// A regular file opened for reading, with its size.
-struct InputFile {
-  Fd fd;
-  uint64_t size;
-  std::string path;
-
-  explicit InputFile(const std::string& p) : fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC)), size(0), path(p) {
-    if (fd.get() < 0) {
-      int err = errno;
-      fail_errno(err, "cannot open " + path);
-    }
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
-      int err = errno;
-      fail_errno(err, "cannot open " + path);
-    }
-    if (S_ISDIR(st.st_mode)) fail("cannot open " + path + ": it is a directory, not a safetensors file");
-    if (!S_ISREG(st.st_mode)) fail("cannot open " + path + ": not a regular file");
-    size = static_cast<uint64_t>(st.st_size);
-  }
-
-  void read_at(uint64_t offset, size_t n, std::byte* dst) const {
-    while (n > 0) {
-      ssize_t got = ::pread(fd.get(), dst, n, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        int err = errno;
-        fail_errno(err, "cannot read " + path);
-      }
-      if (got == 0) fail(path + ": file ended early; was it changed while being read?");
-      dst += got;
-      offset += static_cast<uint64_t>(got);
-      n -= static_cast<size_t>(got);
-    }
-  }
-};
-
 struct FileHeader {
   Header header;
   uint64_t data_start;
 };
 
-FileHeader read_file_header(const InputFile& file) {
+FileHeader read_file_header(const ReadableFile& file) {
   std::byte length_bytes[8] = {};
-  if (file.size >= 8) file.read_at(0, 8, length_bytes);
-  uint64_t n = header_length(length_bytes, file.size, file.path);
+  if (file.size() >= 8) file.read_at(0, 8, length_bytes);
+  uint64_t n = header_length(length_bytes, file.size(), file.path());
   std::string text(n, '\0');
-  file.read_at(8, n, reinterpret_cast<std::byte*>(text.data()));
-  return {parse_header(text, file.size - 8 - n, file.path), 8 + n};
+  file.read_at(8, n, text.data());
+  return {parse_header(text, file.size() - 8 - n, file.path()), 8 + n};
 }
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
@@ -518,7 +483,7 @@ TensorMap parse_safetensors(std::span<const std::byte> bytes, const std::string&
 }
 
 TensorMap read_safetensors(const std::string& path) {
-  InputFile file(path);
+  ReadableFile file(path);
   FileHeader fh = read_file_header(file);
   return load_all(fh.header, [&](uint64_t offset, size_t count, std::byte* dst) {
     file.read_at(fh.data_start + offset, count, dst);
@@ -526,7 +491,7 @@ TensorMap read_safetensors(const std::string& path) {
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-  InputFile file(path);
+  ReadableFile file(path);
   return read_file_header(file).header.metadata;
 }
 

@@ -62,12 +62,12 @@ TEST_CASE("user errors exit with code 2 and say what is wrong", "[cli][errors]")
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Catch::Contains(bad + ":5:5: layer '0': the input's last dimension is 4 but in_features is 5"));
   CHECK(run_cli("run " + bad).code == 2);
-  CHECK_THAT(run_cli("check /nonexistent.yaml").output, Catch::Contains("no such file"));
+  CHECK_THAT(run_cli("check /nonexistent.yaml").output, Catch::Contains("/nonexistent.yaml: cannot open: No such file or directory"));
   CHECK(run_cli("check /nonexistent.yaml").code == 2);
 
   Result no_weights = run_cli("run " + config("seed_mlp.yaml") + " --weights /nonexistent.safetensors");
   CHECK(no_weights.code == 2);
-  CHECK_THAT(no_weights.output, Catch::Contains("cannot open /nonexistent.safetensors"));
+  CHECK_THAT(no_weights.output, Catch::Contains("/nonexistent.safetensors: cannot open: No such file"));
   std::string garbage = write_file("garbage.safetensors", "this is not a safetensors file at all");
   Result bad_inputs = run_cli("run " + config("seed_mlp.yaml") + " --inputs " + garbage);
   CHECK(bad_inputs.code == 2);

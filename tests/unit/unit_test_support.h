@@ -21,9 +21,12 @@ inline std::mt19937_64 seeded_rng(const char* test) {
 }
 
 /// Runs `tandem ARGS` (the CLI this build made), stderr folded into the returned output;
-/// its exit code in *code (-1 when it did not exit).
-inline std::string run_cli(const std::string& args, int* code) {
-  const std::string cmd = std::string(TANDEM_CLI) + " " + args + " 2>&1";
+/// its exit code in *code (-1 when it did not exit). A run past `deadline_seconds` is
+/// killed and exits 124 (coreutils' timeout), so a test of something that could hang fails
+/// instead.
+inline std::string run_cli(const std::string& args, int* code, int deadline_seconds = 600) {
+  const std::string cmd =
+      "timeout -k 5 " + std::to_string(deadline_seconds) + " " + std::string(TANDEM_CLI) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
