@@ -13,11 +13,11 @@
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string_view>
 #include <utility>
 
 #include "core/readable_file.h"
+#include "runtime/io/json_members.h"
 
 // The format is little-endian and so are the machines Tandem runs on (x86-64, aarch64);
 // reading the data with memcpy relies on that.
@@ -102,40 +102,6 @@ struct Header {
   std::vector<Entry> entries;
   std::map<std::string, std::string> metadata;
 };
-
-/// Parses the JSON text, refusing duplicate keys (nlohmann would silently keep the
-/// last, so two tensors of one name would read as one) and deep nesting.
-json parse_json(std::string_view text, const std::string& what) {
-  std::vector<std::set<std::string>> keys_of_open_objects;
-  auto check = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        keys_of_open_objects.emplace_back();
-        [[fallthrough]];
-      case json::parse_event_t::array_start:
-        if (depth >= kMaxJsonDepth) fail(what + ": header nests deeper than a safetensors header does; " + kCorrupt);
-        break;
-      case json::parse_event_t::key:
-        if (!keys_of_open_objects.back().insert(parsed.get<std::string>()).second)
-          fail(what + ": header names the key " + quote_name(parsed.get<std::string>()) + " twice in one object; " +
-               kCorrupt);
-        break;
-      case json::parse_event_t::object_end:
-        keys_of_open_objects.pop_back();
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), check);
-  } catch (const json::exception& e) {
-    std::string detail = e.what();  // quotes the last token read, which may be huge
-    if (detail.size() > 300) detail = detail.substr(0, 300) + "...";
-    fail(what + ": header is not valid JSON (" + detail + "); " + kCorrupt);
-  }
-}
 
 /// A non-negative JSON integer; `where` and `field` say what it was for.
 uint64_t to_u64(const json& v, const std::string& where, std::string_view field) {
@@ -241,18 +207,18 @@ void check_no_overlap(std::vector<const Entry*> entries, const std::string& what
 }
 
 Header parse_header(std::string_view text, uint64_t data_bytes, const std::string& what) {
-  json root = parse_json(text, what);
-  if (!root.is_object())
-    fail(what + ": header must be a JSON object, not " + std::string(root.type_name()) + "; " + kCorrupt);
   Header header;
-  header.entries.reserve(root.size());
-  for (const auto& [name, value] : root.items()) {
+  JsonMembersOptions options;
+  options.max_depth = kMaxJsonDepth;
+  options.fail = [&](const std::string& problem) { fail(what + ": header " + problem + "; " + kCorrupt); };
+  for_each_json_member(text, options, [&](const std::string& name, const json& value) {
     if (name == kMetadataKey)
       header.metadata = parse_metadata(value, what);
     else
       header.entries.push_back(parse_entry(name, value, data_bytes, what));
-  }
+  });
   std::vector<const Entry*> pointers;
+  pointers.reserve(header.entries.size());
   for (const Entry& e : header.entries) pointers.push_back(&e);
   check_no_overlap(std::move(pointers), what);
   return header;
