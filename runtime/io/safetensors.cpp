@@ -1,12 +1,14 @@
 #include "runtime/io/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -387,6 +389,28 @@ void sync_parent_directory(const std::string& path) {
 
 // ---- writing -------------------------------------------------------------------------
 
+/// Removes "<path>.tmp-PID" files that a writer killed mid-write left behind: those whose
+/// process is gone. A live process's file (another writer of the same path, or a reused
+/// PID) is left alone; a name that is not exactly that pattern is never touched.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp-";
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    std::string_view digits = std::string_view(name).substr(prefix.size());
+    pid_t pid = 0;
+    auto [last, err] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (err != std::errc() || last != digits.data() + digits.size() || digits.empty() || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: not ours)
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
+  }
+}
+
 std::string json_string(const std::string& s, const std::string& what_it_is) {
   try {
     return json(s).dump();  // strict: throws on invalid UTF-8, which the format forbids
@@ -482,6 +506,7 @@ std::vector<std::byte> serialize_safetensors(const TensorMap& tensors,
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata) {
   std::string header = build_header(tensors, metadata);  // validates before touching the disk
+  remove_stale_temporaries(path);
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
   if (fd.get() < 0) {
