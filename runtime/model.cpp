@@ -6,6 +6,7 @@
 
 #include "graph/load_graph.h"
 #include "graph/text_similarity.h"
+#include "runtime/checkpoint_metadata.h"
 #include "runtime/compiled_forward.h"
 #include "runtime/compiled_training.h"
 #include "runtime/loss.h"
@@ -126,7 +127,7 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
 void Model::load_weights(const std::string& path) {
   TensorMap tensors = read_safetensors(path);
   // a training checkpoint holds the optimizer's state beside the weights
-  if (read_safetensors_metadata(path).count("tandem_checkpoint"))
+  if (is_checkpoint_metadata(read_safetensors_metadata(path)))
     std::erase_if(tensors, [](const auto& entry) { return entry.first.starts_with("optimizer."); });
   set_weights(tensors, path);
 }

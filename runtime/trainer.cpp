@@ -4,12 +4,11 @@
 #include <cmath>
 
 #include "backends/sim/sim_trace.h"
+#include "runtime/checkpoint_metadata.h"
 #include "runtime/io/safetensors.h"
 
 namespace tandem {
 namespace {
-
-constexpr const char* kCheckpointMark = "tandem_checkpoint";
 
 uint64_t step_seed(uint64_t seed, int64_t step) {
   return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 1;
@@ -148,25 +147,23 @@ void Trainer::save_checkpoint(const std::string& path) const {
   TensorMap tensors;
   for (const auto& [name, p] : model_.parameters()) tensors.emplace(name, p);
   for (auto& [name, t] : optimizer_->state(names_)) tensors.emplace("optimizer." + name, t);
-  std::map<std::string, std::string> meta{{kCheckpointMark, "1"},
-                                          {"model", model_.graph().name},
-                                          {"epoch", std::to_string(epoch_)},
-                                          {"step", std::to_string(step_)},
-                                          {"total_steps", std::to_string(total_steps_)},
-                                          {"seed", std::to_string(spec_.seed)},
-                                          {"optimizer", spec_.optimizer.name},
-                                          {"lr", std::to_string(spec_.optimizer.lr)},
-                                          {"batch", std::to_string(spec_.batch)},
-                                          {"epochs", std::to_string(spec_.epochs)}};
-  write_safetensors(path, tensors, meta);
+  write_safetensors(path, tensors,
+                    checkpoint_metadata_map({model_.graph().name, epoch_, step_, total_steps_, spec_.seed,
+                                             spec_.optimizer.name, spec_.optimizer.lr, spec_.batch, spec_.epochs}));
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
   std::map<std::string, std::string> meta = read_safetensors_metadata(path);
-  if (!meta.count(kCheckpointMark))
+  if (!is_checkpoint_metadata(meta))
     throw UserError(path + ": not a Tandem checkpoint (no training state); to start from these weights use --weights");
-  if (meta["model"] != model_.graph().name)
-    throw UserError(path + ": a checkpoint of model '" + meta["model"] + "', not of '" + model_.graph().name + "'");
+  // every field checked before anything is changed: a refused checkpoint leaves the trainer as it was
+  const CheckpointMetadata m = parse_checkpoint_metadata(meta, path);
+  if (m.model != model_.graph().name)
+    throw UserError(path + ": a checkpoint of model '" + m.model + "', not of '" + model_.graph().name + "'");
+  if (m.seed != spec_.seed || m.batch != spec_.batch || m.optimizer != spec_.optimizer.name)
+    throw UserError(path + ": the checkpoint was trained with seed " + std::to_string(m.seed) + ", batch " +
+                    std::to_string(m.batch) + " and optimizer " + m.optimizer +
+                    "; resume with the same settings to continue the same run");
   TensorMap tensors = read_safetensors(path);
   TensorMap weights, state;
   for (auto& [name, t] : tensors) {
@@ -174,19 +171,14 @@ void Trainer::load_checkpoint(const std::string& path) {
     else weights.emplace(name, t);
   }
   model_.set_weights(weights, path);
-  optimizer_->load_state(state, names_, params_);
   try {
-    epoch_ = std::stoll(meta.at("epoch"));
-    step_ = std::stoll(meta.at("step"));
-    total_steps_ = std::stoll(meta.at("total_steps"));
-    if (std::stoull(meta.at("seed")) != spec_.seed || std::stoll(meta.at("batch")) != spec_.batch)
-      throw UserError(path + ": the checkpoint was trained with seed " + meta.at("seed") + " and batch " +
-                      meta.at("batch") + "; resume with the same settings to continue the same run");
-  } catch (const std::out_of_range&) {
-    throw UserError(path + ": the checkpoint's metadata is incomplete (epoch, step, total_steps, seed, batch)");
-  } catch (const std::invalid_argument&) {
-    throw UserError(path + ": the checkpoint's metadata is malformed");
+    optimizer_->load_state(state, names_, params_);
+  } catch (const UserError& e) {
+    throw UserError(path + ": " + e.what());
   }
+  epoch_ = m.epoch;
+  step_ = m.step;
+  total_steps_ = m.total_steps;
 }
 
 std::vector<ColumnSpec> data_columns(const Graph& graph) {
