@@ -16,6 +16,7 @@
 #include "graph/layer_init.h"
 #include "graph/model_sections.h"
 #include "graph/text_similarity.h"
+#include "graph/yaml_document.h"
 #include "graph/yaml_reader.h"
 
 namespace tandem {
@@ -654,16 +655,7 @@ Graph load_graph_from_string(const std::string& text, const std::string& file_na
   if (text.size() > kMaxFileBytes)
     throw ModelError(file_name + ": the file is larger than 16 MiB; a model file holds the layer graph, not weights",
                      {file_name, 1, 1});
-  if (text.find('\0') != std::string::npos)
-    throw ModelError(file_name + ":1:1: this is not a YAML text file (it contains NUL bytes)", {file_name, 1, 1});
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    SourceLocation loc{file_name, e.mark.line + 1, e.mark.column + 1};
-    if (e.mark.is_null()) loc.line = loc.column = 1;
-    throw ModelError(loc.str() + ": invalid YAML: " + e.msg, loc);
-  }
+  YAML::Node root = load_yaml_document(text, file_name);
   if (!root.IsDefined() || root.IsNull())
     throw ModelError(file_name + ":1:1: the file is empty; a model needs name, inputs and layers", {file_name, 1, 1});
   try {
