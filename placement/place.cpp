@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/memory_size.h"
+#include "graph/text_similarity.h"
 #include "placement/place_passes.h"
 #include "placement/replicate.h"
 
@@ -148,6 +149,25 @@ bool matches_path_or_block(const Graph& g, const Node& n, const std::string& pat
   return false;
 }
 
+/// A --place pattern that matches no layer and no block would change nothing: a typo.
+void check_overrides_match(const Graph& g, const std::vector<std::pair<std::string, Device>>& overrides) {
+  for (const auto& [pattern, device] : overrides) {
+    bool matched = false;
+    for (const Node& n : g.nodes) matched = matched || matches_path_or_block(g, n, pattern);
+    if (matched) continue;
+    std::vector<std::string> paths;
+    for (const Node& n : g.nodes)
+      if (!n.replica) paths.push_back(n.path);
+    for (const Block& b : g.blocks) paths.push_back(b.path);
+    std::string some;
+    for (size_t i = 0; i < paths.size() && i < 6; ++i) some += (i ? ", " : "") + paths[i];
+    if (paths.size() > 6) some += ", ...";
+    throw UserError("--place '" + pattern + "=" + device.str() + "': the pattern matches no layer or block of model '" +
+                    g.name + "'" + did_you_mean(pattern, paths) + "; its layers and blocks: " + some +
+                    " (a pattern is a glob over paths such as 'encoder.*')");
+  }
+}
+
 std::string run_with_hint(const DeviceInventory& inv, Device missing) {
   int gpus = 0;
   for (const DeviceInfo& d : inv.devices)
@@ -166,6 +186,7 @@ void check_exists(const PlaceContext& ctx, const std::string& what, Device d, co
 
 void pass1_explicit(PlaceContext& ctx) {
   const Graph& g = ctx.graph;
+  check_overrides_match(g, ctx.policy.place_overrides);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     Decision& d = ctx.decisions[i];

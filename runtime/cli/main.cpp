@@ -4,9 +4,13 @@
 #include <iostream>
 #include <map>
 #include <new>
+#include <optional>
+#include <string>
 
 #include "core/error.h"
+#include "core/printable_text.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/strict_values.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tandem: run one model across a CPU and GPUs, declared as a layer graph in YAML.", "tandem"};
@@ -23,11 +27,18 @@ int main(int argc, char** argv) {
   add(tandem::cli::add_train_command);
   add(tandem::cli::add_devices_command);
   add(tandem::cli::add_plan_command);
+  tandem::cli::require_strict_values(app);
+  if (std::optional<std::string> message = tandem::cli::unknown_command(app, argc, argv)) {
+    std::cerr << "error: " << tandem::printable_text(*message) << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // CLI11 quotes what it was given: escaped, as every message of ours is
+    std::cerr << "error: " << tandem::printable_text(e.what()) << "\nRun with --help for more information.\n";
+    return 2;
   }
   try {
     for (auto& [sub, command] : commands)
@@ -39,7 +50,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: out of memory on the host; try a smaller batch or model\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << tandem::printable_text(e.what()) << "\n";
     return 1;
   }
   return 1;

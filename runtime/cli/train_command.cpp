@@ -104,6 +104,9 @@ int run_train(const TrainOptions& o) {
   model.init_parameters(spec.seed);
   if (!o.weights.empty()) model.load_weights(o.weights);
   if (o.bench_steps > 0) return bench_training(model, spec, o);
+  if (!o.binds.empty())  // training takes its shapes from the data
+    throw UserError("--bind applies to --bench-steps only (training takes every size from its data); drop it, or add "
+                    "--bench-steps N to time steps on random inputs of those sizes");
   Trainer trainer(model, spec);  // first: it says when the model has no loss
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
   Dataset all = load_dataset(*spec.data, data_columns(model.graph()));
@@ -200,7 +203,8 @@ Command add_train_command(CLI::App& app) {
   sub->add_flag("--shuffle,!--no-shuffle", o->shuffle, "shuffle the training set each epoch (default: train: shuffle)");
   sub->add_flag("--drop-last,!--keep-last", o->drop_last, "drop an epoch's last, smaller batch");
   sub->add_option("--resume", o->resume, "continue the run saved in this checkpoint");
-  sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training");
+  sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training")
+      ->check(CLI::Range(1, 1000000));
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
   sub->add_flag("--json", o->json, "print a machine-readable result");
   add_device_flags(*sub, o->placement, "train placed over the cpu and N simulated GPUs");
