@@ -72,6 +72,11 @@ double Trainer::step(const TensorMap& batch) {
     model_.zero_gradients();
   }
   LossValue loss = model_.loss_and_backward(batch, step_seed(spec_.seed, step_));
+  if (!std::isfinite(loss.loss))  // before the update: the weights stay those of the last good step
+    throw UserError("step " + std::to_string(step_ + 1) + " (epoch " + std::to_string(epoch_ + 1) +
+                    "): the training loss is " + (std::isnan(loss.loss) ? "NaN" : loss.loss > 0 ? "+inf" : "-inf") +
+                    "; the run stopped before updating the weights. Lower the learning rate (--lr), clip gradients "
+                    "(train: clip_grad_norm), or check the data");
   HostSpan span("optimizer step");
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_);
   optimizer_->step_rows(params_, grads_, rows_, current_lr());

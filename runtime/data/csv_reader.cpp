@@ -96,6 +96,10 @@ float parse_float(std::string_view cell, const std::string& file, int64_t line, 
     throw UserError(where(file, line, column) + "'" + std::string(trim(cell)) + "' is not a number");
   if (ec == std::errc::result_out_of_range)
     throw UserError(where(file, line, column) + "'" + std::string(trim(cell)) + "' is out of range for float32");
+  // from_chars reads "nan" and "inf": a sample holding one trains to a NaN loss
+  if (!std::isfinite(value))
+    throw UserError(where(file, line, column) + "'" + std::string(trim(cell)) +
+                    "' is not a finite number; training data must hold finite values (drop or fill in that row)");
   return value;
 }
 

@@ -188,6 +188,7 @@ TEST_CASE("csv column mapping by name", "[csv]") {
 }
 
 TEST_CASE("broken csv files are refused with file and line", "[csv]") {
+  const std::string kNotFinite = "; training data must hold finite values (drop or fill in that row)";
   struct Case {
     const char* what;
     std::string text;
@@ -205,6 +206,12 @@ TEST_CASE("broken csv files are refused with file and line", "[csv]") {
       {"non-integer label", "1,2,3.5\n", false, ":1: column 2: label '3.5' is not an integer"},
       {"non-numeric label", "1,2,cat\n", false, ":1: column 2: 'cat' is not a number"},
       {"float out of range", "1e60,2,3\n", false, ":1: column 0: '1e60' is out of range for float32"},
+      {"nan", "1,2,3\n1,nan,3\n", false,
+       ":2: column 1: 'nan' is not a finite number" + kNotFinite},
+      {"NaN", "1,NaN,3\n", false, ":1: column 1: 'NaN' is not a finite number" + kNotFinite},
+      {"inf", "inf,2,3\n", false, ":1: column 0: 'inf' is not a finite number" + kNotFinite},
+      {"-infinity", "1,2,3\n1,2,3\n-Infinity,2,3\n", false, ":3: column 0: '-Infinity' is not a finite number" + kNotFinite},
+      {"+inf", "+inf,2,3\n", false, ":1: column 0: '+inf' is not a finite number" + kNotFinite},
       {"line numbers count the header", "a,b,c\n1,2,3\n1,2\n", true, ":3: expected 3 columns, found 2"},
       {"blank line between samples", "1,2,3\n\n1,2,3\n", false, ":2: blank line between samples"},
       {"empty file", "", false, ": no samples"},
