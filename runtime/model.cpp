@@ -204,7 +204,12 @@ TensorMap Model::random_inputs(const Bindings& bindings, uint64_t seed) const {
       shape.push_back(*v);
     }
     Rng rng(seed, "input:" + in.name);
-    Tensor t = Tensor::empty(shape, type.dtype);
+    Tensor t;
+    try {
+      t = Tensor::empty(shape, type.dtype);
+    } catch (const OutOfMemory& e) {
+      throw e.in("random input '" + in.name + "' " + shape_str(shape));
+    }
     if (type.dtype == DType::float32) {
       for (float& x : t.span<float>()) x = static_cast<float>(rng.normal());
       inputs.emplace(in.name, std::move(t));
@@ -271,7 +276,13 @@ namespace tandem {
 void Model::allocate_gradients() const {
   if (gradients_allocated_) return;
   for (const auto& [name, rows] : grad_rows_)
-    if (!rows.holds_values()) grads_.emplace(name, Tensor::zeros(params_.at(name).shape(), DType::float32));
+    if (!rows.holds_values()) {
+      try {
+        grads_.emplace(name, Tensor::zeros(params_.at(name).shape(), DType::float32));
+      } catch (const OutOfMemory& e) {
+        throw e.in("the gradient of parameter '" + name + "' " + shape_str(params_.at(name).shape()));
+      }
+    }
   gradients_allocated_ = true;
 }
 
