@@ -357,7 +357,7 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
     seeded.push_back(out.value);
   }
   for (const auto& [name, g] : grad_outputs)
-    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&](const GraphOutput& o) { return o.name == name; }))
+    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&n = name](const GraphOutput& o) { return o.name == n; }))
       throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
   t.backward(seeded);
   TensorMap input_grads;

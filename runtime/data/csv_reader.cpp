@@ -56,7 +56,7 @@ std::optional<std::pair<int64_t, int64_t>> parse_range(std::string_view text) {
 int64_t plan_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns, std::vector<ColumnPlan>& plans) {
   const std::string& file = spec.path;
   for (const auto& [name, text] : spec.columns) {
-    bool known = std::any_of(columns.begin(), columns.end(), [&](const ColumnSpec& c) { return c.name == name; });
+    bool known = std::any_of(columns.begin(), columns.end(), [&n = name](const ColumnSpec& c) { return c.name == n; });
     if (!known) throw UserError(file + ": columns: '" + name + "' is neither an input nor a target");
   }
   int64_t next = 0, needed = 0;
