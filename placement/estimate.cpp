@@ -56,7 +56,12 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
     for (int in : n.inputs) touch(in, s.device, static_cast<int>(i));
     touch(n.output, s.device, static_cast<int>(i));
   }
-  for (const GraphOutput& out : g.outputs) touch(out.value, plan.steps[g.values[out.value].producer].device, end);
+  for (const GraphOutput& out : g.outputs) {
+    // no producer: a graph input (on the cpu, counted above), or in training with a
+    // parallel loss an output the replicas score where they are and nobody gathers
+    const int producer = g.values[out.value].producer;
+    if (producer >= 0) touch(out.value, plan.steps[producer].device, end);
+  }
   std::vector<Buffer> result;
   for (auto& [key, b] : live) result.push_back(b);
   return result;
