@@ -12,6 +12,7 @@ packages=(
   zlib1g-dev python3-sklearn          # the data loader's gzip reader; sklearn ships digits.csv.gz
   libopenmpi-dev openmpi-bin
   python3-torch python3-numpy python3-yaml libopenblas0-pthread   # the PyTorch oracle and peer
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev libomp-14-dev        # sanitizers and fuzzing (scripts/sanitize.sh, fuzz.sh)
 )
 
 missing=()

@@ -472,6 +472,13 @@ TensorMap parse_safetensors(std::span<const std::byte> bytes, const std::string&
   });
 }
 
+std::map<std::string, std::string> parse_safetensors_metadata(std::span<const std::byte> bytes,
+                                                              const std::string& what_for_messages) {
+  uint64_t n = header_length(bytes, bytes.size(), what_for_messages);
+  std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+  return parse_header(text, bytes.size() - 8 - n, what_for_messages).metadata;
+}
+
 TensorMap read_safetensors(const std::string& path) {
   ReadableFile file(path);
   FileHeader fh = read_file_header(file);
