@@ -144,6 +144,9 @@ TEST_CASE("safetensors: round trip through a file with metadata", "[io]") {
   CHECK(read_safetensors_metadata(path) == metadata);
   // The file holds exactly what serialize_safetensors makes.
   CHECK(read_bytes(path) == serialize_safetensors(in, metadata));
+  CHECK(parse_safetensors_metadata(read_bytes(path), "m") == metadata);
+  CHECK_THROWS_WITH(parse_safetensors_metadata(std::vector<std::byte>(3), "short.safetensors"),
+                    Catch::Matchers::StartsWith("short.safetensors: file is 3 bytes"));
 }
 
 TEST_CASE("safetensors: serialize writes the bytes the Python writer writes", "[io]") {
