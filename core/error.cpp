@@ -1,6 +1,7 @@
 #include "core/error.h"
 
 #include "core/memory_size.h"
+#include "core/printable_text.h"
 
 namespace tandem {
 namespace {
@@ -16,6 +17,8 @@ std::string out_of_memory_message(Device device, size_t requested, size_t in_use
 }
 
 }  // namespace
+
+UserError::UserError(std::string_view message) : std::runtime_error(printable_text(message)) {}
 
 OutOfMemory::OutOfMemory(Device device, size_t requested, size_t in_use, size_t capacity, std::string context)
     : UserError(out_of_memory_message(device, requested, in_use, capacity, context)),

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "core/device.h"
 
@@ -13,9 +14,11 @@ namespace tandem {
 
 /// A problem the user can fix: bad input, missing device, exhausted memory.
 /// The CLI prints what() and exits with code 2.
+/// The message is stored as printable_text (core/printable_text.h): what a user's file or
+/// command line put in it cannot cut it short or reach the terminal as control characters.
 class UserError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UserError(std::string_view message);
 };
 
 /// A device could not provide the memory asked for. The message says which device, how much

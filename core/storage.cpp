@@ -16,16 +16,12 @@ void Allocator::count_allocation(size_t bytes) {
   }
 }
 
-namespace {
-
 // Blocks round up to a cache line: the same shape always lands in the same size class,
 // and no more than 63 bytes a block are spent on it.
-size_t size_class(size_t bytes) {
+size_t allocation_bytes(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   return rounded == 0 ? 64 : rounded;
 }
-
-}  // namespace
 
 // The cache lives apart from the allocator so that storage freed after the allocator is
 // gone still finds a mutex to take; `owner` is then null and blocks go straight back.
@@ -53,7 +49,7 @@ CachingAllocator::~CachingAllocator() {
 }
 
 std::shared_ptr<Storage> CachingAllocator::allocate(size_t bytes) {
-  size_t rounded = size_class(bytes);
+  size_t rounded = allocation_bytes(bytes);
   if (rounded < bytes) throw OutOfMemory(device_, bytes, current_bytes(), capacity_);  // wrapped around
   void* data = nullptr;
   {

@@ -95,6 +95,11 @@ class CachingAllocator : public Allocator {
   std::shared_ptr<Cache> cache_;
 };
 
+/// The bytes a CachingAllocator counts for a request of `bytes`: its size class, the request
+/// rounded up to a multiple of 64 (64 for an empty one; less than `bytes` when that
+/// overflows). placement/ estimates a pool's use with it.
+size_t allocation_bytes(size_t bytes);
+
 /// Host memory: no capacity but the machine's, a cache of up to `max_cached_bytes`.
 class CpuAllocator final : public CachingAllocator {
  public:

@@ -8,15 +8,15 @@
 
 #include <charconv>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "core/readable_file.h"
 #include "graph/layer_init.h"
 #include "graph/model_sections.h"
 #include "graph/text_similarity.h"
+#include "graph/yaml_document.h"
 #include "graph/yaml_reader.h"
 
 namespace tandem {
@@ -690,16 +690,7 @@ Graph load_graph_from_string(const std::string& text, const std::string& file_na
   if (text.size() > kMaxFileBytes)
     throw ModelError(file_name + ": the file is larger than 16 MiB; a model file holds the layer graph, not weights",
                      {file_name, 1, 1});
-  if (text.find('\0') != std::string::npos)
-    throw ModelError(file_name + ":1:1: this is not a YAML text file (it contains NUL bytes)", {file_name, 1, 1});
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    SourceLocation loc{file_name, e.mark.line + 1, e.mark.column + 1};
-    if (e.mark.is_null()) loc.line = loc.column = 1;
-    throw ModelError(loc.str() + ": invalid YAML: " + e.msg, loc);
-  }
+  YAML::Node root = load_yaml_document(text, file_name);
   if (!root.IsDefined() || root.IsNull())
     throw ModelError(file_name + ":1:1: the file is empty; a model needs name, inputs and layers", {file_name, 1, 1});
   try {
@@ -713,18 +704,15 @@ Graph load_graph_from_string(const std::string& text, const std::string& file_na
 }
 
 Graph load_graph(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw ModelError(path + ": no such file", {path, 0, 0});
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw ModelError(path + ": not a regular file", {path, 0, 0});
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw ModelError(path + ": cannot read: " + ec.message(), {path, 0, 0});
-  if (size > kMaxFileBytes)
-    throw ModelError(path + ": the file is larger than 16 MiB; a model file holds the layer graph, not weights", {path, 0, 0});
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ModelError(path + ": cannot open the file", {path, 0, 0});
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    ReadableFile file(path);
+    if (file.size() > kMaxFileBytes)
+      throw UserError(path + ": the file is larger than 16 MiB; a model file holds the layer graph, not weights");
+    text = file.read_all();
+  } catch (const UserError& e) {
+    throw ModelError(e.what(), {path, 0, 0});
+  }
   return load_graph_from_string(text, path);
 }
 

@@ -5,7 +5,12 @@ namespace tandem {
 std::string kind_of(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
+    case YAML::NodeType::Scalar: {
+      // cut short: a stray quote can make a scalar of the rest of the file
+      constexpr size_t kMax = 80;
+      const std::string& s = n.Scalar();
+      return "'" + s.substr(0, kMax) + (s.size() > kMax ? "...'" : "'");
+    }
     case YAML::NodeType::Sequence: return "a list";
     case YAML::NodeType::Map: return "a mapping";
     default: return "nothing";

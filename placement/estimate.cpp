@@ -7,12 +7,15 @@
 // buffers it holds (its layers' outputs, the copies it receives, and on the cpu the graph
 // inputs), plus, during backward, the gradients of the two largest (an output's and an
 // input's, alive together). The cpu also holds a GPU's parameter gradients once more on
-// their way to the master. Inference frees a buffer after its last reader: the
-// activations of a device are its largest live set over the steps. Workspace and
-// allocator rounding are not counted.
+// their way to the master. Inference on a GPU counts every buffer too (the host submits
+// ahead of the GPU's queue, so all may be held at once); on the cpu a buffer is freed after
+// its last reader, and the activations are its largest live set over the steps. Every
+// tensor is counted as the pools round it (core/storage.h: allocation_bytes); kernels'
+// workspaces are not counted.
 #include <algorithm>
 #include <map>
 
+#include "core/storage.h"
 #include "placement/place_passes.h"
 
 namespace tandem::placement_detail {
@@ -35,7 +38,7 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
   auto touch = [&](int value, Device d, int step) {
     auto it = live.find({value, d});
     if (it == live.end())
-      live.emplace(std::make_pair(value, d), Buffer{d, ctx.value_bytes[value], step, step});
+      live.emplace(std::make_pair(value, d), Buffer{d, allocation_bytes(ctx.value_bytes[value]), step, step});
     else
       it->second.last = std::max(it->second.last, step);
   };
@@ -53,7 +56,12 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
     for (int in : n.inputs) touch(in, s.device, static_cast<int>(i));
     touch(n.output, s.device, static_cast<int>(i));
   }
-  for (const GraphOutput& out : g.outputs) touch(out.value, plan.steps[g.values[out.value].producer].device, end);
+  for (const GraphOutput& out : g.outputs) {
+    // no producer: a graph input (on the cpu, counted above), or in training with a
+    // parallel loss an output the replicas score where they are and nobody gathers
+    const int producer = g.values[out.value].producer;
+    if (producer >= 0) touch(out.value, plan.steps[producer].device, end);
+  }
   std::vector<Buffer> result;
   for (auto& [key, b] : live) result.push_back(b);
   return result;
@@ -66,7 +74,9 @@ void pass5_estimate(PlaceContext& ctx) {
   Plan& plan = ctx.plan;
   const int n = static_cast<int>(plan.steps.size()) + 1;
   std::vector<Buffer> all = buffers(ctx);
-  auto param_bytes = [](const ParamSpec& p) { return static_cast<size_t>(shape_numel(p.shape)) * dtype_size(p.dtype); };
+  auto param_bytes = [](const ParamSpec& p) {
+    return allocation_bytes(static_cast<size_t>(shape_numel(p.shape)) * dtype_size(p.dtype));
+  };
 
   // Parameters by name (replicas and shared layers name the same ones): all of them on the
   // host, each GPU's own once.
@@ -109,6 +119,12 @@ void pass5_estimate(PlaceContext& ctx) {
       } else {
         e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
       }
+    } else if (!host) {
+      // A GPU runs its layers from a queue the host submits ahead of it, and a buffer goes
+      // back to the pool once the last task reading it has run: the host may have made
+      // every buffer of the pass before the GPU frees the first, so all of them count.
+      for (const Buffer& b : all)
+        if (b.device == info.device) e.activation_bytes += b.bytes;
     } else {
       std::vector<int64_t> delta(n + 1, 0);
       for (const Buffer& b : all)

@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "core/memory_size.h"
+#include "core/storage.h"
+#include "graph/text_similarity.h"
 #include "placement/place_passes.h"
 #include "placement/replicate.h"
 
@@ -90,7 +92,7 @@ std::string inventory_list(const DeviceInventory& inventory) {
 }
 
 PlaceContext make_context(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy) {
-  PlaceContext ctx{graph, inventory, policy, policy.bindings, {}, {}, {}, 2, {}, {}};
+  PlaceContext ctx{graph, inventory, policy, policy.bindings, {}, {}, {}, {}, 2, {}, {}, {}};
   if (policy.batch < 1) throw UserError("--batch must be at least 1; got " + std::to_string(policy.batch));
   ctx.bindings["batch"] = policy.batch;
   for (const std::string& symbol : graph.symbols())
@@ -105,9 +107,13 @@ PlaceContext make_context(const Graph& graph, const DeviceInventory& inventory, 
   }
   ctx.needs_grad.assign(graph.values.size(), false);
   for (const Node& n : graph.nodes) {
-    size_t bytes = 0;
-    for (const ParamSpec& p : n.params) bytes += static_cast<size_t>(shape_numel(p.shape)) * sizeof(float);
+    size_t bytes = 0, pool_bytes = 0;
+    for (const ParamSpec& p : n.params) {
+      bytes += static_cast<size_t>(shape_numel(p.shape)) * sizeof(float);
+      pool_bytes += allocation_bytes(static_cast<size_t>(shape_numel(p.shape)) * sizeof(float));
+    }
     ctx.param_bytes.push_back(bytes);
+    ctx.param_pool_bytes.push_back(pool_bytes);
     bool grad = !n.params.empty();
     for (int in : n.inputs) grad = grad || ctx.needs_grad[in];
     ctx.needs_grad[n.output] = grad && graph.values[n.output].type.dtype == DType::float32;
@@ -125,9 +131,9 @@ PlaceContext make_context(const Graph& graph, const DeviceInventory& inventory, 
 }
 
 size_t layer_footprint(const PlaceContext& ctx, int node) {
-  size_t params = ctx.param_bytes[node];
+  size_t params = ctx.param_pool_bytes[node];
   size_t state = ctx.policy.training ? params + static_cast<size_t>(params * ctx.optimizer_factor) : 0;
-  return params + state + ctx.value_bytes[ctx.graph.nodes[node].output];
+  return params + state + allocation_bytes(ctx.value_bytes[ctx.graph.nodes[node].output]);
 }
 
 namespace {
@@ -146,6 +152,25 @@ bool matches_path_or_block(const Graph& g, const Node& n, const std::string& pat
   for (int b = n.block; b >= 0; b = g.blocks[b].parent)
     if (glob_match(pattern, g.blocks[b].path)) return true;
   return false;
+}
+
+/// A --place pattern that matches no layer and no block would change nothing: a typo.
+void check_overrides_match(const Graph& g, const std::vector<std::pair<std::string, Device>>& overrides) {
+  for (const auto& [pattern, device] : overrides) {
+    bool matched = false;
+    for (const Node& n : g.nodes) matched = matched || matches_path_or_block(g, n, pattern);
+    if (matched) continue;
+    std::vector<std::string> paths;
+    for (const Node& n : g.nodes)
+      if (!n.replica) paths.push_back(n.path);
+    for (const Block& b : g.blocks) paths.push_back(b.path);
+    std::string some;
+    for (size_t i = 0; i < paths.size() && i < 6; ++i) some += (i ? ", " : "") + paths[i];
+    if (paths.size() > 6) some += ", ...";
+    throw UserError("--place '" + pattern + "=" + device.str() + "': the pattern matches no layer or block of model '" +
+                    g.name + "'" + did_you_mean(pattern, paths) + "; its layers and blocks: " + some +
+                    " (a pattern is a glob over paths such as 'encoder.*')");
+  }
 }
 
 /// How many GPUs the model asks for: one more than the highest cuda index that a layer,
@@ -192,6 +217,7 @@ void check_exists(const PlaceContext& ctx, const std::string& what, Device d, co
 
 void pass1_explicit(PlaceContext& ctx) {
   const Graph& g = ctx.graph;
+  check_overrides_match(g, ctx.policy.place_overrides);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     Decision& d = ctx.decisions[i];
@@ -249,6 +275,11 @@ bool is_embedding(const Node& n) { return n.op == "embedding" || n.op == "embedd
 // Layers in graph order fill the GPUs one after another. A layer that fits on no GPU from
 // the current one onwards goes to the cpu and the cursor stays, so a large table in the
 // middle does not push the layers after it off the GPUs.
+//
+// What a GPU is charged is what its pool may hold at once during a pass (pass 5's bound):
+// each layer's parameters and output, each tensor it receives from another device, every
+// one rounded as the pool rounds it; in training also room for the gradients of its two
+// largest activations.
 class GpuFiller {
  public:
   GpuFiller(PlaceContext& ctx, std::string label) : ctx_(ctx), label_(std::move(label)) {
@@ -256,41 +287,65 @@ class GpuFiller {
       if (d.device.kind == DeviceKind::cuda) {
         size_t budget = d.memory_bytes;
         if (ctx.policy.max_memory) budget = budget ? std::min(budget, *ctx.policy.max_memory) : *ctx.policy.max_memory;
-        gpus_.push_back({d.device, budget, 0});
+        if (auto cut = ctx.budget_cut.find(d.device); cut != ctx.budget_cut.end() && budget != 0)
+          budget -= std::min(budget - 1, cut->second);  // 1 byte: a budget of 0 would mean "no limit"
+        gpus_.push_back({d.device, budget});
       }
     std::sort(gpus_.begin(), gpus_.end(), [](const Gpu& a, const Gpu& b) { return a.device < b.device; });
     // Layers pinned by pass 1 already use their devices.
     for (size_t i = 0; i < ctx.decisions.size(); ++i)
       if (ctx.decisions[i].pinned && ctx.decisions[i].device)
         for (Gpu& gpu : gpus_)
-          if (gpu.device == *ctx.decisions[i].device) gpu.used += layer_footprint(ctx, static_cast<int>(i));
+          if (gpu.device == *ctx.decisions[i].device) take(gpu, static_cast<int>(i));
   }
 
   bool has_gpus() const { return !gpus_.empty(); }
 
   void place(int node) {
     Decision& d = ctx_.decisions[node];
-    size_t need = layer_footprint(ctx_, node);
     for (size_t k = cursor_; k < gpus_.size(); ++k) {
       Gpu& gpu = gpus_[k];
-      if (gpu.budget != 0 && gpu.used + need > gpu.budget) continue;
+      Gpu after = gpu;
+      take(after, node);
+      if (gpu.budget != 0 && after.charged() > gpu.budget) continue;
       cursor_ = k;
-      gpu.used += need;
+      gpu = std::move(after);
       d.device = gpu.device;
-      d.reason = label_ + ": fits on " + gpu.device.str() + " (" + format_bytes(gpu.used) +
+      d.reason = label_ + ": fits on " + gpu.device.str() + " (" + format_bytes(gpu.charged()) +
                  (gpu.budget ? " of " + format_bytes(gpu.budget) : std::string(", no limit")) + ")";
       return;
     }
     d.device = Device::cpu();
-    d.reason = label_ + ": does not fit on any GPU (needs " + format_bytes(need) + ") -> cpu";
+    d.reason = label_ + ": does not fit on any GPU (needs " + format_bytes(layer_footprint(ctx_, node)) + ") -> cpu";
   }
 
  private:
   struct Gpu {
     Device device;
     size_t budget;  // 0: no limit known
-    size_t used;
+    size_t used = 0;
+    size_t largest = 0, second = 0;  // activations, for the gradients of backward
+    std::set<int> held;              // values it holds: made there or received
+    size_t charged() const { return used + largest + second; }
   };
+
+  /// Charges `gpu` for `node`: its footprint and the inputs it does not hold yet.
+  void take(Gpu& gpu, int node) const {
+    const Node& n = ctx_.graph.nodes[node];
+    gpu.used += layer_footprint(ctx_, node);
+    auto hold = [&](int value) {
+      if (!gpu.held.insert(value).second) return size_t{0};
+      size_t bytes = allocation_bytes(ctx_.value_bytes[value]);
+      if (ctx_.policy.training && ctx_.needs_grad[value]) {
+        if (bytes > gpu.largest) gpu.second = gpu.largest, gpu.largest = bytes;
+        else if (bytes > gpu.second) gpu.second = bytes;
+      }
+      return bytes;
+    };
+    for (int in : n.inputs) gpu.used += hold(in);
+    hold(n.output);  // its bytes are in the footprint
+  }
+
   PlaceContext& ctx_;
   std::string label_;
   std::vector<Gpu> gpus_;
@@ -383,20 +438,45 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
   std::shared_ptr<const Graph> replicated =
       replicate_data_parallel(original, planned_bindings(original, policy), policy.training, memory_of);
   const Graph& graph = replicated ? *replicated : original;
-  PlaceContext ctx = make_context(graph, inventory, policy);
-  ctx.plan.graph = replicated;
-  pass1_explicit(ctx);
-  pass2_policy(ctx);
-  follow_scattered_inputs(ctx);
-  pass3_fallback(ctx);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const Decision& d = ctx.decisions[i];
-    ctx.plan.steps.push_back({static_cast<int>(i), *d.device, d.reason, ctx.param_bytes[i],
-                              ctx.value_bytes[graph.nodes[i].output]});
+  // The balancer charges each layer as it goes; pass 5 then bounds what each pool may hold
+  // with every copy and gradient in place. Where a GPU's bound comes out above its budget
+  // (copies the balancer could not foresee: a loss's target, a scatter), plan again with
+  // that GPU's budget cut by the excess, until every GPU the balancer filled fits. Each
+  // round moves layers off a GPU or stops, so the rounds are at most the layers.
+  std::map<Device, size_t> budget_cut;
+  for (size_t round = 0;; ++round) {
+    PlaceContext ctx = make_context(graph, inventory, policy);
+    ctx.plan.graph = replicated;
+    ctx.budget_cut = budget_cut;
+    pass1_explicit(ctx);
+    pass2_policy(ctx);
+    follow_scattered_inputs(ctx);
+    pass3_fallback(ctx);
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const Decision& d = ctx.decisions[i];
+      ctx.plan.steps.push_back({static_cast<int>(i), *d.device, d.reason, ctx.param_bytes[i],
+                                ctx.value_bytes[graph.nodes[i].output]});
+    }
+    pass4_partition(ctx);
+    pass5_estimate(ctx);
+    bool replan = false;
+    for (const DeviceEstimate& e : ctx.plan.estimates) {
+      const size_t budget = memory_of(e.device);
+      if (e.device.kind != DeviceKind::cuda || budget == 0 || e.peak_bytes <= budget) continue;
+      bool balanced_here = false;  // a layer the balancer put there, not one pinned there
+      for (size_t i = 0; i < graph.nodes.size(); ++i)
+        balanced_here = balanced_here || (!ctx.decisions[i].pinned && ctx.decisions[i].device == e.device);
+      if (balanced_here && round <= graph.nodes.size()) {
+        budget_cut[e.device] += e.peak_bytes - budget;
+        replan = true;
+      } else {
+        ctx.plan.notes.push_back(e.device.str() + " is predicted to need " + format_bytes(e.peak_bytes) + " of its " +
+                                 format_bytes(budget) + " for the layers placed there by device: or --place; the run "
+                                 "may run out of memory (place fewer layers there, or a smaller batch)");
+      }
+    }
+    if (!replan) return std::move(ctx.plan);
   }
-  pass4_partition(ctx);
-  pass5_estimate(ctx);
-  return std::move(ctx.plan);
 }
 
 }  // namespace tandem

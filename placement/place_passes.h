@@ -2,6 +2,7 @@
 // themselves, each its own function (place.h lists them).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,9 +26,13 @@ struct PlaceContext {
   Bindings bindings;                  // batch and the others, unbound ones at 1
   std::vector<size_t> value_bytes;    // per value, under `bindings`
   std::vector<size_t> param_bytes;    // per node, float32
+  std::vector<size_t> param_pool_bytes;  // per node, as a device's pool counts them (core/storage.h)
   std::vector<bool> needs_grad;       // per value: training propagates a gradient through it
   double optimizer_factor = 2;        // optimizer state per parameter byte
   std::vector<Decision> decisions;    // per node
+  /// Bytes taken off a GPU's balancing budget: where a plan's estimate came out above the
+  /// budget, place() plans again with that much less (see place()).
+  std::map<Device, size_t> budget_cut;
   Plan plan;
 };
 
@@ -38,8 +43,9 @@ void pass3_fallback(PlaceContext& ctx);
 void pass4_partition(PlaceContext& ctx);
 void pass5_estimate(PlaceContext& ctx);
 
-/// The bytes a layer needs on its device while balancing: parameters (with gradient and
-/// optimizer state in training) and its output.
+/// The bytes a layer needs on its device while balancing, as the device's pool counts
+/// them: parameters (with gradient and optimizer state in training) and its output. The
+/// copies it receives are the balancer's to add (they depend on where its inputs are).
 size_t layer_footprint(const PlaceContext& ctx, int node);
 /// "cpu, cuda:0, cuda:1"
 std::string inventory_list(const DeviceInventory& inventory);

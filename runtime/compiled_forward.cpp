@@ -38,6 +38,7 @@ void CompiledForward::plan_buffers(const Graph& graph) {
     last_use[root[steps_[i].node->output]] = std::max(last_use[root[steps_[i].node->output]], static_cast<int>(i));
   }
   std::vector<size_t> buffer_bytes;
+  std::vector<size_t> sized_by;  // the step whose output set each buffer's size, for messages
   std::vector<int> free_buffers;
   std::vector<int> buffer_of(n_values, -1);
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -53,9 +54,11 @@ void CompiledForward::plan_buffers(const Graph& graph) {
         best = *std::max_element(free_buffers.begin(), free_buffers.end(),
                                  [&](int a, int b) { return buffer_bytes[a] < buffer_bytes[b]; });
         buffer_bytes[best] = need;
+        sized_by[best] = i;
       }
       if (best < 0) {
         buffer_bytes.push_back(need);
+        sized_by.push_back(i);
         best = static_cast<int>(buffer_bytes.size()) - 1;
       } else {
         free_buffers.erase(std::find(free_buffers.begin(), free_buffers.end(), best));
@@ -74,8 +77,16 @@ void CompiledForward::plan_buffers(const Graph& graph) {
       }
     }
   }
-  for (size_t bytes : buffer_bytes) {
-    arena_.push_back(Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::int64));
+  for (size_t b = 0; b < buffer_bytes.size(); ++b) {
+    try {
+      arena_.push_back(Tensor::empty({static_cast<int64_t>((buffer_bytes[b] + 7) / 8)}, DType::int64));
+    } catch (const UserError& e) {
+      const Node& node = *steps_[sized_by[b]].node;
+      const std::string what = layer_in_messages(node) + " output " + shape_str(value_shapes_[node.output]) +
+                               " (in a buffer that layers after it reuse)";
+      if (const auto* oom = dynamic_cast<const OutOfMemory*>(&e)) throw oom->in(what);
+      throw UserError(what + ": " + e.what());
+    }
     arena_bytes_ += arena_.back().nbytes();
   }
 }
@@ -103,7 +114,7 @@ std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint
     }
     Tensor& out = values_[node.output];
     if (step.buffer >= 0) out = Tensor::from_storage(arena_[step.buffer].storage(), out_shape, out_value.type.dtype);
-    else out = Tensor::empty(out_shape, out_value.type.dtype);
+    else out = allocate_for_layer(node, out_shape, out_value.type.dtype, "output");
     std::span<const Tensor> args_in;
     if (node.inputs.size() <= 16) {
       for (size_t k = 0; k < node.inputs.size(); ++k) in_args[k] = values_[node.inputs[k]];
@@ -116,8 +127,10 @@ std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint
     KernelArgs args{args_in, step.params, {&out, 1}, training, seed * 0x9e3779b97f4a7c15ULL + i, params_version};
     try {
       step.kernel->forward(args);
+    } catch (const OutOfMemory& e) {  // a kernel's workspace
+      throw e.in(layer_in_messages(node));
     } catch (const UserError& e) {
-      throw UserError("layer '" + node.path + "' (" + node.op + "): " + e.what());
+      throw UserError(layer_in_messages(node) + ": " + e.what());
     }
     call_hook(node);
   }

@@ -87,13 +87,15 @@ void CompiledTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed,
     }
     args_in.clear();
     for (int v : node.inputs) args_in.push_back(values_[v]);
-    values_[node.output] = Tensor::empty(shapes_[node.output], graph_.values[node.output].type.dtype);
+    values_[node.output] = allocate_for_layer(node, shapes_[node.output], graph_.values[node.output].type.dtype, "output");
     KernelArgs args{args_in, step.params, {&values_[node.output], 1}, training, seed * 0x9e3779b97f4a7c15ULL + i,
                     params_version};
     try {
       step.kernel->forward(args);
+    } catch (const OutOfMemory& e) {  // a kernel's workspace
+      throw e.in(layer_in_messages(node));
     } catch (const UserError& e) {
-      throw UserError("layer '" + node.path + "' (" + node.op + "): " + e.what());
+      throw UserError(layer_in_messages(node) + ": " + e.what());
     }
     for (int v : release_after_forward_[i]) values_[v] = Tensor();
   }
@@ -101,7 +103,13 @@ void CompiledTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed,
 
 Tensor& CompiledTraining::gradient_buffer(int value_id) {
   TANDEM_ASSERT(requires_grad_[value_id], "tensor '" + graph_.values[value_id].name + "' has no gradient");
-  if (!grads_[value_id].defined()) grads_[value_id] = Tensor::empty(shapes_[value_id], DType::float32);
+  if (!grads_[value_id].defined()) {
+    try {
+      grads_[value_id] = Tensor::empty(shapes_[value_id], DType::float32);
+    } catch (const OutOfMemory& e) {
+      throw e.in("the gradient of '" + graph_.values[value_id].name + "' " + shape_str(shapes_[value_id]));
+    }
+  }
   return grads_[value_id];
 }
 
@@ -141,9 +149,9 @@ void CompiledTraining::backward(const std::vector<int>& seeded, const GradientRe
       bool taken = grad_ready_[v];
       for (size_t j = 0; j < k; ++j) taken = taken || (written_now[j] && node.inputs[j] == v);
       if (taken) {  // a second contribution: write aside, sum after
-        grad_inputs[k] = Tensor::empty(shapes_[v], DType::float32);
+        grad_inputs[k] = allocate_for_layer(node, shapes_[v], DType::float32, "backward: an input's gradient");
       } else {
-        grads_[v] = Tensor::empty(shapes_[v], DType::float32);
+        grads_[v] = allocate_for_layer(node, shapes_[v], DType::float32, "backward: an input's gradient");
         grad_inputs[k] = grads_[v];
         written_now[k] = true;
       }
@@ -154,8 +162,10 @@ void CompiledTraining::backward(const std::vector<int>& seeded, const GradientRe
     for (TouchedRows* rows : step.unrecorded_rows) rows->mark_all();
     try {
       step.kernel->backward(args);
+    } catch (const OutOfMemory& e) {  // a kernel's workspace
+      throw e.in(layer_in_messages(node) + " backward");
     } catch (const UserError& e) {
-      throw UserError("layer '" + node.path + "' (" + node.op + ") backward: " + e.what());
+      throw UserError(layer_in_messages(node) + " backward: " + e.what());
     }
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int v = node.inputs[k];

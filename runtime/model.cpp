@@ -7,6 +7,7 @@
 #include "graph/load_graph.h"
 #include "graph/loss_reach.h"
 #include "graph/text_similarity.h"
+#include "runtime/checkpoint_metadata.h"
 #include "runtime/compiled_forward.h"
 #include "runtime/compiled_training.h"
 #include "runtime/device_registry.h"
@@ -131,7 +132,7 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
 void Model::load_weights(const std::string& path) {
   TensorMap tensors = read_safetensors(path);
   // a training checkpoint holds the optimizer's state beside the weights
-  if (read_safetensors_metadata(path).count("tandem_checkpoint"))
+  if (is_checkpoint_metadata(read_safetensors_metadata(path)))
     std::erase_if(tensors, [](const auto& entry) { return entry.first.starts_with("optimizer."); });
   set_weights(tensors, path);
 }
@@ -208,7 +209,12 @@ TensorMap Model::random_inputs(const Bindings& bindings, uint64_t seed) const {
       shape.push_back(*v);
     }
     Rng rng(seed, "input:" + in.name);
-    Tensor t = Tensor::empty(shape, type.dtype);
+    Tensor t;
+    try {
+      t = Tensor::empty(shape, type.dtype);
+    } catch (const OutOfMemory& e) {
+      throw e.in("random input '" + in.name + "' " + shape_str(shape));
+    }
     if (type.dtype == DType::float32) {
       for (float& x : t.span<float>()) x = static_cast<float>(rng.normal());
       inputs.emplace(in.name, std::move(t));
@@ -275,7 +281,13 @@ namespace tandem {
 void Model::allocate_gradients() const {
   if (gradients_allocated_) return;
   for (const auto& [name, rows] : grad_rows_)
-    if (!rows.holds_values()) grads_.emplace(name, Tensor::zeros(params_.at(name).shape(), DType::float32));
+    if (!rows.holds_values()) {
+      try {
+        grads_.emplace(name, Tensor::zeros(params_.at(name).shape(), DType::float32));
+      } catch (const OutOfMemory& e) {
+        throw e.in("the gradient of parameter '" + name + "' " + shape_str(params_.at(name).shape()));
+      }
+    }
   gradients_allocated_ = true;
 }
 
@@ -358,7 +370,7 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
     seeded.push_back(out.value);
   }
   for (const auto& [name, g] : grad_outputs)
-    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&](const GraphOutput& o) { return o.name == name; }))
+    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&n = name](const GraphOutput& o) { return o.name == n; }))
       throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
   t.backward(seeded);
   TensorMap input_grads;

@@ -137,7 +137,7 @@ MultiDeviceTraining& Model::placed_training_for(const Bindings& bindings, bool i
 TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
   Bindings bindings = bind(inputs);
   for (const auto& [name, g] : grad_outputs)
-    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&](const GraphOutput& o) { return o.name == name; }))
+    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&n = name](const GraphOutput& o) { return o.name == n; }))
       throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
   MultiDeviceTraining& t = placed_training_for(bindings, true);
   std::vector<Tensor> ordered;

@@ -60,6 +60,18 @@ std::unique_ptr<Kernel> make_node_kernel(const std::function<KernelChoice(const 
   return std::move(choice.kernel);
 }
 
+std::string layer_in_messages(const Node& node) { return "layer '" + node.path + "' (" + node.op + ")"; }
+
+Tensor allocate_for_layer(const Node& node, const Shape& shape, DType dtype, const char* what) {
+  try {
+    return Tensor::empty(shape, dtype);
+  } catch (const OutOfMemory& e) {
+    throw e.in(layer_in_messages(node) + " " + what + " " + shape_str(shape));
+  } catch (const UserError& e) {  // larger than a tensor may be
+    throw UserError(layer_in_messages(node) + " " + what + ": " + e.what());
+  }
+}
+
 void forward_naming_layer(Kernel& kernel, const KernelArgs& args, const std::string& layer) {
   try {
     kernel.forward(args);

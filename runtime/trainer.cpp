@@ -1,6 +1,5 @@
 #include "runtime/trainer.h"
 
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -9,13 +8,12 @@
 
 #include "backends/trace.h"
 #include "graph/loss_reach.h"
+#include "runtime/checkpoint_metadata.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/micro_batches.h"
 
 namespace tandem {
 namespace {
-
-constexpr const char* kCheckpointMark = "tandem_checkpoint";
 
 uint64_t step_seed(uint64_t seed, int64_t step) {
   return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 1;
@@ -161,6 +159,13 @@ double Trainer::step(const TensorMap& batch) {
     HostSpan span("gradients averaged over the ranks");
     ddp_->finish_backward();
   }
+  // Before the update: the weights stay those of the last good step. Distributed, each
+  // rank judges its own loss; one that stops ends the job, named.
+  if (!std::isfinite(loss))
+    throw UserError("step " + std::to_string(step_ + 1) + " (epoch " + std::to_string(epoch_ + 1) +
+                    "): the training loss is " + (std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf") +
+                    "; the run stopped before updating the weights. Lower the learning rate (--lr), clip gradients "
+                    "(train: clip_grad_norm), or check the data");
   HostSpan span("optimizer step");
   // The host's tensors; the arithmetic of a parameter that GPUs hold runs on them.
   ParameterDevices& devices = model_.parameter_devices();
@@ -280,38 +285,55 @@ void Trainer::save_checkpoint(const std::string& path) const {
   TensorMap tensors;
   for (const auto& [name, p] : model_.parameters()) tensors.emplace(name, p);
   for (auto& [name, t] : state) tensors.emplace("optimizer." + name, t);
-  std::map<std::string, std::string> meta{{kCheckpointMark, "1"},
-                                          {"model", model_.graph().name},
-                                          {"epoch", std::to_string(epoch_)},
-                                          {"step", std::to_string(step_)},
-                                          {"total_steps", std::to_string(total_steps_)},
-                                          {"seed", std::to_string(spec_.seed)},
-                                          {"optimizer", spec_.optimizer.name},
-                                          {"lr", std::to_string(spec_.optimizer.lr)},
-                                          {"batch", std::to_string(spec_.batch)},
-                                          {"accumulate", std::to_string(spec_.accumulate)},
-                                          {"ranks", std::to_string(ranks())},
-                                          {"epochs", std::to_string(spec_.epochs)}};
-  write_safetensors(path, tensors, meta);
+  write_safetensors(path, tensors,
+                    checkpoint_metadata_map({model_.graph().name, epoch_, step_, total_steps_, spec_.seed,
+                                             spec_.optimizer.name, spec_.optimizer.lr, spec_.batch, spec_.epochs,
+                                             spec_.accumulate, ranks()}));
+}
+
+CheckpointMetadata Trainer::checked_metadata(const std::map<std::string, std::string>& meta,
+                                             const std::string& path) const {
+  if (!is_checkpoint_metadata(meta))
+    throw UserError(path + ": not a Tandem checkpoint (no training state); to start from these weights use --weights");
+  const CheckpointMetadata m = parse_checkpoint_metadata(meta, path);
+  if (m.model != model_.graph().name)
+    throw UserError(path + ": a checkpoint of model '" + m.model + "', not of '" + model_.graph().name + "'");
+  if (m.seed != spec_.seed || m.batch != spec_.batch || m.optimizer != spec_.optimizer.name)
+    throw UserError(path + ": the checkpoint was trained with seed " + std::to_string(m.seed) + ", batch " +
+                    std::to_string(m.batch) + " and optimizer " + m.optimizer +
+                    "; resume with the same settings to continue the same run");
+  if (m.accumulate != spec_.accumulate || m.ranks != ranks())
+    throw UserError(path + ": the checkpoint was trained with accumulate " + std::to_string(m.accumulate) + " on " +
+                    std::to_string(m.ranks) + " rank(s), this run has accumulate " + std::to_string(spec_.accumulate) +
+                    " on " + std::to_string(ranks()) + ": resume with the same settings to continue the same run");
+  return m;
 }
 
 std::pair<TensorMap, std::map<std::string, std::string>> Trainer::read_checkpoint(const std::string& path) {
-  if (!ddp_) return {read_safetensors(path), read_safetensors_metadata(path)};
+  // Every field is checked before the tensors are read and anything changes: a refused
+  // checkpoint leaves the trainer as it was.
+  auto read = [&] {
+    std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+    checked_metadata(meta, path);
+    return std::make_pair(read_safetensors(path), std::move(meta));
+  };
+  if (!ddp_) return read();
   // Rank 0 reads the file (the others' hosts need not have it) and tells the others what
   // it found, or why it could not.
-  TensorMap tensors;
+  std::pair<TensorMap, std::map<std::string, std::string>> contents;
   std::string meta, error;
   if (rank() == 0) try {
-      tensors = read_safetensors(path);
-      meta = nlohmann::json(read_safetensors_metadata(path)).dump();
+      contents = read();
+      meta = nlohmann::json(contents.second).dump();
     } catch (const UserError& e) {
       error = e.what();
     }
   ddp_->group().broadcast(error, 0, "rank 0's reading of checkpoint " + path);
   if (!error.empty()) throw JobError(error);
-  ddp_->broadcast(tensors, "the broadcast of checkpoint " + path);
+  ddp_->broadcast(contents.first, "the broadcast of checkpoint " + path);
   ddp_->group().broadcast(meta, 0, "the broadcast of checkpoint " + path + "'s metadata");
-  return {std::move(tensors), nlohmann::json::parse(meta).get<std::map<std::string, std::string>>()};
+  contents.second = nlohmann::json::parse(meta).get<std::map<std::string, std::string>>();
+  return contents;
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
@@ -326,11 +348,8 @@ void Trainer::load_checkpoint(const std::string& path) {
   }
 }
 
-void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, std::map<std::string, std::string>& meta) {
-  if (!meta.count(kCheckpointMark))
-    throw UserError(path + ": not a Tandem checkpoint (no training state); to start from these weights use --weights");
-  if (meta["model"] != model_.graph().name)
-    throw UserError(path + ": a checkpoint of model '" + meta["model"] + "', not of '" + model_.graph().name + "'");
+void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, const std::map<std::string, std::string>& meta) {
+  const CheckpointMetadata m = checked_metadata(meta, path);
   TensorMap weights, state;
   for (auto& [name, t] : tensors) {
     if (name.starts_with("optimizer.")) state.emplace(name.substr(10), t);
@@ -343,34 +362,14 @@ void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, std::
       return entry.first != "step" && !mine.count(entry.first.substr(0, entry.first.rfind('.')));
     });
   }
-  optimizer_->load_state(state, updated_.names, updated_.params);
-  // A count the checkpoint's metadata holds: present, a whole number, not negative.
-  auto count = [&]<typename T = int64_t>(const std::string& key) -> T {
-    auto it = meta.find(key);
-    if (it == meta.end())
-      throw UserError(path + ": the checkpoint's metadata is incomplete: no '" + key +
-                      "' (a checkpoint has epoch, step, total_steps, seed and batch)");
-    T value = 0;
-    const std::string& text = it->second;
-    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc() || end != text.data() + text.size() || text.empty() || value < 0)
-      throw UserError(path + ": the checkpoint's metadata is malformed: " + key + " is '" + text +
-                      "', not a count from 0");
-    return value;
-  };
-  epoch_ = count("epoch");
-  step_ = count("step");
-  total_steps_ = count("total_steps");
-  if (count.operator()<uint64_t>("seed") != spec_.seed || count("batch") != spec_.batch)
-    throw UserError(path + ": the checkpoint was trained with seed " + meta.at("seed") + " and batch " + meta.at("batch") +
-                    "; resume with the same settings to continue the same run");
-  // older checkpoints say nothing of these: one process without accumulation
-  const int64_t accumulate = meta.count("accumulate") ? count("accumulate") : 1;
-  const int64_t saved_ranks = meta.count("ranks") ? count("ranks") : 1;
-  if (accumulate != spec_.accumulate || saved_ranks != ranks())
-    throw UserError(path + ": the checkpoint was trained with accumulate " + std::to_string(accumulate) + " on " +
-                    std::to_string(saved_ranks) + " rank(s), this run has accumulate " + std::to_string(spec_.accumulate) +
-                    " on " + std::to_string(ranks()) + ": resume with the same settings to continue the same run");
+  try {
+    optimizer_->load_state(state, updated_.names, updated_.params);
+  } catch (const UserError& e) {
+    throw UserError(path + ": " + e.what());
+  }
+  epoch_ = m.epoch;
+  step_ = m.step;
+  total_steps_ = m.total_steps;
 }
 
 std::vector<ColumnSpec> data_columns(const Graph& graph) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "graph/training_spec.h"
+#include "runtime/checkpoint_metadata.h"
 #include "backends/loss_value.h"
 #include "runtime/data/dataset.h"
 #include "runtime/distributed/distributed_data_parallel.h"
@@ -122,8 +123,11 @@ class Trainer {
   /// The tensors and metadata of a checkpoint: the file's, and on a distributed job rank
   /// 0's file's on every rank.
   std::pair<TensorMap, std::map<std::string, std::string>> read_checkpoint(const std::string& path);
-  /// Checks a checkpoint's metadata against this run and takes its weights and state.
-  void apply_checkpoint(const std::string& path, TensorMap tensors, std::map<std::string, std::string>& meta);
+  /// A checkpoint's metadata, checked against this run: UserError when it is not a
+  /// checkpoint of this model or was trained with other settings.
+  CheckpointMetadata checked_metadata(const std::map<std::string, std::string>& meta, const std::string& path) const;
+  /// Takes a checked checkpoint's weights, optimizer state and position.
+  void apply_checkpoint(const std::string& path, TensorMap tensors, const std::map<std::string, std::string>& meta);
 };
 
 /// The columns a dataset must provide for `graph`: each input and target without its

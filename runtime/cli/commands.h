@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
+#include <string>
 
 namespace tandem::cli {
 
@@ -14,5 +16,9 @@ Command add_run_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+
+/// When the first argument names no subcommand of `app` (and is no option), what to say:
+/// "'rnu' is not a tandem command (did you mean 'run'?); the commands are ...".
+std::optional<std::string> unknown_command(const CLI::App& app, int argc, const char* const* argv);
 
 }  // namespace tandem::cli

@@ -53,10 +53,14 @@ PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph
   }
   if (!flags.max_memory.empty()) p.max_memory = size_option(flags.max_memory, "--max-memory");
   for (const std::string& item : flags.place) {
-    size_t eq = item.rfind('=');
-    std::optional<Device> d = eq == std::string::npos ? std::nullopt : Device::parse(item.substr(eq + 1));
+    size_t eq = item.find('=');
+    // one '=': a layer path never holds one, so a second is a typo, not part of the pattern
+    std::optional<Device> d = eq == std::string::npos || item.find('=', eq + 1) != std::string::npos
+                                  ? std::nullopt
+                                  : Device::parse(item.substr(eq + 1));
     if (!d || eq == 0)
-      throw UserError("--place '" + item + "' must be PATTERN=DEVICE, such as 'encoder.*=cuda:1' or 'emb=cpu'");
+      throw UserError("--place '" + item + "' must be PATTERN=DEVICE with one '=', such as 'encoder.*=cuda:1' or "
+                      "'emb=cpu'");
     p.place_overrides.emplace_back(item.substr(0, eq), *d);
   }
   return p;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include "core/memory_size.h"
@@ -41,6 +42,47 @@ Bindings parse_bindings(const RunOptions& o, const Graph& graph) {
   return b;
 }
 
+/// Mean, spread and range of a float output over its values that are not NaN, with the
+/// NaNs and infinities counted: an output of NaNs alone has no range (it printed as
+/// "min inf max -inf").
+struct OutputStats {
+  double mean = NAN, std = NAN, min = NAN, max = NAN;
+  int64_t nans = 0, infinities = 0, count = 0;
+};
+
+OutputStats output_stats(std::span<const float> v) {
+  OutputStats s;
+  double sum = 0, sq = 0;
+  float lo = INFINITY, hi = -INFINITY;
+  for (float x : v) {
+    if (std::isnan(x)) {
+      ++s.nans;
+      continue;
+    }
+    if (std::isinf(x)) ++s.infinities;
+    sum += x, sq += double(x) * x, lo = std::min(lo, x), hi = std::max(hi, x);
+  }
+  s.count = static_cast<int64_t>(v.size());
+  const int64_t n = s.count - s.nans;
+  if (s.count == 0) s.mean = s.std = s.min = s.max = 0;
+  if (n == 0) return s;
+  s.mean = sum / n;
+  s.std = std::sqrt(std::max(0.0, sq / n - s.mean * s.mean));
+  s.min = lo;
+  s.max = hi;
+  return s;
+}
+
+/// "" or "  (3 of 20 values are NaN, 1 infinite)".
+std::string non_finite_note(const OutputStats& s) {
+  if (s.nans == 0 && s.infinities == 0) return "";
+  std::string note = "  (";
+  if (s.nans > 0) note += fmt::format("{} of {} values are NaN", s.nans, s.count);
+  if (s.infinities > 0) note += fmt::format("{}{} infinite", s.nans > 0 ? ", " : "", s.infinities);
+  if (s.nans == 0) note += fmt::format(" of {}", s.count);
+  return note + ")";
+}
+
 nlohmann::json summarize(const Tensor& t) {
   nlohmann::json j{{"shape", t.shape()}, {"dtype", dtype_name(t.dtype())}};
   if (t.dtype() != DType::float32) {
@@ -48,14 +90,14 @@ nlohmann::json summarize(const Tensor& t) {
     return j;
   }
   auto v = t.span<float>();
-  double sum = 0, sq = 0;
-  float lo = INFINITY, hi = -INFINITY;
-  for (float x : v) sum += x, sq += double(x) * x, lo = std::min(lo, x), hi = std::max(hi, x);
-  double n = std::max<double>(1, v.size());
-  j["mean"] = sum / n;
-  j["std"] = std::sqrt(std::max(0.0, sq / n - (sum / n) * (sum / n)));
-  j["min"] = v.empty() ? 0.0f : lo;
-  j["max"] = v.empty() ? 0.0f : hi;
+  OutputStats s = output_stats(v);
+  // JSON has no NaN: nlohmann writes null, which is what a range of no values is
+  j["mean"] = s.mean;
+  j["std"] = s.std;
+  j["min"] = s.min;
+  j["max"] = s.max;
+  if (s.nans > 0) j["nan_count"] = s.nans;
+  if (s.infinities > 0) j["inf_count"] = s.infinities;
   if (v.size() <= 4096) j["values"] = std::vector<float>(v.begin(), v.end());
   else j["values_omitted"] = "more than 4096 elements; use --outputs FILE.safetensors";
   return j;
@@ -121,12 +163,11 @@ int run_inference(const RunOptions& o) {
   for (const auto& [name, t] : outputs) {
     fmt::print("output {} {} {}\n", name, dtype_name(t.dtype()), shape_str(t.shape()));
     if (t.dtype() == DType::float32) {
-      nlohmann::json s = summarize(t);
       auto v = t.span<float>();
+      OutputStats s = output_stats(v);
       std::vector<float> head(v.begin(), v.begin() + std::min<size_t>(v.size(), 8));
-      fmt::print("  mean {:.6g}  std {:.6g}  min {:.6g}  max {:.6g}\n  first values: {:.5g}{}\n", s["mean"].get<double>(),
-                 s["std"].get<double>(), s["min"].get<double>(), s["max"].get<double>(), fmt::join(head, " "),
-                 v.size() > head.size() ? " ..." : "");
+      fmt::print("  mean {:.6g}  std {:.6g}  min {:.6g}  max {:.6g}{}\n  first values: {:.5g}{}\n", s.mean, s.std, s.min,
+                 s.max, non_finite_note(s), fmt::join(head, " "), v.size() > head.size() ? " ..." : "");
     }
   }
   if (!times_ms.empty())

@@ -120,6 +120,9 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   model.init_parameters(spec.seed);
   if (!o.weights.empty()) model.load_weights(o.weights);
   if (o.bench_steps > 0) return bench_training(model, spec, o, std::move(group));
+  if (!o.binds.empty())  // training takes its shapes from the data
+    throw UserError("--bind applies to --bench-steps only (training takes every size from its data); drop it, or add "
+                    "--bench-steps N to time steps on random inputs of those sizes");
   Trainer trainer(model, spec);  // first: it says when the model has no loss
   trainer.distribute(std::move(group), distributed_options(o.distributed));
   const bool speaks = trainer.rank() == 0;  // of a distributed job, rank 0 alone prints
@@ -241,7 +244,8 @@ Command add_train_command(CLI::App& app) {
   add_override_flags(*sub, {"--drop-last", "drop an epoch's last, smaller batch (default: train: drop_last, else false)"},
                      {"--keep-last", "train on an epoch's last, smaller batch too"}, o->drop_last);
   sub->add_option("--resume", o->resume, "continue the run saved in this checkpoint");
-  sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training");
+  sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training")
+      ->check(CLI::Range(1, 1000000));
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
   sub->add_flag("--json", o->json, "print a machine-readable result");
   add_device_flags(*sub, o->placement, "train placed over the cpu and N simulated GPUs");

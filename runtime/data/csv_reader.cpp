@@ -56,7 +56,7 @@ std::optional<std::pair<int64_t, int64_t>> parse_range(std::string_view text) {
 int64_t plan_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns, std::vector<ColumnPlan>& plans) {
   const std::string& file = spec.path;
   for (const auto& [name, text] : spec.columns) {
-    bool known = std::any_of(columns.begin(), columns.end(), [&](const ColumnSpec& c) { return c.name == name; });
+    bool known = std::any_of(columns.begin(), columns.end(), [&n = name](const ColumnSpec& c) { return c.name == n; });
     if (!known) throw UserError(file + ": columns: '" + name + "' is neither an input nor a target");
   }
   int64_t next = 0, needed = 0;
@@ -96,6 +96,10 @@ float parse_float(std::string_view cell, const std::string& file, int64_t line, 
     throw UserError(where(file, line, column) + "'" + std::string(trim(cell)) + "' is not a number");
   if (ec == std::errc::result_out_of_range)
     throw UserError(where(file, line, column) + "'" + std::string(trim(cell)) + "' is out of range for float32");
+  // from_chars reads "nan" and "inf": a sample holding one trains to a NaN loss
+  if (!std::isfinite(value))
+    throw UserError(where(file, line, column) + "'" + std::string(trim(cell)) +
+                    "' is not a finite number; training data must hold finite values (drop or fill in that row)");
   return value;
 }
 

@@ -49,7 +49,8 @@ class Dataset {
 
 /// Loads `spec` into tensors named by `columns`. UserError naming the file and line for
 /// a missing file, an empty file, a wrong column count, a cell that is not a number,
-/// an int64 value that is not an integer or lies outside [0, high) (other than `ignored`).
+/// a float32 value that is NaN or infinite, an int64 value that is not an integer or lies
+/// outside [0, high) (other than `ignored`).
 Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns);
 
 /// A batch gathered from a Dataset (samples along dimension 0) laid out as the model takes

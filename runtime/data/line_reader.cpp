@@ -1,14 +1,15 @@
 #include "runtime/data/line_reader.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
 #include "core/error.h"
+#include "core/readable_file.h"
 
 namespace tandem {
 
@@ -24,26 +25,28 @@ struct LineReader::Handle {
 };
 
 LineReader::LineReader(const std::string& path, bool gzip) : handle_(std::make_unique<Handle>()), path_(path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": cannot open (it is a directory)");
-  auto file_size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-  size_hint_ = ec ? 0 : file_size;
+  ReadableFile file(path);  // refuses directories, pipes and devices before zlib waits on one
+  const auto file_size = static_cast<int64_t>(file.size());
+  size_hint_ = file_size;
   if (gzip) {
     // gzread would read a file without the gzip magic as plain text; a .gz that is not
     // one is better refused by name than parsed as garbage.
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) throw UserError(path + ": cannot open");
     unsigned char magic[2] = {0, 0};
-    size_t got = std::fread(magic, 1, 2, f);
+    size_t got = file.read_some_at(0, 2, magic);
+    if (got != 2 || magic[0] != 0x1f || magic[1] != 0x8b) throw UserError(path + ": not a gzip file");
     // The trailer's ISIZE: the text's size mod 2^32 (of the last member only).
     unsigned char isize[4] = {0, 0, 0, 0};
-    if (got == 2 && file_size >= 18 && std::fseek(f, -4, SEEK_END) == 0 && std::fread(isize, 1, 4, f) == 4)
+    if (file_size >= 18 && file.read_some_at(static_cast<uint64_t>(file_size - 4), 4, isize) == 4)
       size_hint_ = std::max<int64_t>(file_size, isize[0] | isize[1] << 8 | isize[2] << 16 | int64_t{isize[3]} << 24);
-    std::fclose(f);
-    if (got != 2 || magic[0] != 0x1f || magic[1] != 0x8b) throw UserError(path + ": not a gzip file");
   }
-  handle_->file = gzopen(path.c_str(), "rb");
-  if (handle_->file == nullptr) throw UserError(path + ": cannot open");
+  // zlib reads through its own descriptor, which gzclose closes.
+  int fd = ::dup(file.fd());
+  if (fd >= 0) handle_->file = gzdopen(fd, "rb");
+  if (handle_->file == nullptr) {
+    int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw UserError(path + ": cannot open: " + std::strerror(err));
+  }
   gzbuffer(handle_->file, kChunkBytes);
 }
 

@@ -12,7 +12,8 @@ namespace tandem {
 /// Owns its zlib handle. Not thread-safe.
 class LineReader {
  public:
-  /// Opens `path`; UserError "PATH: cannot open" when it is missing or unreadable, and
+  /// Opens `path`; UserError "PATH: cannot open: WHY" when it is missing, unreadable or
+  /// not a regular file (core/readable_file.h), and
   /// "PATH: not a gzip file" when `gzip` is set and the file does not start like one.
   LineReader(const std::string& path, bool gzip);
   ~LineReader();

@@ -1,5 +1,6 @@
 #include "runtime/data/dataset.h"
 
+#include <cmath>
 #include <set>
 #include <string_view>
 
@@ -81,6 +82,15 @@ TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<Colum
     } else if (t.size(0) != n) {
       throw UserError(what + " has " + std::to_string(t.size(0)) + " samples, '" + first->name + "' has " +
                       std::to_string(n));
+    }
+    if (c.dtype == DType::float32) {  // a NaN or an infinity would train to a NaN loss
+      auto values = t.span<float>();
+      int64_t row = t.size(0) == 0 ? 1 : t.numel() / t.size(0);
+      for (size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i]))
+          throw UserError(what + ": sample " + std::to_string(static_cast<int64_t>(i) / row) + ", element " +
+                          std::to_string(static_cast<int64_t>(i) % row) + " is " + (std::isnan(values[i]) ? "nan" : values[i] < 0 ? "-inf" : "inf") +
+                          "; training data must hold finite values (drop or fill in that sample)");
     }
     if (c.dtype == DType::int64 && c.high) {
       auto values = t.span<int64_t>();

@@ -1,21 +1,25 @@
 #include "runtime/io/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string_view>
 #include <utility>
+
+#include "core/readable_file.h"
+#include "runtime/io/json_members.h"
 
 // The format is little-endian and so are the machines Tandem runs on (x86-64, aarch64);
 // reading the data with memcpy relies on that.
@@ -100,40 +104,6 @@ struct Header {
   std::vector<Entry> entries;
   std::map<std::string, std::string> metadata;
 };
-
-/// Parses the JSON text, refusing duplicate keys (nlohmann would silently keep the
-/// last, so two tensors of one name would read as one) and deep nesting.
-json parse_json(std::string_view text, const std::string& what) {
-  std::vector<std::set<std::string>> keys_of_open_objects;
-  auto check = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        keys_of_open_objects.emplace_back();
-        [[fallthrough]];
-      case json::parse_event_t::array_start:
-        if (depth >= kMaxJsonDepth) fail(what + ": header nests deeper than a safetensors header does; " + kCorrupt);
-        break;
-      case json::parse_event_t::key:
-        if (!keys_of_open_objects.back().insert(parsed.get<std::string>()).second)
-          fail(what + ": header names the key " + quote_name(parsed.get<std::string>()) + " twice in one object; " +
-               kCorrupt);
-        break;
-      case json::parse_event_t::object_end:
-        keys_of_open_objects.pop_back();
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), check);
-  } catch (const json::exception& e) {
-    std::string detail = e.what();  // quotes the last token read, which may be huge
-    if (detail.size() > 300) detail = detail.substr(0, 300) + "...";
-    fail(what + ": header is not valid JSON (" + detail + "); " + kCorrupt);
-  }
-}
 
 /// A non-negative JSON integer; `where` and `field` say what it was for.
 uint64_t to_u64(const json& v, const std::string& where, std::string_view field) {
@@ -239,18 +209,18 @@ void check_no_overlap(std::vector<const Entry*> entries, const std::string& what
 }
 
 Header parse_header(std::string_view text, uint64_t data_bytes, const std::string& what) {
-  json root = parse_json(text, what);
-  if (!root.is_object())
-    fail(what + ": header must be a JSON object, not " + std::string(root.type_name()) + "; " + kCorrupt);
   Header header;
-  header.entries.reserve(root.size());
-  for (const auto& [name, value] : root.items()) {
+  JsonMembersOptions options;
+  options.max_depth = kMaxJsonDepth;
+  options.fail = [&](const std::string& problem) { fail(what + ": header " + problem + "; " + kCorrupt); };
+  for_each_json_member(text, options, [&](const std::string& name, const json& value) {
     if (name == kMetadataKey)
       header.metadata = parse_metadata(value, what);
     else
       header.entries.push_back(parse_entry(name, value, data_bytes, what));
-  }
+  });
   std::vector<const Entry*> pointers;
+  pointers.reserve(header.entries.size());
   for (const Entry& e : header.entries) pointers.push_back(&e);
   check_no_overlap(std::move(pointers), what);
   return header;
@@ -380,55 +350,18 @@ class Fd {
   int fd_;
 };
 
-/// A regular file opened for reading, with its size.
-struct InputFile {
-  Fd fd;
-  uint64_t size;
-  std::string path;
-
-  explicit InputFile(const std::string& p) : fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC)), size(0), path(p) {
-    if (fd.get() < 0) {
-      int err = errno;
-      fail_errno(err, "cannot open " + path);
-    }
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
-      int err = errno;
-      fail_errno(err, "cannot open " + path);
-    }
-    if (S_ISDIR(st.st_mode)) fail("cannot open " + path + ": it is a directory, not a safetensors file");
-    if (!S_ISREG(st.st_mode)) fail("cannot open " + path + ": not a regular file");
-    size = static_cast<uint64_t>(st.st_size);
-  }
-
-  void read_at(uint64_t offset, size_t n, std::byte* dst) const {
-    while (n > 0) {
-      ssize_t got = ::pread(fd.get(), dst, n, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        int err = errno;
-        fail_errno(err, "cannot read " + path);
-      }
-      if (got == 0) fail(path + ": file ended early; was it changed while being read?");
-      dst += got;
-      offset += static_cast<uint64_t>(got);
-      n -= static_cast<size_t>(got);
-    }
-  }
-};
-
 struct FileHeader {
   Header header;
   uint64_t data_start;
 };
 
-FileHeader read_file_header(const InputFile& file) {
+FileHeader read_file_header(const ReadableFile& file) {
   std::byte length_bytes[8] = {};
-  if (file.size >= 8) file.read_at(0, 8, length_bytes);
-  uint64_t n = header_length(length_bytes, file.size, file.path);
+  if (file.size() >= 8) file.read_at(0, 8, length_bytes);
+  uint64_t n = header_length(length_bytes, file.size(), file.path());
   std::string text(n, '\0');
-  file.read_at(8, n, reinterpret_cast<std::byte*>(text.data()));
-  return {parse_header(text, file.size - 8 - n, file.path), 8 + n};
+  file.read_at(8, n, text.data());
+  return {parse_header(text, file.size() - 8 - n, file.path()), 8 + n};
 }
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
@@ -455,6 +388,28 @@ void sync_parent_directory(const std::string& path) {
 }
 
 // ---- writing -------------------------------------------------------------------------
+
+/// Removes "<path>.tmp-PID" files that a writer killed mid-write left behind: those whose
+/// process is gone. A live process's file (another writer of the same path, or a reused
+/// PID) is left alone; a name that is not exactly that pattern is never touched.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp-";
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    std::string_view digits = std::string_view(name).substr(prefix.size());
+    pid_t pid = 0;
+    auto [last, err] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (err != std::errc() || last != digits.data() + digits.size() || digits.empty() || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: not ours)
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
+  }
+}
 
 std::string json_string(const std::string& s, const std::string& what_it_is) {
   try {
@@ -517,8 +472,15 @@ TensorMap parse_safetensors(std::span<const std::byte> bytes, const std::string&
   });
 }
 
+std::map<std::string, std::string> parse_safetensors_metadata(std::span<const std::byte> bytes,
+                                                              const std::string& what_for_messages) {
+  uint64_t n = header_length(bytes, bytes.size(), what_for_messages);
+  std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+  return parse_header(text, bytes.size() - 8 - n, what_for_messages).metadata;
+}
+
 TensorMap read_safetensors(const std::string& path) {
-  InputFile file(path);
+  ReadableFile file(path);
   FileHeader fh = read_file_header(file);
   return load_all(fh.header, [&](uint64_t offset, size_t count, std::byte* dst) {
     file.read_at(fh.data_start + offset, count, dst);
@@ -526,7 +488,7 @@ TensorMap read_safetensors(const std::string& path) {
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-  InputFile file(path);
+  ReadableFile file(path);
   return read_file_header(file).header.metadata;
 }
 
@@ -551,6 +513,7 @@ std::vector<std::byte> serialize_safetensors(const TensorMap& tensors,
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata) {
   std::string header = build_header(tensors, metadata);  // validates before touching the disk
+  remove_stale_temporaries(path);
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
   if (fd.get() < 0) {

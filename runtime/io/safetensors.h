@@ -32,10 +32,14 @@ TensorMap parse_safetensors(std::span<const std::byte> bytes, const std::string&
 
 /// Reads only the "__metadata__" string map of a safetensors file (empty when absent).
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+/// The same from the bytes of a file, checked as parse_safetensors checks them.
+std::map<std::string, std::string> parse_safetensors_metadata(std::span<const std::byte> bytes,
+                                                              const std::string& what_for_messages);
 
 /// Writes `tensors` (host tensors, any names except "__metadata__") and `metadata` to
 /// `path` atomically: into "<path>.tmp-<pid>", fsync, then rename over `path`, so a
-/// crash leaves either the old file or the new one, never half of one.
+/// crash leaves either the old file or the new one, never half of one. Temporaries of
+/// `path` left by writers that were killed (their process is gone) are removed first.
 /// Throws UserError on an I/O failure (the temporary file is removed) or bad input.
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -188,6 +188,7 @@ TEST_CASE("csv column mapping by name", "[csv]") {
 }
 
 TEST_CASE("broken csv files are refused with file and line", "[csv]") {
+  const std::string kNotFinite = "; training data must hold finite values (drop or fill in that row)";
   struct Case {
     const char* what;
     std::string text;
@@ -205,6 +206,12 @@ TEST_CASE("broken csv files are refused with file and line", "[csv]") {
       {"non-integer label", "1,2,3.5\n", false, ":1: column 2: label '3.5' is not an integer"},
       {"non-numeric label", "1,2,cat\n", false, ":1: column 2: 'cat' is not a number"},
       {"float out of range", "1e60,2,3\n", false, ":1: column 0: '1e60' is out of range for float32"},
+      {"nan", "1,2,3\n1,nan,3\n", false,
+       ":2: column 1: 'nan' is not a finite number" + kNotFinite},
+      {"NaN", "1,NaN,3\n", false, ":1: column 1: 'NaN' is not a finite number" + kNotFinite},
+      {"inf", "inf,2,3\n", false, ":1: column 0: 'inf' is not a finite number" + kNotFinite},
+      {"-infinity", "1,2,3\n1,2,3\n-Infinity,2,3\n", false, ":3: column 0: '-Infinity' is not a finite number" + kNotFinite},
+      {"+inf", "+inf,2,3\n", false, ":1: column 0: '+inf' is not a finite number" + kNotFinite},
       {"line numbers count the header", "a,b,c\n1,2,3\n1,2\n", true, ":3: expected 3 columns, found 2"},
       {"blank line between samples", "1,2,3\n\n1,2,3\n", false, ":2: blank line between samples"},
       {"empty file", "", false, ": no samples"},
@@ -230,12 +237,12 @@ TEST_CASE("missing unreadable and corrupt files are user errors", "[csv]") {
   TempDir dir;
   std::vector<ColumnSpec> columns = digits_columns();
   std::string missing = dir.file("missing.csv");
-  CHECK_THROWS_WITH(load_dataset(spec_of(missing), columns), missing + ": cannot open");
+  CHECK_THROWS_WITH(load_dataset(spec_of(missing), columns), missing + ": cannot open: No such file or directory");
   std::string missing_gz = dir.file("missing.csv.gz");
-  CHECK_THROWS_WITH(load_dataset(spec_of(missing_gz), columns), missing_gz + ": cannot open");
+  CHECK_THROWS_WITH(load_dataset(spec_of(missing_gz), columns), missing_gz + ": cannot open: No such file or directory");
   std::string folder = dir.file("folder.csv");
   std::filesystem::create_directories(folder);
-  CHECK_THROWS_WITH(load_dataset(spec_of(folder), columns), Catch::StartsWith(folder + ": cannot open"));
+  CHECK_THROWS_WITH(load_dataset(spec_of(folder), columns), Catch::StartsWith(folder + ": cannot open: it is a directory"));
 
   std::string not_gz = dir.file("plain.csv.gz");
   write_bytes(not_gz, "1,2,3\n");

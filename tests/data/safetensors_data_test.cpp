@@ -1,6 +1,8 @@
 // Datasets from safetensors files: one tensor per column, samples along dimension 0.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "runtime/data/dataset.h"
 #include "runtime/io/safetensors.h"
 #include "tests/data/data_test_util.h"
@@ -81,6 +83,15 @@ TEST_CASE("bad safetensors datasets name the file and tensor", "[safetensors]") 
     write_safetensors(path, t);
     CHECK(load_dataset(spec_of(path), columns).tensors().at("label").to_vector<int64_t>() ==
           std::vector<int64_t>{0, -100, 2, 3, -100});
+  }
+  SECTION("NaN or infinite values") {
+    t["x"].data<float>()[3 * 6 + 4] = std::nanf("");
+    CHECK_THROWS_WITH(load_with(t), path + ": tensor 'x': sample 3, element 4 is nan; training data must hold finite "
+                                           "values (drop or fill in that sample)");
+    t = good_tensors(5);
+    t["x"].data<float>()[7] = -INFINITY;
+    CHECK_THROWS_WITH(load_with(t), path + ": tensor 'x': sample 1, element 1 is -inf; training data must hold "
+                                           "finite values (drop or fill in that sample)");
   }
   SECTION("no samples") {
     CHECK_THROWS_WITH(load_with(good_tensors(0)), path + ": no samples");

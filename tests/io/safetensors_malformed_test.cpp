@@ -191,3 +191,32 @@ TEST_CASE("safetensors: random mutations never crash or throw anything but UserE
   CHECK(others == 0);
   CHECK(user_errors > 3000);  // the mutations did reach the validation
 }
+
+// nlohmann's parse-with-callback, which refused duplicate keys before, was quadratic in the
+// entry count (20,000 entries took 7 s, 100,000 over a minute): a header this size now
+// reads in well under a second, and a regression would run past ctest's timeout.
+TEST_CASE("safetensors: a header of 200,000 tensors is read whole, and a key repeated at its end is found",
+          "[io]") {
+  constexpr int kTensors = 200000;
+  std::string header = "{";
+  for (int i = 0; i < kTensors; ++i)
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"I32","shape":[],"data_offsets":[)" +
+              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+  std::vector<std::byte> file = make_file(header + "}", 4 * kTensors);
+  for (int i = 0; i < kTensors; ++i) {
+    int32_t v = 3 * i;
+    std::memcpy(file.data() + 8 + header.size() + 1 + 4 * i, &v, 4);
+  }
+  TensorMap m = parse_safetensors(file, "many.safetensors");
+  REQUIRE(m.size() == static_cast<size_t>(kTensors));
+  CHECK(m.at("t0").data<int64_t>()[0] == 0);
+  CHECK(m.at("t123456").data<int64_t>()[0] == 3 * 123456);
+  CHECK(m.at("t199999").data<int64_t>()[0] == 3 * 199999);
+
+  std::string message;
+  std::vector<std::byte> repeated =
+      make_file(header + R"(,"t7":{"dtype":"I32","shape":[],"data_offsets":[0,4]}})", 4 * kTensors);
+  REQUIRE(try_parse(repeated, &message) == Outcome::user_error);
+  CHECK(message == "bad.safetensors: header names the key 't7' twice in one object; the file is corrupt or not a "
+                   "safetensors file; export it again");
+}

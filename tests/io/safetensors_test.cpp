@@ -1,6 +1,7 @@
 // Safetensors: round trips, the exact on-disk layout, dtype conversions, atomic writes.
 #include "runtime/io/safetensors.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bit>
@@ -143,6 +144,9 @@ TEST_CASE("safetensors: round trip through a file with metadata", "[io]") {
   CHECK(read_safetensors_metadata(path) == metadata);
   // The file holds exactly what serialize_safetensors makes.
   CHECK(read_bytes(path) == serialize_safetensors(in, metadata));
+  CHECK(parse_safetensors_metadata(read_bytes(path), "m") == metadata);
+  CHECK_THROWS_WITH(parse_safetensors_metadata(std::vector<std::byte>(3), "short.safetensors"),
+                    Catch::Matchers::StartsWith("short.safetensors: file is 3 bytes"));
 }
 
 TEST_CASE("safetensors: serialize writes the bytes the Python writer writes", "[io]") {
@@ -310,6 +314,27 @@ TEST_CASE("safetensors: write is atomic and replaces an existing file", "[io]") 
                Catch::Matchers::Contains("cannot write"));
     CHECK(read_safetensors(path).at("only").to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3});
   }
+}
+
+TEST_CASE("safetensors: a write removes the temporaries of writers that were killed, and only those", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  pid_t child = ::fork();  // a process that has exited and been reaped: its PID is free
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const std::string dead = std::to_string(child), alive = std::to_string(::getppid());
+  const std::vector<std::string> stale = {"ckpt.safetensors.tmp-" + dead};
+  const std::vector<std::string> kept = {"ckpt.safetensors.tmp-" + alive, "ckpt.safetensors.tmp-" + dead + "x",
+                                         "ckpt.safetensors.tmp-", "other.safetensors.tmp-" + dead,
+                                         "ckpt.safetensors.tmp-" + dead + ".bak"};
+  for (const auto& name : stale) std::ofstream(dir.file(name)) << "half a checkpoint";
+  for (const auto& name : kept) std::ofstream(dir.file(name)) << "not ours";
+
+  write_safetensors(path, random_tensors(1));
+  for (const auto& name : stale) CHECK_FALSE(fs::exists(dir.file(name)));
+  for (const auto& name : kept) CHECK(fs::exists(dir.file(name)));
+  CHECK(read_safetensors(path).size() == random_tensors(1).size());
 }
 
 TEST_CASE("safetensors: the writer refuses what it cannot write", "[io]") {

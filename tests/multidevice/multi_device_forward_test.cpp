@@ -189,7 +189,7 @@ TEST_CASE("mlp_4x1024 split by --place patterns equals the single-device run", "
   CHECK(copies_in == forward_copies);
   CHECK(copies_out == forward_copies);
   // a layer's weights are on its device only
-  const DeviceReport& gpu1 = entry(model.device_report(), Device::cuda(1));
+  const DeviceReport gpu1 = entry(model.device_report(), Device::cuda(1));  // a copy: the report is a temporary
   const size_t layer = (1024 * 1024 + 1024) * 4;
   CHECK(gpu1.current_bytes >= layer);
   CHECK(gpu1.current_bytes < 2 * layer);

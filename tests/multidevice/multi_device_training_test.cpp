@@ -167,7 +167,7 @@ TEST_CASE("the mixed seed model trains over simulated GPUs as on the cpu", "[mul
   // cuda:0 holds one copy of the weights, shared by inference and training, one gradient
   // buffer and the momentum buffers: not a second copy of the weights
   const size_t parameters = (10 * 10 + 10) * 4;
-  const DeviceReport& gpu = entry(model.device_report(), Device::cuda(0));
+  const DeviceReport gpu = entry(model.device_report(), Device::cuda(0));  // a copy: the report is a temporary
   CHECK(gpu.current_bytes >= 3 * parameters);
   CHECK(gpu.current_bytes < 3 * parameters + 384);  // rounded to 64-byte size classes
 

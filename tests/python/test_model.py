@@ -139,7 +139,9 @@ def test_plan_before_running(rng):
     text = repr(plan)
     assert "cuda:0" in text and "memory per device" in text
     cpu_only = tandem.Model.load(config("digits_mlp.yaml")).plan(batch=32)
-    assert cpu_only.devices[0].parameter_bytes == 4 * tandem.Model.load(config("digits_mlp.yaml")).parameter_count
+    # each of the 8 parameter tensors as the pool rounds it: up to 64 bytes more
+    exact = 4 * tandem.Model.load(config("digits_mlp.yaml")).parameter_count
+    assert exact <= cpu_only.devices[0].parameter_bytes < exact + 8 * 64
 
 
 def test_model_file_with_gpus_placed_on_simulated_ones(monkeypatch, rng):

@@ -110,7 +110,7 @@ train: {batch: 2, optimizer: {name: sgd, lr: 0.1}, data: {path: )" + data + "}}\
       const std::string edited = scratch("edited.safetensors");
       tandem::write_safetensors(edited, tensors, meta);
       check_refused("train " + model + " --epochs 2 --resume " + edited,
-                    {edited + ": the checkpoint's metadata is malformed: " + key + " is '" + bad + "'"});
+                    {edited + ": the checkpoint's metadata field '" + key + "' = '" + bad + "' is "});
     }
   }
   run_cli("train " + model + " --epochs 2 --resume " + checkpoint, &code, "env -u TANDEM_SIM_GPUS ");

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "runtime/io/safetensors.h"
+#include "runtime/model.h"
 
 namespace {
 
@@ -62,12 +63,12 @@ TEST_CASE("user errors exit with code 2 and say what is wrong", "[cli][errors]")
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Catch::Contains(bad + ":5:5: layer '0': the input's last dimension is 4 but in_features is 5"));
   CHECK(run_cli("run " + bad).code == 2);
-  CHECK_THAT(run_cli("check /nonexistent.yaml").output, Catch::Contains("no such file"));
+  CHECK_THAT(run_cli("check /nonexistent.yaml").output, Catch::Contains("/nonexistent.yaml: cannot open: No such file or directory"));
   CHECK(run_cli("check /nonexistent.yaml").code == 2);
 
   Result no_weights = run_cli("run " + config("seed_mlp.yaml") + " --weights /nonexistent.safetensors");
   CHECK(no_weights.code == 2);
-  CHECK_THAT(no_weights.output, Catch::Contains("cannot open /nonexistent.safetensors"));
+  CHECK_THAT(no_weights.output, Catch::Contains("/nonexistent.safetensors: cannot open: No such file"));
   std::string garbage = write_file("garbage.safetensors", "this is not a safetensors file at all");
   Result bad_inputs = run_cli("run " + config("seed_mlp.yaml") + " --inputs " + garbage);
   CHECK(bad_inputs.code == 2);
@@ -146,4 +147,38 @@ TEST_CASE("tandem devices lists the cpu and explains missing GPUs", "[cli]") {
   CHECK(json["devices"][0]["device"] == "cpu");
   CHECK(json["devices"][0]["memory_bytes"].get<int64_t>() > 0);
   if (json["devices"].size() == 1) CHECK(!json["no_gpu_reason"].get<std::string>().empty());
+}
+
+TEST_CASE("tandem run summarises NaN and infinite outputs by count, not as a range of inf to -inf", "[cli]") {
+  // seed_mlp with block1's weights NaN: every output is NaN; block3's bias +inf in one place
+  tandem::Model model = tandem::Model::load(config("seed_mlp.yaml"));
+  model.init_parameters(0);
+  auto copy_of_weights = [&] {  // parameters() shares the model's storage
+    tandem::TensorMap copy;
+    for (const auto& [name, t] : model.parameters()) copy.emplace(name, t.clone());
+    return copy;
+  };
+  tandem::TensorMap weights = copy_of_weights();
+  for (float& w : weights.at("block1.weight").span<float>()) w = NAN;
+  const std::string all_nan = scratch("nan_weights.safetensors");
+  tandem::write_safetensors(all_nan, weights);
+  Result text = run_cli("run " + config("seed_mlp.yaml") + " --weights " + all_nan);
+  CHECK(text.code == 0);
+  CHECK_THAT(text.output, Catch::Contains("mean nan  std nan  min nan  max nan  (20 of 20 values are NaN)"));
+  Result json = run_cli("run " + config("seed_mlp.yaml") + " --weights " + all_nan + " --json");
+  REQUIRE(json.code == 0);
+  auto out = nlohmann::json::parse(json.output)["outputs"]["block3"];
+  CHECK(out["min"].is_null());
+  CHECK(out["max"].is_null());
+  CHECK(out["nan_count"] == 20);
+
+  tandem::TensorMap finite = copy_of_weights();
+  finite.at("block3.bias").span<float>()[4] = INFINITY;
+  const std::string one_inf = scratch("inf_weights.safetensors");
+  tandem::write_safetensors(one_inf, finite);
+  Result inf = run_cli("run " + config("seed_mlp.yaml") + " --weights " + one_inf);
+  CHECK(inf.code == 0);
+  CHECK_THAT(inf.output, Catch::Contains("max inf  (1 infinite of 20)"));
+  std::filesystem::remove(all_nan);
+  std::filesystem::remove(one_inf);
 }

@@ -152,6 +152,20 @@ TEST_CASE("bad training data and settings exit with code 2 and say where", "[tra
   CHECK_THAT(out, Catch::Contains("validation-split"));
 }
 
+TEST_CASE("a training loss that becomes NaN stops the run, naming the step, and keeps the last checkpoint",
+          "[train][errors][cli]") {
+  // SGD at 1e30 blows the weights up in one step: the second step's loss is NaN
+  const std::string ckpt = scratch("nan.safetensors");
+  int code = 0;
+  std::string out = run_cli("train " + config("digits_mlp.yaml") + " --optimizer sgd --lr 1e30 --epochs 1 --save " +
+                                ckpt,
+                            &code);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("error: step 2 (epoch 1): the training loss is NaN; the run stopped before updating "
+                                  "the weights. Lower the learning rate (--lr)"));
+  CHECK_FALSE(std::filesystem::exists(ckpt));  // no epoch finished: nothing half-trained was saved
+}
+
 TEST_CASE("tandem train --json reports every step's loss and a checkpoint that tandem run reads", "[train][cli]") {
   std::string ckpt = scratch("cli.safetensors");
   int code = 0;

@@ -22,9 +22,11 @@ inline std::mt19937_64 seeded_rng(const char* test) {
 
 /// Runs `tandem ARGS` (the CLI this build made), stderr folded into the returned output;
 /// its exit code in *code (-1 when it did not exit). `prefix` goes before the command
-/// ("env -u TANDEM_SIM_GPUS ").
-inline std::string run_cli(const std::string& args, int* code, const std::string& prefix = "") {
-  const std::string cmd = prefix + std::string(TANDEM_CLI) + " " + args + " 2>&1";
+/// ("env -u TANDEM_SIM_GPUS "). A run past `deadline_seconds` is killed and exits 124
+/// (coreutils' timeout), so a test of something that could hang fails instead.
+inline std::string run_cli(const std::string& args, int* code, const std::string& prefix, int deadline_seconds = 600) {
+  const std::string cmd = prefix + "timeout -k 5 " + std::to_string(deadline_seconds) + " " + std::string(TANDEM_CLI) +
+                          " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -32,6 +34,10 @@ inline std::string run_cli(const std::string& args, int* code, const std::string
   const int status = pclose(pipe);
   *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
+}
+
+inline std::string run_cli(const std::string& args, int* code, int deadline_seconds = 600) {
+  return run_cli(args, code, "", deadline_seconds);
 }
 
 }  // namespace tandem::testing

@@ -124,6 +124,11 @@ class ActivationKernel final : public Kernel {
     const float* y = args.outputs[0].data<float>();
     const float* g = args.grad_outputs[0].data<float>();
     float* dx = args.grad_inputs[0].data<float>();
+    // The executor keeps only what backward reads (the input or the output): the loop below
+    // loads both and uses one, and a load through the null pointer of the other is undefined
+    // (UBSan found it), so it reads the kept one twice.
+    if (x == nullptr) x = y;
+    if (y == nullptr) y = x;
     if (bwd_.valid()) {
       bwd_.set(bwd_data_, gradient_from_output(act_) ? y : x);
       bwd_.set(bwd_diff_dst_, g);
