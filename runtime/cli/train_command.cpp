@@ -12,6 +12,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/placement_options.h"
+#include "runtime/cli/precision_option.h"
 #include "runtime/device_registry.h"
 #include "runtime/trainer.h"
 
@@ -19,6 +20,7 @@ namespace tandem::cli {
 namespace {
 
 struct TrainOptions {
+  std::string precision;  // --precision, checked by parse_precision_option
   std::string model, data, save, resume, weights, optimizer, save_weights;
   std::optional<bool> shuffle, drop_last;
   std::optional<int64_t> epochs, batch;
@@ -96,6 +98,7 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
 
 int run_train(const TrainOptions& o) {
   Model model = Model::load(o.model);
+  if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
   model.init_parameters(spec.seed);
@@ -201,6 +204,7 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training");
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
   sub->add_flag("--json", o->json, "print a machine-readable result");
+  add_precision_flag(*sub, o->precision);
   add_device_flags(*sub, o->placement, "train placed over the cpu and N simulated GPUs");
   add_policy_flags(*sub, o->placement);
   sub->add_flag("--report", o->report,
