@@ -48,10 +48,10 @@ class GraphLoader : private YamlReader {
 
   Graph load(const YAML::Node& root) {
     if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
-    // oracle (skip), oracle_steps, oracle_mode, oracle_train and oracle_grad_tolerance are
+    // oracle (skip), oracle_steps, oracle_mode, oracle_train, oracle_tolerance and oracle_grad_tolerance are
     // read by the test oracle (tests/oracle) and ignored here
     check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle",
-                      "oracle_steps", "oracle_mode", "oracle_train", "oracle_grad_tolerance", "placement",
+                      "oracle_steps", "oracle_mode", "oracle_train", "oracle_grad_tolerance", "oracle_tolerance", "placement",
                       "precision"}, "",
                "top-level key");
     const YAML::Node name = require(root, "name", "");
