@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -39,6 +42,21 @@ Precision cpu_precision(Precision requested) {
       return Precision::fp32;
     default: return Precision::fp32;
   }
+}
+
+}  // namespace tandem::cpu
+
+namespace tandem::cpu {
+
+bool cpu_has_bf16_kernel(std::string_view op) { return op == "linear" || op == "matmul" || op == "conv2d"; }
+
+void note_runs_fp32(std::string_view op, Precision requested) {
+  static std::mutex mutex;
+  static std::set<std::string> told;
+  std::lock_guard lock(mutex);
+  if (!told.insert(std::string(op)).second) return;
+  std::fprintf(stderr, "tandem: note: the cpu has no %s kernel for %.*s yet: those layers run in fp32\n",
+               std::string(precision_name(requested)).c_str(), static_cast<int>(op.size()), op.data());
 }
 
 }  // namespace tandem::cpu

@@ -5,6 +5,8 @@
 // fallback is told once per process, on stderr, as a note.
 #pragma once
 
+#include <string_view>
+
 #include "graph/precision.h"
 
 namespace tandem::cpu {
@@ -16,5 +18,11 @@ bool cpu_has_bf16();
 /// The precision the cpu's kernels run `requested` in: bf16 where cpu_has_bf16(), fp32
 /// otherwise (with the note). Thread-safe.
 Precision cpu_precision(Precision requested);
+
+/// Whether the cpu has a bf16 kernel for `op` (linear, matmul, conv2d); the other matrix
+/// ops (multi_head_attention, gru, lstm) run fp32 on the cpu for now.
+bool cpu_has_bf16_kernel(std::string_view op);
+/// Tells once per op, on stderr, that a layer of `op` asked for `requested` and runs fp32.
+void note_runs_fp32(std::string_view op, Precision requested);
 
 }  // namespace tandem::cpu
