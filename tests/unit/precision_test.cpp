@@ -70,7 +70,7 @@ const std::string kMlp = std::string(TANDEM_SOURCE_DIR) + "/configs/mlp_4x1024.y
 
 }  // namespace
 
-TEST_CASE("a layer's precision is its own, else its block's, else the model's; only matrix work takes it",
+TEST_CASE("a layer's precision is its own, else its block's, else the model's, and only matrix work takes it",
           "[precision]") {
   Graph g = load_graph_from_string(kMixed, "mixed.yaml");
   CHECK(g.precision == Precision::bf16);
@@ -180,4 +180,20 @@ TEST_CASE("without avx512_bf16, and for fp16, the cpu runs fp32 and says so", "[
     CHECK_THAT(out.substr(0, json_start), Catch::Contains("tandem: note:") && Catch::Contains("run in fp32"));
     CHECK(nlohmann::json::parse(out.substr(json_start))["outputs"]["head"]["values"].dump() == values);
   }
+}
+
+TEST_CASE("a bf16 model placed on a simulated GPU computes what it computes on the cpu", "[precision][cli]") {
+  // a simulated GPU computes with the cpu's kernels, precision included: the same bits
+  int code = 0;
+  const std::string on_cpu = run_cli("run " + kMlp + " --batch 4 --precision bf16 --json", &code);
+  REQUIRE(code == 0);
+  const std::string placed =
+      run_cli("run " + kMlp + " --batch 4 --precision bf16 --sim-gpus 1 --place '*=cuda:0' --json", &code);
+  REQUIRE(code == 0);
+  auto values = [](const std::string& out) {
+    return nlohmann::json::parse(out.substr(out.find('{')))["outputs"]["head"]["values"].dump();
+  };
+  CHECK(values(placed) == values(on_cpu));
+  const std::string fp32 = run_cli("run " + kMlp + " --batch 4 --json", &code);
+  CHECK(values(fp32) != values(on_cpu));
 }
