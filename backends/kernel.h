@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 #include "core/touched_rows.h"
 #include "graph/attributes.h"
+#include "graph/precision.h"
 
 namespace tandem {
 
@@ -32,6 +33,10 @@ struct KernelSpec {
   std::vector<TensorDesc> inputs;
   std::vector<TensorDesc> params;
   std::vector<TensorDesc> outputs;
+  /// What the layer's matrix work runs in (graph/precision.h): inputs, outputs and
+  /// parameters stay float32 either way; a kernel that has no reduced-precision path, or a
+  /// device that lacks one, runs fp32.
+  Precision precision = Precision::fp32;
 };
 
 /// A params_version that matches no other: the caller does not track parameter changes,

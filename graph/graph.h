@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "graph/attributes.h"
 #include "graph/op_schema.h"
+#include "graph/precision.h"
 #include "graph/training_spec.h"
 
 namespace tandem {
@@ -56,6 +57,8 @@ struct Node {
   int output = -1;          // value id
   std::vector<ParamSpec> params;  // names are full: "encoder.0.fc.weight"
   std::optional<Device> device;   // as declared or inherited
+  /// `precision:` as declared on the layer or inherited from a block; none: the model's.
+  std::optional<Precision> precision;
   int block = -1;                 // innermost enclosing block, -1 at top level
   SourceLocation location;
   std::optional<ReplicaRole> replica;  // set only in a replicated graph
@@ -118,6 +121,9 @@ struct Graph {
   std::optional<ParallelLoss> parallel_loss;  // replicated training graphs with loss parallel: true
   std::optional<TrainingSpec> training;  // the `train:` section, when present
   std::optional<PlacementSpec> placement;  // the `placement:` key, when present
+  /// The model's precision: its top-level `precision:` key, or `--precision`, which
+  /// replaces it. Layers and blocks that declare their own keep theirs.
+  Precision precision = Precision::fp32;
 
   /// Trainable parameters only (buffers are not counted, as in torch).
   int64_t parameter_count() const;
@@ -126,5 +132,12 @@ struct Graph {
   /// The symbols graph inputs use, in order of appearance.
   std::vector<std::string> symbols() const;
 };
+
+/// The precision `node`'s matrix work runs in: its own or its block's, else the model's;
+/// always fp32 for an op that is not matrix work (graph/precision.h).
+inline Precision layer_precision(const Graph& graph, const Node& node) {
+  if (!op_runs_in_reduced_precision(node.op)) return Precision::fp32;
+  return node.precision.value_or(graph.precision);
+}
 
 }  // namespace tandem

@@ -28,7 +28,7 @@ constexpr int64_t kMaxRepeat = 100000;
 constexpr size_t kMaxNodes = 200000;     // leaf layers after expansion
 
 const std::set<std::string> kLayerKeys = {"name", "op", "layers", "module", "repeat", "inputs", "device",
-                                          "data_parallel", "init"};
+                                          "data_parallel", "init", "precision"};
 
 // A name visible to references: a layer's output, and for a block its children.
 struct Entry {
@@ -48,13 +48,15 @@ class GraphLoader : private YamlReader {
 
   Graph load(const YAML::Node& root) {
     if (!root.IsMap()) fail(root, "", "a model file must be a mapping with name, inputs and layers; got " + kind_of(root));
-    // oracle (skip), oracle_steps, oracle_mode, oracle_train and oracle_grad_tolerance are
+    // oracle (skip), oracle_steps, oracle_mode, oracle_train, oracle_tolerance and oracle_grad_tolerance are
     // read by the test oracle (tests/oracle) and ignored here
     check_keys(root, {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train", "oracle",
-                      "oracle_steps", "oracle_mode", "oracle_train", "oracle_grad_tolerance", "placement"}, "",
+                      "oracle_steps", "oracle_mode", "oracle_train", "oracle_grad_tolerance", "oracle_tolerance", "placement",
+                      "precision"}, "",
                "top-level key");
     const YAML::Node name = require(root, "name", "");
     graph_.name = scalar_string(name, "", "name");
+    if (const YAML::Node p = root["precision"]) graph_.precision = read_precision(p, "");
     load_inputs(require(root, "inputs", ""));
     if (root["modules"]) load_modules(root["modules"]);
     const YAML::Node layers = require(root, "layers", "");
@@ -187,6 +189,14 @@ class GraphLoader : private YamlReader {
     std::vector<int> inputs = default_inputs;
     if (const YAML::Node refs = layer["inputs"]) inputs = resolve_inputs(refs, scope, path);
     if (const YAML::Node d = layer["device"]) device = parse_device(d, path, "device");
+    // A block's precision reaches every layer inside it that does not declare its own.
+    const std::optional<Precision> outer_precision = precision_;
+    struct RestorePrecision {
+      std::optional<Precision>& current;
+      std::optional<Precision> saved;
+      ~RestorePrecision() { current = saved; }
+    } restore{precision_, outer_precision};
+    if (const YAML::Node p = layer["precision"]) precision_ = read_precision(p, path);
     std::optional<DataParallelSpec> dp;
     if (const YAML::Node d = layer["data_parallel"]) {
       if (in_data_parallel)
@@ -241,6 +251,14 @@ class GraphLoader : private YamlReader {
     close_block(block);
     if (!module_name.empty()) module_stack_.pop_back();
     return out;
+  }
+
+  // `precision:` on the model, a block or a layer.
+  Precision read_precision(const YAML::Node& p, const std::string& path) const {
+    const std::string text = scalar_string(p, path, "precision");
+    const std::optional<Precision> precision = parse_precision(text);
+    if (!precision) fail(p, path, "unknown precision '" + text + "'; use " + std::string(kPrecisionChoices));
+    return *precision;
   }
 
   // A repeated block's copies see the enclosing scope, not each other.
@@ -338,6 +356,7 @@ class GraphLoader : private YamlReader {
     node.op = op;
     node.schema = schema;
     node.device = device;
+    node.precision = precision_;
     node.block = block;
     node.location = where(layer);
     node.attrs = parse_attributes(layer, *schema, path);
@@ -682,6 +701,7 @@ class GraphLoader : private YamlReader {
   Graph graph_;
   std::map<std::string, YAML::Node> modules_;
   std::vector<std::string> module_stack_;
+  std::optional<Precision> precision_;  // the enclosing blocks' precision: (none: the model's)
 };
 
 }  // namespace

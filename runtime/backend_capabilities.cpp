@@ -20,6 +20,7 @@ void ask_backends(PlacementPolicy& policy, DeviceRegistry& registry) {
     KernelSpec spec;
     spec.op = node.op;
     spec.attrs = &node.attrs;
+    spec.precision = layer_precision(graph, node);
     for (int v : node.inputs) spec.inputs.push_back({concrete(graph.values[v].type.shape, bindings), graph.values[v].type.dtype});
     for (const ParamSpec& p : node.params) spec.params.push_back({p.shape, p.dtype});
     spec.outputs.push_back({concrete(graph.values[node.output].type.shape, bindings), graph.values[node.output].type.dtype});

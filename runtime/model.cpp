@@ -61,6 +61,18 @@ Model::Model(Graph graph)
   init_parameters(0);
 }
 
+void Model::set_precision(Precision precision) {
+  if (precision == graph_->precision) return;
+  if (!compiled_.empty() || !training_.empty() || !placed_.empty() || !placed_training_.empty())
+    throw UserError("the precision of model '" + graph_->name +
+                    "' is set before its first pass; load the model again to run it in " +
+                    std::string(precision_name(precision)));
+  auto graph = std::make_unique<Graph>(*graph_);
+  graph->precision = precision;
+  graph_ = std::move(graph);
+  plan_ = plan_on_cpu(*graph_);
+}
+
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;

@@ -45,6 +45,11 @@ class Model {
   ~Model();
 
   const Graph& graph() const { return *graph_; }
+
+  /// The model's precision (graph/precision.h), in place of its file's `precision:`:
+  /// what `--precision` sets. Layers and blocks that declare their own keep it. Call it
+  /// before the first pass: UserError afterwards, as compiled kernels would not follow.
+  void set_precision(Precision precision);
   const Plan& plan() const { return plan_; }
 
   /// Parameters and buffers by state_dict name ("encoder.0.fc.weight", "bn.running_mean"),

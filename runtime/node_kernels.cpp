@@ -37,6 +37,7 @@ KernelSpec node_kernel_spec(const Graph& graph, const Node& node, const std::vec
   KernelSpec spec;
   spec.op = node.op;
   spec.attrs = &node.attrs;
+  spec.precision = layer_precision(graph, node);
   for (int v : node.inputs) spec.inputs.push_back({shapes[v], graph.values[v].type.dtype});
   for (const Tensor& p : params) spec.params.push_back({p.shape(), p.dtype()});
   spec.outputs.push_back({shapes[node.output], graph.values[node.output].type.dtype});

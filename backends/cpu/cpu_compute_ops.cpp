@@ -4,6 +4,7 @@
 
 #include "backends/cpu/cpu_context.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/loss.h"
 #include "backends/cpu/ops/op_util.h"
 #include "backends/optimizer_update.h"
@@ -16,6 +17,9 @@ class CpuComputeOps final : public ComputeOps {
   KernelChoice make_kernel(const KernelSpec& spec) override {
     CpuKernelFactory factory = find_cpu_kernel(spec.op);
     if (!factory) return {nullptr, "the cpu backend has no kernel for op '" + spec.op + "'"};
+    if (spec.precision != Precision::fp32 && cpu_precision(spec.precision) != Precision::fp32 &&
+        !cpu_has_bf16_kernel(spec.op))
+      note_runs_fp32(spec.op, spec.precision);
     return {factory(context_, spec), {}};
   }
 

@@ -19,6 +19,7 @@
 #include "backends/cuda/cudnn_handle.h"
 #include "backends/cuda/stream.h"
 #include "core/device.h"
+#include "graph/precision.h"
 
 namespace tandem::cuda {
 
@@ -60,5 +61,15 @@ class CudaContext {
   std::unique_ptr<CudnnHandle> cudnn_;
   MatmulPrecision matmul_precision_ = MatmulPrecision::f32;
 };
+
+/// What a layer's matrix work runs in on a GPU: the precision its model declares
+/// (graph/precision.h: bf16, fp16), else the context's default (set_matmul_precision).
+inline MatmulPrecision matmul_precision_of(Precision layer, const CudaContext& ctx) {
+  switch (layer) {
+    case Precision::bf16: return MatmulPrecision::bf16;
+    case Precision::fp16: return MatmulPrecision::f16;
+    default: return ctx.matmul_precision();
+  }
+}
 
 }  // namespace tandem::cuda

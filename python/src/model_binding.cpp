@@ -412,6 +412,16 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           },
           "inputs"_a, "repeat"_a)
       .def_property_readonly("name", [](const PyModel& self) { return self.model->graph().name; })
+      .def_property(
+          "precision", [](const PyModel& self) { return std::string(precision_name(self.model->graph().precision)); },
+          [](PyModel& self, const std::string& text) {
+            const std::optional<Precision> precision = parse_precision(text);
+            if (!precision)
+              throw UserError("precision '" + text + "' is not a precision; use " + std::string(kPrecisionChoices));
+            self.model->set_precision(*precision);
+          },
+          "The model's precision, 'fp32', 'bf16' or 'fp16' (the CLI's --precision): what its matrix work runs "
+          "in where a layer or block does not say otherwise (docs/precision.md). Set it before the first pass.")
       .def_property_readonly("inputs",
                              [](const PyModel& self) { return declared_to_python(self.model->graph(), self.model->graph().inputs); },
                              "The inputs: name, shape (symbols as strings), dtype, in declared order.")

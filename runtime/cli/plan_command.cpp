@@ -13,6 +13,7 @@
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/placement_options.h"
+#include "runtime/cli/precision_option.h"
 #include "runtime/backend_capabilities.h"
 #include "runtime/device_registry.h"
 
@@ -20,6 +21,7 @@ namespace tandem::cli {
 namespace {
 
 struct PlanOptions {
+  std::string precision;  // --precision, checked by parse_precision_option
   std::string model;
   PlacementFlags placement;
   int64_t batch = 1;
@@ -49,6 +51,7 @@ nlohmann::json to_json(const Graph& given, const Plan& plan) {
     j["layers"].push_back({{"path", g.nodes[s.node].path},
                            {"op", g.nodes[s.node].op},
                            {"device", s.device.str()},
+                           {"precision", precision_name(layer_precision(g, g.nodes[s.node]))},
                            {"reason", s.reason},
                            {"parameter_bytes", s.parameter_bytes},
                            {"activation_bytes", s.activation_bytes}});
@@ -84,10 +87,12 @@ void print_table(const Graph& given, const Plan& plan) {
   const Graph& g = executed_graph(plan, given);  // with data_parallel replicas
   fmt::print("model '{}': policy {}, {}, batch {}\n\n", g.name, plan.policy, plan.training ? "training" : "inference",
              plan.batch);
-  fmt::print("{:<28} {:<14} {:<8} {:>12} {:>12}  {}\n", "layer", "op", "device", "parameters", "activation", "reason");
+  fmt::print("{:<28} {:<14} {:<8} {:<9} {:>12} {:>12}  {}\n", "layer", "op", "device", "precision", "parameters",
+             "activation", "reason");
   for (const OpStep& s : plan.steps)
-    fmt::print("{:<28} {:<14} {:<8} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, s.device.str(),
-               format_bytes(s.parameter_bytes), format_bytes(s.activation_bytes), s.reason);
+    fmt::print("{:<28} {:<14} {:<8} {:<9} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, s.device.str(),
+               precision_name(layer_precision(g, g.nodes[s.node])), format_bytes(s.parameter_bytes),
+               format_bytes(s.activation_bytes), s.reason);
   fmt::print("\ncopies (bytes per batch):\n");
   if (plan.copies.empty()) fmt::print("  none: every layer, input and output is on one device\n");
   for (const CopyStep& c : plan.copies)
@@ -106,6 +111,7 @@ void print_table(const Graph& given, const Plan& plan) {
 
 int run_plan(const PlanOptions& o) {
   Graph g = load_graph(o.model);
+  if (auto precision = parse_precision_option(o.precision)) g.precision = *precision;
   DeviceRegistry registry(device_options(o.placement));
   PlacementPolicy policy = make_policy(o, g);
   ask_backends(policy, registry);
@@ -134,6 +140,7 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--bind", o->binds, "value of another symbol, NAME=VALUE (repeatable)");
   sub->add_flag("--train", o->train, "plan for training: gradients, optimizer state, backward copies");
   add_policy_flags(*sub, o->placement);
+  add_precision_flag(*sub, o->precision);
   sub->add_flag("--json", o->json, "print the plan as JSON");
   sub->add_option("--dot", o->dot, "write the plan as Graphviz to this file");
   return [o] { return run_plan(*o); };

@@ -14,6 +14,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/placement_options.h"
+#include "runtime/cli/precision_option.h"
 #include "runtime/device_registry.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/model.h"
@@ -22,6 +23,7 @@ namespace tandem::cli {
 namespace {
 
 struct RunOptions {
+  std::string precision;  // --precision, checked by parse_precision_option
   std::string model;
   std::optional<int64_t> batch;
   std::vector<std::string> binds;
@@ -105,6 +107,7 @@ nlohmann::json summarize(const Tensor& t) {
 
 int run_inference(const RunOptions& o) {
   Model model = Model::load(o.model);
+  if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   if (!o.weights.empty()) model.load_weights(o.weights);
   else model.init_parameters(o.seed);
   apply_placement_flags(model, o.placement, o.report);
@@ -193,6 +196,7 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "seed for weight initialisation and random inputs (default 0)");
   sub->add_option("--repeat", o->repeat, "time this many forward passes after warm-up")->check(CLI::Range(0, 1000000));
   sub->add_flag("--json", o->json, "print a machine-readable result");
+  add_precision_flag(*sub, o->precision);
   add_device_flags(*sub, o->placement, "run placed over the cpu and N simulated GPUs");
   add_policy_flags(*sub, o->placement);
   sub->add_flag("--report", o->report, "run placed and print each device's memory, busy time and copies");

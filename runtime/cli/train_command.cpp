@@ -13,6 +13,7 @@
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/distributed_flags.h"
 #include "runtime/cli/placement_options.h"
+#include "runtime/cli/precision_option.h"
 #include "runtime/device_registry.h"
 #include "runtime/trainer.h"
 
@@ -20,6 +21,7 @@ namespace tandem::cli {
 namespace {
 
 struct TrainOptions {
+  std::string precision;  // --precision, checked by parse_precision_option
   std::string model, data, save, resume, weights, optimizer, save_weights;
   std::optional<bool> shuffle, drop_last;
   std::optional<int64_t> epochs, batch, accumulate;
@@ -115,6 +117,7 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
 int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   take_gpu_share(*group, o.placement);  // before anything starts CUDA
   Model model = Model::load(o.model);
+  if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
   model.init_parameters(spec.seed);
@@ -248,6 +251,7 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
   sub->add_flag("--json", o->json, "print a machine-readable result");
+  add_precision_flag(*sub, o->precision);
   add_device_flags(*sub, o->placement, "train placed over the cpu and N simulated GPUs");
   add_policy_flags(*sub, o->placement);
   sub->add_flag("--report", o->report,

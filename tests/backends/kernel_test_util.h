@@ -94,9 +94,10 @@ struct OpCase {
   DType out_dtype = DType::float32;
   bool training = false;
   uint64_t seed = 0;
+  Precision precision = Precision::fp32;  // what the op's matrix work runs in
 
   KernelSpec spec() const {
-    return {op, &attrs, descs(inputs), descs(params), {{out_shape, out_dtype}}};
+    return {op, &attrs, descs(inputs), descs(params), {{out_shape, out_dtype}}, precision};
   }
   KernelArgs args(std::vector<Tensor>& outputs, uint64_t params_version = 0) const {
     return {inputs, params, outputs, training, seed, params_version};

@@ -24,6 +24,31 @@ TEST_CASE("linear with bf16 or fp16 GEMMs stays within 1e-2 of fp32", "[gpu][lin
   gpu().set_matmul_precision(cuda::MatmulPrecision::f32);
 }
 
+TEST_CASE("a layer's precision reaches linear and matmul on tensor cores, within 1e-2 of fp32", "[gpu][mixed]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (Precision precision : {Precision::bf16, Precision::fp16}) {
+    INFO("precision " << precision_name(precision));
+    OpCase linear{"linear", op_attrs("linear", {{"in_features", 256}, {"out_features", 128}})};
+    linear.inputs = {random_tensor({64, 256}, gen, -1.f, 1.f)};
+    linear.params = {random_tensor({128, 256}, gen, -1.f, 1.f), random_tensor({128}, gen)};
+    linear.out_shape = {64, 128};
+    linear.precision = precision;  // the cpu runs bf16 too (fp16: fp32), to bf16's rounding
+    check_gpu_against_cpu(linear, gen, 1e-2);
+    // matmul on its three paths: folded, strided batched, per entry (a partial broadcast)
+    for (auto [a, b, out] : {std::tuple<Shape, Shape, Shape>{{4, 32, 48}, {48, 40}, {4, 32, 40}},
+                             {{4, 32, 48}, {4, 48, 40}, {4, 32, 40}},
+                             {{2, 3, 32, 48}, {2, 1, 48, 40}, {2, 3, 32, 40}}}) {
+      OpCase mm{"matmul", op_attrs("matmul", {})};
+      mm.inputs = {random_tensor(a, gen, -1.f, 1.f), random_tensor(b, gen, -1.f, 1.f)};
+      mm.out_shape = out;
+      mm.precision = precision;
+      check_gpu_against_cpu(mm, gen, 1e-2);
+    }
+  }
+}
+
 TEST_CASE("the loss scaler unscales finite gradients and flags an overflow", "[gpu][mixed]") {
   cuda::DynamicLossScaler scaler(gpu(), {.initial_scale = 1024.f});
   std::vector<Tensor> grads{to_gpu(Tensor::from_vector<float>({3}, {1024.f, -2048.f, 512.f})),

@@ -22,6 +22,14 @@ Gradients must match to 1e-4 (relative to each tensor's largest value); a deep m
 YAML may loosen that with the top-level `oracle_grad_tolerance` ("grad_tolerance" in the
 manifest), saying in a comment why.
 
+A model whose top level says `precision: bf16` runs forward and backward under
+torch.autocast("cpu", dtype=torch.bfloat16) (its outputs given back as float32); its case
+also holds expected_fp32.safetensors and grads_fp32.safetensors, the same model's outputs
+and gradients in fp32, and the manifest says "precision": "bf16". Its outputs must match to 1e-2 and its gradients to 2e-2 (the
+YAML's `oracle_tolerance` and `oracle_grad_tolerance` may say otherwise): bf16 keeps 8
+bits of mantissa, and torch rounds each autocast op's output to bf16 where Tandem keeps
+fp32 (docs/precision.md).
+
 A model with `loss:` and `train:` also gets a training case `<stem>-train`:
   weights.safetensors   the initial state_dict
   batches.safetensors   step<k>.<input or target name> for k in 0..S-1 (S = 50, or the
@@ -109,6 +117,36 @@ def train_mode(doc):
     return mode == "train"
 
 
+def precision_of(doc):
+    """The model's top-level `precision:` as the oracle runs it: fp32 or bf16."""
+    p = doc.get("precision", "fp32") if isinstance(doc, dict) else "fp32"
+    if p not in ("fp32", "bf16"):
+        raise tt.SpecError("the oracle runs precision fp32 or bf16 (torch.autocast on the cpu), got %r" % (p,))
+    return p
+
+
+def autocast(doc):
+    """torch.autocast on the cpu in bf16 for a model whose top level says bf16, else nothing."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision_of(doc) == "bf16")
+
+
+def norms_in_float32(model, doc):
+    """Under autocast, layer_norm and batch_norm2d take their input as float32, as Tandem's
+    (and later torch's autocast, whose fp32 list has layer_norm) do; torch 1.13's cpu
+    autocast would hand them bf16 beside float32 weights, which they refuse."""
+    if precision_of(doc) == "fp32":
+        return
+    for m in model.modules():
+        if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias, torch.nn.BatchNorm2d)):
+            m.register_forward_pre_hook(lambda _m, args: tuple(a.float() if torch.is_tensor(a) and a.is_floating_point()
+                                                               else a for a in args))
+
+
+def as_float32(outputs):
+    """Autocast's bf16 outputs as float32 (what Tandem's outputs are)."""
+    return collections.OrderedDict((k, v.float() if v.is_floating_point() else v) for k, v in outputs.items())
+
+
 def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
     rng = random.Random("%d:%s:%s" % (seed, stem, batch_kind))
     batch = 1 if batch_kind == "b1" else rng.randint(2, 9)
@@ -116,11 +154,12 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
     torch.manual_seed(model_seed)
     model, spec = tt.build_model(yaml_path, doc=doc)
     perturb_norms(model)
+    norms_in_float32(model, doc)
     bindings = tt.draw_bindings(spec, rng, batch)
     gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
     inputs = tt.draw_inputs(spec, bindings, gen)
-    with torch.no_grad():
-        outputs = model(inputs, bindings)
+    with torch.no_grad(), autocast(doc):
+        outputs = as_float32(model(inputs, bindings))
     name = "%s-b%d" % (stem, batch)
     case_dir = os.path.join(out_dir, name)
     os.makedirs(case_dir, exist_ok=True)
@@ -131,11 +170,19 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
                          {k: stored(v) for k, v in model.state_dict().items()})
     tt.write_safetensors(os.path.join(case_dir, "inputs.safetensors"), inputs)
     tt.write_safetensors(os.path.join(case_dir, "expected.safetensors"), dict(outputs))
+    reduced = precision_of(doc) != "fp32"
+    if reduced:
+        with torch.no_grad():
+            tt.write_safetensors(os.path.join(case_dir, "expected_fp32.safetensors"), dict(model(inputs, bindings)))
     training = train_mode(doc)
-    grads = make_grads(model, spec, inputs, bindings, rng.randrange(2 ** 31), training)
+    grads_seed = rng.randrange(2 ** 31)
+    grads = make_grads(model, spec, inputs, bindings, grads_seed, training, doc)
     gpath = os.path.join(case_dir, "grads.safetensors")
     if grads is not None:
         tt.write_safetensors(gpath, grads)
+        if reduced:  # the same backward (the same grad_output) in fp32
+            tt.write_safetensors(os.path.join(case_dir, "grads_fp32.safetensors"),
+                                 make_grads(model, spec, inputs, bindings, grads_seed, training))
     elif os.path.exists(gpath):
         os.remove(gpath)
     return {
@@ -149,18 +196,31 @@ def make_case(yaml_path, doc, stem, batch_kind, seed, out_dir):
         "grads": grads is not None,
         "grads_training": training,
         "grad_tolerance": grad_tolerance(doc),
+        "tolerance": output_tolerance(doc),
+        "precision": precision_of(doc),
     }
 
 
 def grad_tolerance(doc):
-    """`oracle_grad_tolerance`: how close gradients must be (1e-4 unless the YAML says)."""
-    tol = doc.get("oracle_grad_tolerance", 1e-4) if isinstance(doc, dict) else 1e-4
+    """`oracle_grad_tolerance`: how close gradients must be (1e-4, 2e-2 in bf16, unless the
+    YAML says)."""
+    default = 2e-2 if precision_of(doc) == "bf16" else 1e-4
+    tol = doc.get("oracle_grad_tolerance", default) if isinstance(doc, dict) else default
     if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not 0 < tol <= 1e-1:
         raise tt.SpecError("oracle_grad_tolerance must be a number in (0, 1e-1], got %r" % (tol,))
     return float(tol)
 
 
-def make_grads(model, spec, inputs, bindings, seed, training=False):
+def output_tolerance(doc):
+    """`oracle_tolerance`: how close outputs must be (1e-5, 1e-2 in bf16, unless the YAML says)."""
+    default = 1e-2 if precision_of(doc) == "bf16" else 1e-5
+    tol = doc.get("oracle_tolerance", default) if isinstance(doc, dict) else default
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not 0 < tol <= 1e-1:
+        raise tt.SpecError("oracle_tolerance must be a number in (0, 1e-1], got %r" % (tol,))
+    return float(tol)
+
+
+def make_grads(model, spec, inputs, bindings, seed, training=False, doc=None):
     """grads.safetensors' tensors, or None when torch cannot differentiate the outputs.
     With `training`, the forward runs in training mode and the buffers it updated
     (batch_norm2d's running statistics) are recorded as buffer.<name>."""
@@ -175,7 +235,8 @@ def make_grads(model, spec, inputs, bindings, seed, training=False):
         with torch.enable_grad():
             model.train(training)
             try:
-                outputs = model(ins, bindings)
+                with autocast(doc):
+                    outputs = as_float32(model(ins, bindings))
             finally:
                 model.eval()
             outs, seeds, named = [], [], collections.OrderedDict()
@@ -207,6 +268,9 @@ def make_grads(model, spec, inputs, bindings, seed, training=False):
 
 
 def make_train_case(yaml_path, doc, stem, seed, out_dir):
+    if precision_of(doc) != "fp32":
+        raise tt.SpecError("training cases run in fp32: a bf16 model is checked op by op, and trained by the "
+                           "precision tests (tests/unit/precision_training_test.cpp)")
     rng = random.Random("%d:%s:train" % (seed, stem))
     torch.manual_seed(rng.randrange(2 ** 31))
     model, spec = tt.build_model(yaml_path, doc=doc)

@@ -39,9 +39,11 @@ _DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:[0-9]+)$")
 
 TOP_KEYS = {"name", "inputs", "layers", "modules", "outputs", "targets", "loss", "train"}
 # Keys that other tools own (placement) or that steer the oracle itself.
+# precision: is applied by the caller (make_cases.py runs a model whose top level says bf16
+# under torch.autocast); a layer's or block's own precision: is not modelled here
 IGNORED_TOP_KEYS = {"placement", "oracle", "oracle_steps", "oracle_mode", "oracle_train",
-                    "oracle_grad_tolerance"}
-LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel", "init"}
+                    "oracle_grad_tolerance", "precision", "oracle_tolerance"}
+LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "data_parallel", "init", "precision"}
 
 _REQ = object()  # marks a required attribute
 

@@ -15,8 +15,14 @@
 //   dW += conv_backward_weights(x, dy)     (accumulated: reorder with a sum post-op)
 //   db += sum over N, OH, OW of dy         (accumulated)
 // It reads x, not y.
+//
+// In bf16 (precision: bf16 on a CPU with avx512_bf16) the primitives read x, W and dy in
+// bf16 and write y, dx and dW in fp32, accumulating in fp32: the relayouts above cast on
+// the way in (the weight's bf16 copies kept as the fp32 ones are), so the layers around
+// see fp32 as ever and the gradient is accumulated in fp32.
 #include <optional>
 
+#include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/dnnl_relayout.h"
 #include "backends/cpu/ops/op_factories.h"
@@ -50,12 +56,15 @@ class Conv2dKernel final : public Kernel {
     memory::dims w_dims = groups_ == 1 ? memory::dims{o, w[1], w[2], w[3]}
                                        : memory::dims{groups_, o / groups_, w[1], w[2], w[3]};
     const auto f32 = memory::data_type::f32;
+    // what the primitives read x, W and dy in; they write y, dx and dW in fp32 either way
+    const auto low = cpu::cpu_precision(spec.precision) == Precision::bf16 ? memory::data_type::bf16 : f32;
     const auto any = memory::format_tag::any;
     user_src_ = memory::desc(src_dims, f32, memory::format_tag::nchw);
     user_dst_ = memory::desc(dst_dims, f32, memory::format_tag::nchw);
     user_w_ = memory::desc(w_dims, f32, groups_ == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
     memory::desc bias_md({o}, f32, memory::format_tag::x);
-    memory::desc src_any(src_dims, f32, any), dst_any(dst_dims, f32, any), w_any(w_dims, f32, any);
+    memory::desc src_any(src_dims, low, any), dst_any(dst_dims, f32, any), w_any(w_dims, low, any);
+    memory::desc dx_any(src_dims, f32, any), dy_any(dst_dims, low, any), dw_any(w_dims, f32, any);
     memory::dims strides{win.stride[0], win.stride[1]};
     memory::dims dilates{win.dilation[0] - 1, win.dilation[1] - 1};  // oneDNN counts the gaps
     memory::dims pad_l{win.pad_l[0], win.pad_l[1]}, pad_r{win.pad_r[0], win.pad_r[1]};
@@ -84,7 +93,7 @@ class Conv2dKernel final : public Kernel {
 
     // backward data
     dnnl::convolution_backward_data::primitive_desc data_pd(
-        dnnl::convolution_backward_data::desc(alg, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r),
+        dnnl::convolution_backward_data::desc(alg, dx_any, w_any, dy_any, strides, dilates, pad_l, pad_r),
         user_scratchpad_attr(), eng, fwd_pd);
     bwd_data_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_data", [&] {
       return dnnl::convolution_backward_data(data_pd);
@@ -97,9 +106,9 @@ class Conv2dKernel final : public Kernel {
     data_dx_out_ = Relayout(ctx_, key + "#data_dx", user_src_, data_pd.diff_src_desc(), Relayout::Kind::output);
 
     // backward weights: the bias gradient comes out with it, into a buffer we add from
-    auto wdesc = has_bias_ ? dnnl::convolution_backward_weights::desc(alg, src_any, w_any, bias_md, dst_any, strides,
+    auto wdesc = has_bias_ ? dnnl::convolution_backward_weights::desc(alg, src_any, dw_any, bias_md, dy_any, strides,
                                                                        dilates, pad_l, pad_r)
-                           : dnnl::convolution_backward_weights::desc(alg, src_any, w_any, dst_any, strides, dilates,
+                           : dnnl::convolution_backward_weights::desc(alg, src_any, dw_any, dy_any, strides, dilates,
                                                                        pad_l, pad_r);
     dnnl::convolution_backward_weights::primitive_desc weights_pd(wdesc, user_scratchpad_attr(), eng, fwd_pd);
     bwd_weights_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_weights", [&] {

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
@@ -277,6 +278,12 @@ class LinearKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_linear_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  // bf16 where the layer asks for it and the CPU has it; a layer small enough for the
+  // plain loop gains nothing from it and keeps fp32
+  if (cpu::cpu_precision(spec.precision) == Precision::bf16) {
+    const LinearPlan plan = plan_linear(spec);
+    if (plan.m * plan.n * plan.k > kLinearLoopMaxFlops && plan.k > 0) return make_linear_bf16_kernel(ctx, spec);
+  }
   return std::make_unique<LinearKernel>(ctx, spec);
 }
 

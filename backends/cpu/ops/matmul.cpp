@@ -16,10 +16,16 @@
 // [B..., M, K] (or [B..., K, N]) that a loop then sums into the gradient, except the
 // common "batch @ matrix" case (b has no batch dims, a all of them), where db is one
 // matmul with the batch folded into M: db = a^T [K, B*M] @ dy [B*M, N].
+//
+// In bf16 (precision: bf16 on a CPU with avx512_bf16) the oneDNN path casts a, b and dy to
+// bf16 copies the kernel owns and writes y, da and db in fp32, accumulating in fp32; the
+// loop (tiny problems) stays fp32.
 #include <algorithm>
 #include <cstring>
 #include <optional>
 
+#include "backends/cpu/cpu_precision.h"
+#include "backends/cpu/ops/bf16_cast.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/matmul_plan.h"
 #include "backends/cpu/ops/op_util.h"
@@ -53,6 +59,12 @@ class MatmulKernel final : public Kernel {
     b_broadcast_ = p.b_broadcast;
     const Shape &a = p.a, &b = p.b, &out = p.out;
     if (batches_ * m_ * n_ * k_ > kMatmulLoopMaxFlops && k_ > 0) {
+      bf16_ = cpu::cpu_precision(spec.precision) == Precision::bf16;
+      if (bf16_) {
+        a16_ = cpu::Bf16Cast(ctx_.engine(), shape_numel(a));
+        b16_ = cpu::Bf16Cast(ctx_.engine(), shape_numel(b));
+        dy16_ = cpu::Bf16Cast(ctx_.engine(), shape_numel(out));
+      }
       make_primitive(spec, a, b, out);
       if (call_.valid()) make_backward_primitives(spec, a, b, out);
     }
@@ -67,16 +79,20 @@ class MatmulKernel final : public Kernel {
     float* da = args.grad_inputs[0].defined() ? args.grad_inputs[0].data<float>() : nullptr;
     float* db = args.grad_inputs[1].defined() ? args.grad_inputs[1].data<float>() : nullptr;
     if (!bwd_a_.valid() || !bwd_b_.valid()) return backward_loop(a, b, dy, da, db);
+    // the primitives read bf16 copies in bf16 (the pointers below are then theirs)
+    const void* dy_in = bf16_ ? dy16_.cast(dy) : static_cast<const void*>(dy);
+    const void* a_in = bf16_ && db ? a16_.cast(a) : static_cast<const void*>(a);
+    const void* b_in = bf16_ && da ? b16_.cast(b) : static_cast<const void*>(b);
     if (da) {
-      bwd_a_.set(bwd_a_dy_, dy);
-      bwd_a_.set(bwd_a_b_, b);
+      bwd_a_.set(bwd_a_dy_, dy_in);
+      bwd_a_.set(bwd_a_b_, b_in);
       bwd_a_.set(bwd_a_dst_, a_broadcast_ ? scratch_a_.data() : da);
       bwd_a_.run(ctx_);
       if (a_broadcast_) reduce_batches(scratch_a_.data(), da, m_ * k_, batch_stride_a_);
     }
     if (db) {
-      bwd_b_.set(bwd_b_a_, a);
-      bwd_b_.set(bwd_b_dy_, dy);
+      bwd_b_.set(bwd_b_a_, a_in);
+      bwd_b_.set(bwd_b_dy_, dy_in);
       bwd_b_.set(bwd_b_dst_, scratch_b_.empty() ? db : scratch_b_.data());
       bwd_b_.run(ctx_);
       if (!scratch_b_.empty()) reduce_batches(scratch_b_.data(), db, k_ * n_, batch_stride_b_);
@@ -88,8 +104,8 @@ class MatmulKernel final : public Kernel {
     const float* b = args.inputs[1].data<float>();
     float* y = args.outputs[0].data<float>();
     if (call_.valid()) {
-      call_.set(src_, a);
-      call_.set(weights_, b);
+      call_.set(src_, bf16_ ? a16_.cast(a) : static_cast<const void*>(a));
+      call_.set(weights_, bf16_ ? b16_.cast(b) : static_cast<const void*>(b));
       call_.set(dst_, y);
       call_.run(ctx_);
       return;
@@ -205,10 +221,11 @@ class MatmulKernel final : public Kernel {
       return d;
     };
     const auto f32 = memory::data_type::f32;
+    const auto low = bf16_ ? memory::data_type::bf16 : f32;  // what the products read
     memory::dims od(out.begin(), out.end()), ad(a.begin(), a.end());
-    memory::desc dy_md(od, f32, plain_strides(od));
+    memory::desc dy_md(od, low, plain_strides(od));
     auto [bt_dims, bt_strides] = transposed(b);
-    memory::desc bt_md(bt_dims, f32, bt_strides);
+    memory::desc bt_md(bt_dims, low, bt_strides);
     memory::dims da_dims = with_last(m_, k_);
     memory::desc da_md(da_dims, f32, plain_strides(da_dims));
     // db: folded (a^T [K, B*M] @ dy [B*M, N]) when b has no batch and a is not broadcast.
@@ -218,12 +235,12 @@ class MatmulKernel final : public Kernel {
     memory::desc at_md, dyb_md, db_md;
     if (fold) {
       const int64_t rows = batches_ * m_;
-      at_md = memory::desc({k_, rows}, f32, memory::dims{1, k_});
-      dyb_md = memory::desc({rows, n_}, f32, memory::format_tag::ab);
+      at_md = memory::desc({k_, rows}, low, memory::dims{1, k_});
+      dyb_md = memory::desc({rows, n_}, low, memory::format_tag::ab);
       db_md = memory::desc({k_, n_}, f32, memory::format_tag::ab);
     } else {
       auto [at_dims, at_strides] = transposed(a);
-      at_md = memory::desc(at_dims, f32, at_strides);
+      at_md = memory::desc(at_dims, low, at_strides);
       dyb_md = dy_md;
       memory::dims db_dims = with_last(k_, n_);
       db_md = memory::desc(db_dims, f32, plain_strides(db_dims));
@@ -254,8 +271,9 @@ class MatmulKernel final : public Kernel {
   void make_primitive(const KernelSpec& spec, const Shape& a, const Shape& b, const Shape& out) {
     if (out.size() > DNNL_MAX_NDIMS) return;
     memory::dims ad(a.begin(), a.end()), bd(b.begin(), b.end()), od(out.begin(), out.end());
-    memory::desc a_md(ad, memory::data_type::f32, plain_strides(ad));
-    memory::desc b_md(bd, memory::data_type::f32, plain_strides(bd));
+    const auto in_type = bf16_ ? memory::data_type::bf16 : memory::data_type::f32;
+    memory::desc a_md(ad, in_type, plain_strides(ad));
+    memory::desc b_md(bd, in_type, plain_strides(bd));
     memory::desc o_md(od, memory::data_type::f32, plain_strides(od));
     std::optional<cpu::ScopedMaxThreads> one_thread;
     if (batches_ * m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
@@ -279,6 +297,8 @@ class MatmulKernel final : public Kernel {
   cpu::DnnlCall bwd_a_, bwd_b_;
   size_t bwd_a_dy_ = 0, bwd_a_b_ = 0, bwd_a_dst_ = 0, bwd_b_a_ = 0, bwd_b_dy_ = 0, bwd_b_dst_ = 0;
   std::vector<float> scratch_a_, scratch_b_;  // per-batch products of a broadcast input's gradient
+  bool bf16_ = false;                         // the oneDNN path reads bf16 copies
+  cpu::Bf16Cast a16_, b16_, dy16_;
 };
 
 }  // namespace

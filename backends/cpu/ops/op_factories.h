@@ -10,6 +10,8 @@
 namespace tandem {
 
 std::unique_ptr<Kernel> make_linear_kernel(CpuContext& ctx, const KernelSpec& spec);
+/// linear's bf16 path (linear_bf16.cpp), which make_linear_kernel picks.
+std::unique_ptr<Kernel> make_linear_bf16_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_matmul_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_embedding_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_embedding_bag_kernel(CpuContext& ctx, const KernelSpec& spec);

@@ -12,6 +12,7 @@ std::string spec_key(const KernelSpec& spec) {
   add(spec.params);
   add(spec.outputs);
   if (spec.attrs) key += spec.attrs->str();
+  if (spec.precision != Precision::fp32) key += "@" + std::string(precision_name(spec.precision));
   return key;
 }
 

@@ -11,7 +11,8 @@
 //   db [N]    += dy^T ones     (accumulated: beta 1)
 // It needs x and the weight, not the output.
 //
-// Precision (CudaContext::matmul_precision, fixed when the kernel is made): f32 runs every
+// Precision (the layer's precision: in the spec, else CudaContext::matmul_precision; fixed
+// when the kernel is made): f32 runs every
 // product in fp32 without TF32, matching the CPU. bf16 and f16 multiply 16-bit copies of
 // x, W and dy on tensor cores, accumulating in fp32 and writing y, dx and dW in fp32, so
 // the fp32 weights stay the master copy the optimizer updates. The weight's copy is kept
@@ -35,7 +36,7 @@ class LinearKernel final : public Kernel {
       ones_ = Tensor::empty({m_}, DType::float32, ctx.allocator());
       fill(ones_.data<float>(), 1.f, m_, ctx.stream().get());
     }
-    const MatmulPrecision precision = ctx.matmul_precision();
+    const MatmulPrecision precision = matmul_precision_of(spec.precision, ctx);
     if (precision != MatmulPrecision::f32) {
       half_ = precision == MatmulPrecision::bf16 ? HalfType::bf16 : HalfType::f16;
       gemm_in_ = precision == MatmulPrecision::bf16 ? GemmType::bf16 : GemmType::f16;

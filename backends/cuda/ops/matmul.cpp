@@ -10,10 +10,14 @@
 //   da = dy @ b^T,  db = a^T @ dy
 // on the same three paths; the last accumulates a broadcast input's blocks with beta 1
 // after the first GEMM that writes each of them.
+//
+// In bf16 or fp16 (the layer's precision, as linear.cpp): every GEMM reads 16-bit copies of
+// a, b and dy on tensor cores, accumulating in fp32 and writing y, da and db in fp32.
 #include <algorithm>
 
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels/mixed_precision.cuh"
 #include "backends/cuda/ops/op_factories.h"
 #include "backends/matmul_plan.h"
 
@@ -36,6 +40,14 @@ class MatmulKernel final : public Kernel {
     b_numel_ = shape_numel(p.b);
     kind_a_ = batch_kind(p.a, p.a_broadcast);
     kind_b_ = batch_kind(p.b, p.b_broadcast);
+    const MatmulPrecision precision = matmul_precision_of(spec.precision, ctx);
+    if (precision != MatmulPrecision::f32) {
+      half_ = precision == MatmulPrecision::bf16 ? HalfType::bf16 : HalfType::f16;
+      types_ = {precision == MatmulPrecision::bf16 ? GemmType::bf16 : GemmType::f16, GemmType::f32};
+      in_size_ = 2;
+      // 16-bit copies of a, b and dy
+      halves_ = ctx.allocator().allocate(std::max<size_t>(static_cast<size_t>(a_numel_ + b_numel_ + batches_ * m_ * n_), 1) * 2);
+    }
     const std::vector<int64_t>& dims = p.batch_dims;
     const std::vector<int64_t>& stride_a = p.batch_stride_a;
     const std::vector<int64_t>& stride_b = p.batch_stride_b;
@@ -62,32 +74,34 @@ class MatmulKernel final : public Kernel {
   }
 
   void forward(const KernelArgs& args) override {
-    const float* a = args.inputs[0].data<float>();
-    const float* b = args.inputs[1].data<float>();
+    const void* a = input(args.inputs[0], a_half(), a_numel_);
+    const void* b = input(args.inputs[1], b_half(), b_numel_);
     float* y = args.outputs[0].data<float>();
     CublasHandle& h = ctx_.cublas();
     const int64_t mn = m_ * n_;
     if (!entries_.empty()) {
       for (int64_t i = 0; i < batches_; ++i)
-        gemm(h, {.m = m_, .n = n_, .k = k_, .a = a + entries_[i].a, .b = b + entries_[i].b, .c = y + i * mn});
+        gemm(h, {.m = m_, .n = n_, .k = k_, .a = at(a, entries_[i].a), .b = at(b, entries_[i].b), .c = y + i * mn,
+                 .types = types_});
       return;
     }
     if (kind_b_ == BatchKind::none && kind_a_ == BatchKind::full) {  // fold the batch into M
-      gemm(h, {.m = batches_ * m_, .n = n_, .k = k_, .a = a, .b = b, .c = y});
+      gemm(h, {.m = batches_ * m_, .n = n_, .k = k_, .a = a, .b = b, .c = y, .types = types_});
       return;
     }
-    gemm_strided_batched(h, {.m = m_, .n = n_, .k = k_, .a = a, .b = b, .c = y},
+    gemm_strided_batched(h, {.m = m_, .n = n_, .k = k_, .a = a, .b = b, .c = y, .types = types_},
                          {.batch = batches_, .a = stride(kind_a_, m_ * k_), .b = stride(kind_b_, k_ * n_), .c = mn});
   }
 
   bool backward_reads_output() const override { return false; }
 
   void backward(const BackwardArgs& args) override {
-    const float* a = args.inputs[0].data<float>();
-    const float* b = args.inputs[1].data<float>();
-    const float* dy = args.grad_outputs[0].data<float>();
     float* da = args.grad_inputs[0].defined() ? args.grad_inputs[0].data<float>() : nullptr;
     float* db = args.grad_inputs[1].defined() ? args.grad_inputs[1].data<float>() : nullptr;
+    // in 16 bits, only what a product reads is cast
+    const void* a = db ? input(args.inputs[0], a_half(), a_numel_) : nullptr;
+    const void* b = da ? input(args.inputs[1], b_half(), b_numel_) : nullptr;
+    const void* dy = input(args.grad_outputs[0], dy_half(), batches_ * m_ * n_);
     const cudaStream_t stream = ctx_.stream().get();
     if (batches_ == 0) {  // empty sums: zeros
       if (da && a_numel_ > 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(da, 0, sizeof(float) * a_numel_, stream));
@@ -101,11 +115,11 @@ class MatmulKernel final : public Kernel {
         const Entry& e = entries_[i];
         // da_block [M, K] (+)= dy_i [M, N] b_i^T [N, K];  db_block [K, N] (+)= a_i^T [K, M] dy_i [M, N]
         if (da)
-          gemm(h, {.trans_b = true, .m = m_, .n = k_, .k = n_, .a = dy + i * mn, .b = b + e.b,
-                   .beta = e.first_a ? 0.f : 1.f, .c = da + e.a});
+          gemm(h, {.trans_b = true, .m = m_, .n = k_, .k = n_, .a = at(dy, i * mn), .b = at(b, e.b),
+                   .beta = e.first_a ? 0.f : 1.f, .c = da + e.a, .types = types_});
         if (db)
-          gemm(h, {.trans_a = true, .m = k_, .n = n_, .k = m_, .a = a + e.a, .b = dy + i * mn,
-                   .beta = e.first_b ? 0.f : 1.f, .c = db + e.b});
+          gemm(h, {.trans_a = true, .m = k_, .n = n_, .k = m_, .a = at(a, e.a), .b = at(dy, i * mn),
+                   .beta = e.first_b ? 0.f : 1.f, .c = db + e.b, .types = types_});
       }
       return;
     }
@@ -128,38 +142,56 @@ class MatmulKernel final : public Kernel {
   }
 
   /// da with each input's batch dims all or none.
-  void backward_a(CublasHandle& h, const float* b, const float* dy, float* da) {
+  void backward_a(CublasHandle& h, const void* b, const void* dy, float* da) {
     if (kind_a_ == BatchKind::full && kind_b_ == BatchKind::none) {  // da [B M, K] = dy [B M, N] b^T
-      gemm(h, {.trans_b = true, .m = batches_ * m_, .n = k_, .k = n_, .a = dy, .b = b, .c = da});
+      gemm(h, {.trans_b = true, .m = batches_ * m_, .n = k_, .k = n_, .a = dy, .b = b, .c = da, .types = types_});
     } else if (kind_a_ == BatchKind::full) {  // per entry: da_i = dy_i b_i^T
-      gemm_strided_batched(h, {.trans_b = true, .m = m_, .n = k_, .k = n_, .a = dy, .b = b, .c = da},
+      gemm_strided_batched(h, {.trans_b = true, .m = m_, .n = k_, .k = n_, .a = dy, .b = b, .c = da, .types = types_},
                            {.batch = batches_, .a = m_ * n_, .b = stride(kind_b_, k_ * n_), .c = m_ * k_});
     } else {  // a repeated over the batch: da = sum_i dy_i b_i^T, accumulated entry by entry
       for (int64_t i = 0; i < batches_; ++i)
-        gemm(h, {.trans_b = true, .m = m_, .n = k_, .k = n_, .a = dy + i * m_ * n_,
-                 .b = b + i * stride(kind_b_, k_ * n_), .beta = i == 0 ? 0.f : 1.f, .c = da});
+        gemm(h, {.trans_b = true, .m = m_, .n = k_, .k = n_, .a = at(dy, i * m_ * n_),
+                 .b = at(b, i * stride(kind_b_, k_ * n_)), .beta = i == 0 ? 0.f : 1.f, .c = da, .types = types_});
     }
   }
 
   /// db with each input's batch dims all or none.
-  void backward_b(CublasHandle& h, const float* a, const float* dy, float* db) {
+  void backward_b(CublasHandle& h, const void* a, const void* dy, float* db) {
     if (kind_b_ == BatchKind::none && kind_a_ == BatchKind::full) {  // db [K, N] = a^T [K, B M] dy [B M, N]
-      gemm(h, {.trans_a = true, .m = k_, .n = n_, .k = batches_ * m_, .a = a, .b = dy, .c = db});
+      gemm(h, {.trans_a = true, .m = k_, .n = n_, .k = batches_ * m_, .a = a, .b = dy, .c = db, .types = types_});
     } else if (kind_b_ == BatchKind::full) {  // per entry: db_i = a_i^T dy_i
-      gemm_strided_batched(h, {.trans_a = true, .m = k_, .n = n_, .k = m_, .a = a, .b = dy, .c = db},
+      gemm_strided_batched(h, {.trans_a = true, .m = k_, .n = n_, .k = m_, .a = a, .b = dy, .c = db, .types = types_},
                            {.batch = batches_, .a = stride(kind_a_, m_ * k_), .b = m_ * n_, .c = k_ * n_});
     } else {  // b repeated and a too: db = sum_i a^T dy_i = a^T [K, M] (sum_i dy_i), entry by entry
       for (int64_t i = 0; i < batches_; ++i)
-        gemm(h, {.trans_a = true, .m = k_, .n = n_, .k = m_, .a = a, .b = dy + i * m_ * n_,
-                 .beta = i == 0 ? 0.f : 1.f, .c = db});
+        gemm(h, {.trans_a = true, .m = k_, .n = n_, .k = m_, .a = a, .b = at(dy, i * m_ * n_),
+                 .beta = i == 0 ? 0.f : 1.f, .c = db, .types = types_});
     }
   }
+
+  /// An input as the GEMMs read it: the tensor itself in fp32, else its 16-bit copy in `half`.
+  const void* input(const Tensor& t, char* half, int64_t n) {
+    if (in_size_ == 4) return t.raw_data();
+    cast_to_half(half_, t.data<float>(), half, n, ctx_.stream().get());
+    return half;
+  }
+  /// `base` advanced by `elements` of the GEMMs' input type.
+  const void* at(const void* base, int64_t elements) const {
+    return static_cast<const char*>(base) + elements * in_size_;
+  }
+  char* a_half() const { return halves_ ? static_cast<char*>(halves_->data()) : nullptr; }
+  char* b_half() const { return halves_ ? a_half() + 2 * a_numel_ : nullptr; }
+  char* dy_half() const { return halves_ ? b_half() + 2 * b_numel_ : nullptr; }
 
   CudaContext& ctx_;
   int64_t m_ = 0, n_ = 0, k_ = 0, batches_ = 1;
   int64_t a_numel_ = 0, b_numel_ = 0;
   BatchKind kind_a_ = BatchKind::none, kind_b_ = BatchKind::none;
   std::vector<Entry> entries_;  // the per-entry path only
+  GemmTypes types_{};           // what the GEMMs read (fp32, or bf16 / fp16 copies) and write (fp32)
+  HalfType half_ = HalfType::bf16;
+  int64_t in_size_ = 4;                // bytes per element of what the GEMMs read
+  std::shared_ptr<Storage> halves_;  // 16-bit copies of a, b and dy
 };
 
 }  // namespace

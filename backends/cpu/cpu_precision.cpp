@@ -1,0 +1,62 @@
+#include "backends/cpu/cpu_precision.h"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace tandem::cpu {
+namespace {
+
+/// Prints `message` as a note the first time `told` is set.
+void note_once(std::atomic<bool>& told, const char* message) {
+  if (!told.exchange(true)) std::fprintf(stderr, "tandem: note: %s\n", message);
+}
+
+}  // namespace
+
+bool cpu_has_bf16() {
+  // oneDNN's ISA values are nested bit sets: every bit of avx512_core_bf16 set means it or
+  // a superset of it (AMX).
+  static const bool has = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & bf16) == bf16;
+  }();
+  return has;
+}
+
+Precision cpu_precision(Precision requested) {
+  static std::atomic<bool> told_bf16{false}, told_fp16{false};
+  switch (requested) {
+    case Precision::bf16:
+      if (cpu_has_bf16()) return Precision::bf16;
+      note_once(told_bf16, "this CPU lacks avx512_bf16 (as oneDNN sees it): bf16 layers run in fp32 on the cpu");
+      return Precision::fp32;
+    case Precision::fp16:
+      note_once(told_fp16, "the cpu has no fast fp16 matrix work: fp16 layers run in fp32 on the cpu (bf16 runs "
+                           "in half precision here where the CPU has avx512_bf16)");
+      return Precision::fp32;
+    default: return Precision::fp32;
+  }
+}
+
+}  // namespace tandem::cpu
+
+namespace tandem::cpu {
+
+bool cpu_has_bf16_kernel(std::string_view op) { return op == "linear" || op == "matmul" || op == "conv2d"; }
+
+void note_runs_fp32(std::string_view op, Precision requested) {
+  static std::mutex mutex;
+  static std::set<std::string> told;
+  std::lock_guard lock(mutex);
+  if (!told.insert(std::string(op)).second) return;
+  std::fprintf(stderr, "tandem: note: the cpu has no %s kernel for %.*s yet: those layers run in fp32\n",
+               std::string(precision_name(requested)).c_str(), static_cast<int>(op.size()), op.data());
+}
+
+}  // namespace tandem::cpu

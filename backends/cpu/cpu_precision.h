@@ -1,0 +1,28 @@
+// What the cpu runs a layer's matrix work in when its precision (graph/precision.h) asks
+// for less than fp32. bf16 needs avx512_bf16 (oneDNN's avx512_core_bf16 ISA, or above):
+// without it oneDNN would emulate bf16 more slowly than fp32 runs, so the cpu runs fp32
+// instead. fp16 matrix work has no fast path on this CPU's ISA, so it runs fp32 too. Each
+// fallback is told once per process, on stderr, as a note.
+#pragma once
+
+#include <string_view>
+
+#include "graph/precision.h"
+
+namespace tandem::cpu {
+
+/// Whether oneDNN may use avx512_bf16 here (its effective ISA: ONEDNN_MAX_CPU_ISA can
+/// lower it, which is how the fallback is tested on a CPU that has it). Thread-safe.
+bool cpu_has_bf16();
+
+/// The precision the cpu's kernels run `requested` in: bf16 where cpu_has_bf16(), fp32
+/// otherwise (with the note). Thread-safe.
+Precision cpu_precision(Precision requested);
+
+/// Whether the cpu has a bf16 kernel for `op` (linear, matmul, conv2d); the other matrix
+/// ops (multi_head_attention, gru, lstm) run fp32 on the cpu for now.
+bool cpu_has_bf16_kernel(std::string_view op);
+/// Tells once per op, on stderr, that a layer of `op` asked for `requested` and runs fp32.
+void note_runs_fp32(std::string_view op, Precision requested);
+
+}  // namespace tandem::cpu

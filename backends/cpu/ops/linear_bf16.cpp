@@ -1,0 +1,217 @@
+// linear in bf16 (precision: bf16 on a CPU with avx512_bf16): y [M, N] = x [M, K] W^T + b
+// with x and W rounded to bf16 (round to nearest even, as torch.autocast casts them), the
+// products accumulated in fp32, bias and y fp32. The layers around it see fp32 as ever.
+//
+// The weight's bf16 forms are derived from the fp32 master and kept while params_version
+// and the weight's storage hold (DerivedParams), so that only a changed weight is cast:
+// - plain: W [N, K] cast to bf16 as it is; training's forward reads it (as [K, N]) and
+//   backward-data reads it as [N, K], so one cast per optimizer step serves both;
+// - packed: W reordered into the bf16 layout the forward matmul prefers (format any);
+//   inference reads it, made when one version of the weight serves a second forward (as
+//   the fp32 kernel decides: linear.cpp).
+// Backward, with dy cast to bf16 once for both products:
+//   dx [M, K]  = dy W          (assigned, fp32)
+//   dW [N, K] += dy^T x        (accumulated in fp32: a sum post-op on the fp32 gradient)
+//   db [N]    += sum_m dy[m]   (fp32, from the fp32 dy)
+// x's bf16 copy from forward is reused when backward is given the same x storage (the
+// executor keeps x unchanged between a forward and its backward).
+#include <algorithm>
+#include <optional>
+
+#include "backends/cpu/ops/bf16_cast.h"
+#include "backends/cpu/ops/derived_params.h"
+#include "backends/cpu/ops/dnnl_relayout.h"
+#include "backends/cpu/ops/op_factories.h"
+#include "backends/cpu/ops/op_util.h"
+#include "backends/linear_plan.h"
+
+namespace tandem {
+namespace {
+
+using dnnl::memory;
+using Relayout = cpu::Relayout;
+
+class LinearBf16Kernel final : public Kernel {
+ public:
+  LinearBf16Kernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
+    const LinearPlan plan = plan_linear(spec);
+    has_bias_ = plan.has_bias;
+    m_ = plan.m, n_ = plan.n, k_ = plan.k;
+    key_ = cpu::spec_key(spec);
+    std::optional<cpu::ScopedMaxThreads> one_thread;
+    if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
+    make_forward();
+    make_backward();
+  }
+
+  void forward(const KernelArgs& args) override {
+    const float* x = args.inputs[0].data<float>();
+    if (m_ == 0 || n_ == 0) return;
+    last_x_ = x;
+    const void* x16 = x_in_.cast(x);
+    const std::span<const Tensor> weight = args.params.first(1);
+    ForwardCall* call = &packed_call_;
+    if (packed_for_.current(args.params_version, weight)) {
+      ++uses_;
+    } else if (!plain_for_.current(args.params_version, weight) && uses_ == 1) {
+      // a new version after a single forward of the last: training; cast the weight as it is
+      cast_plain(args.params_version, weight);
+      packed_for_.invalidate();
+      call = &plain_call_;
+    } else {
+      // a first forward, a version read a second time, or one after a version used many times
+      const bool again = plain_for_.current(args.params_version, weight);
+      packed_w_ = w_packed_in_.read(args.params[0].data<float>());
+      packed_for_.mark(args.params_version, weight);
+      uses_ = again ? 2 : 1;
+    }
+    call->run(ctx_, x16, call == &plain_call_ ? plain_w_ : packed_w_, has_bias_ ? args.params[1].data<float>() : nullptr,
+              args.outputs[0].data<float>());
+  }
+
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    const float* x = args.inputs[0].data<float>();
+    const float* dy = args.grad_outputs[0].data<float>();
+    float* dx = args.grad_inputs[0].defined() ? args.grad_inputs[0].data<float>() : nullptr;
+    float* dw = args.grad_params[0].defined() ? args.grad_params[0].data<float>() : nullptr;
+    float* db = has_bias_ && args.grad_params[1].defined() ? args.grad_params[1].data<float>() : nullptr;
+    if (m_ == 0) return;
+    if (n_ == 0) {  // y is empty: dx is zeros, nothing to accumulate
+      if (dx) std::fill(dx, dx + m_ * k_, 0.f);
+      return;
+    }
+    if (db) bias_backward(dy, db);
+    if (!dx && !dw) return;
+    const void* dy16 = dy_in_.cast(dy);
+    if (dx) {
+      const std::span<const Tensor> weight = args.params.first(1);
+      if (!plain_for_.current(args.params_version, weight)) cast_plain(args.params_version, weight);
+      data_bwd_.set(data_dy_, dy16);
+      data_bwd_.set(data_w_, plain_w_);
+      data_bwd_.set(data_dx_, dx);
+      data_bwd_.run(ctx_);
+    }
+    if (dw) {
+      const void* x16 = x == last_x_ ? x_in_.last() : x_in_.cast(x);
+      weights_bwd_.set(weights_dy_, dy16);
+      weights_bwd_.set(weights_x_, x16);
+      weights_bwd_.set(weights_dw_, dw);
+      weights_bwd_.run(ctx_);
+    }
+  }
+
+ private:
+  /// A forward matmul y = x16 W16^T (+ b), every argument bound per call.
+  struct ForwardCall {
+    cpu::DnnlCall call;
+    size_t src = 0, weight = 0, dst = 0, bias = 0;
+    void run(CpuContext& ctx, const void* x16, const void* w16, const float* b, float* y) {
+      call.set(src, x16);
+      call.set(weight, w16);
+      call.set(dst, y);
+      if (b) call.set(bias, b);
+      call.run(ctx);
+    }
+  };
+
+  static constexpr auto kF32 = memory::data_type::f32;
+  static constexpr auto kBf16 = memory::data_type::bf16;
+
+  /// Builds `out` reading the weight as `w_md` ([K, N] in bf16), cached under `key`.
+  dnnl::matmul::primitive_desc make_forward_call(ForwardCall& out, const memory::desc& w_md, const std::string& key) {
+    dnnl::engine& eng = ctx_.engine();
+    memory::desc src_md({m_, k_}, kBf16, memory::format_tag::ab);
+    memory::desc bias_md({1, n_}, kF32, memory::format_tag::ab);
+    memory::desc dst_md({m_, n_}, kF32, memory::format_tag::ab);
+    auto desc = has_bias_ ? dnnl::matmul::desc(src_md, w_md, bias_md, dst_md) : dnnl::matmul::desc(src_md, w_md, dst_md);
+    dnnl::matmul::primitive_desc pd(desc, user_scratchpad_attr(), eng);
+    out.call = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::matmul(pd); }));
+    out.src = out.call.bind(DNNL_ARG_SRC, src_md, eng);
+    out.weight = out.call.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), eng);
+    out.dst = out.call.bind(DNNL_ARG_DST, dst_md, eng);
+    if (has_bias_) out.bias = out.call.bind(DNNL_ARG_BIAS, bias_md, eng);
+    return pd;
+  }
+
+  void make_forward() {
+    x_in_ = cpu::Bf16Cast(ctx_.engine(), m_ * k_);
+    // packed: the layout the primitive prefers, filled from the fp32 weight seen as [K, N]
+    const dnnl::matmul::primitive_desc pd =
+        make_forward_call(packed_call_, memory::desc({k_, n_}, kBf16, memory::format_tag::any), key_);
+    w_packed_in_ = Relayout(ctx_, key_ + "#w_to_packed_bf16", memory::desc({k_, n_}, kF32, memory::format_tag::ba),
+                            pd.weights_desc(), Relayout::Kind::input);
+    // plain: [N, K] row-major in bf16, read by the forward as [K, N]
+    make_forward_call(plain_call_, memory::desc({k_, n_}, kBf16, memory::format_tag::ba), key_ + "#plain_weight");
+    w_plain_in_ = cpu::Bf16Cast(ctx_.engine(), n_ * k_);
+  }
+
+  /// dx = dy16 [M, N] @ W16 [N, K]; dW += dy16^T [N, M] @ x16 [M, K], the += by a sum post-op.
+  void make_backward() {
+    dnnl::engine& eng = ctx_.engine();
+    memory::desc dy_md({m_, n_}, kBf16, memory::format_tag::ab);
+    memory::desc w_md({n_, k_}, kBf16, memory::format_tag::ab);
+    memory::desc dx_md({m_, k_}, kF32, memory::format_tag::ab);
+    memory::desc dyt_md({n_, m_}, kBf16, memory::format_tag::ba);
+    memory::desc x_md({m_, k_}, kBf16, memory::format_tag::ab);
+    memory::desc dw_md({n_, k_}, kF32, memory::format_tag::ab);
+    dy_in_ = cpu::Bf16Cast(eng, m_ * n_);
+    dnnl::matmul::primitive_desc data_pd(dnnl::matmul::desc(dy_md, w_md, dx_md), user_scratchpad_attr(), eng);
+    data_bwd_ = cpu::DnnlCall(ctx_.cached_primitive(key_ + "#bwd_data", [&] { return dnnl::matmul(data_pd); }));
+    data_dy_ = data_bwd_.bind(DNNL_ARG_SRC, dy_md, eng);
+    data_w_ = data_bwd_.bind(DNNL_ARG_WEIGHTS, w_md, eng);
+    data_dx_ = data_bwd_.bind(DNNL_ARG_DST, dx_md, eng);
+    dnnl::post_ops accumulate;
+    accumulate.append_sum(1.f);
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    attr.set_post_ops(accumulate);
+    dnnl::matmul::primitive_desc weights_pd(dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, eng);
+    weights_bwd_ =
+        cpu::DnnlCall(ctx_.cached_primitive(key_ + "#bwd_weights", [&] { return dnnl::matmul(weights_pd); }));
+    weights_dy_ = weights_bwd_.bind(DNNL_ARG_SRC, dyt_md, eng);
+    weights_x_ = weights_bwd_.bind(DNNL_ARG_WEIGHTS, x_md, eng);
+    weights_dw_ = weights_bwd_.bind(DNNL_ARG_DST, dw_md, eng);
+  }
+
+  void cast_plain(uint64_t version, std::span<const Tensor> weight) {
+    plain_w_ = w_plain_in_.cast(weight[0].data<float>());
+    plain_for_.mark(version, weight);
+  }
+
+  /// db[j] += sum over rows of dy[., j]; threads split the columns, so no two write one.
+  void bias_backward(const float* dy, float* db) const {
+    const int64_t m = m_, n = n_;
+    cpu::parallel_for(n, m, [&](int64_t begin, int64_t end) {
+      for (int64_t i = 0; i < m; ++i) {
+        const float* row = dy + i * n;
+#pragma omp simd
+        for (int64_t j = begin; j < end; ++j) db[j] += row[j];
+      }
+    });
+  }
+
+  CpuContext& ctx_;
+  bool has_bias_ = true;
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  std::string key_;  // the primitive cache's key of this spec (precision included)
+  ForwardCall packed_call_, plain_call_;
+  cpu::Bf16Cast x_in_, dy_in_, w_plain_in_;
+  Relayout w_packed_in_;  // f32 [K, N] -> the forward's bf16 layout, a oneDNN reorder
+  cpu::DnnlCall data_bwd_, weights_bwd_;
+  size_t data_dy_ = 0, data_w_ = 0, data_dx_ = 0, weights_dy_ = 0, weights_x_ = 0, weights_dw_ = 0;
+  const void* packed_w_ = nullptr;  // w_packed_in_'s buffer, once filled
+  const void* plain_w_ = nullptr;   // w_plain_in_'s buffer, once filled
+  cpu::DerivedParams packed_for_;   // what packed_w_ was made from
+  cpu::DerivedParams plain_for_;    // what plain_w_ was made from
+  int64_t uses_ = 0;                // forwards that read the current packed version
+  const float* last_x_ = nullptr;   // the x whose bf16 copy x_in_ holds
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_linear_bf16_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<LinearBf16Kernel>(ctx, spec);
+}
+
+}  // namespace tandem

@@ -1,0 +1,199 @@
+// precision: declared once on the model, overridden by blocks and layers and by
+// --precision; only matrix work takes it; plan shows it; bad values are refused with their
+// line; the cpu's bf16 results are fp32's to bf16's rounding, follow weights that change,
+// and fall back to fp32 (with a note) where the CPU lacks avx512_bf16 or for fp16.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backends/cpu/cpu_precision.h"
+#include "graph/load_graph.h"
+#include "runtime/model.h"
+#include "unit_test_support.h"
+
+using namespace tandem;
+using tandem::testing::run_cli;
+
+namespace {
+
+const char* kMixed = R"(name: mixed
+precision: bf16
+inputs:
+  x: {shape: [batch, 64]}
+layers:
+  - {name: fc1, op: linear, in_features: 64, out_features: 64}
+  - {name: act, op: relu}
+  - name: head
+    precision: fp32
+    layers:
+      - {name: fc, op: linear, in_features: 64, out_features: 64}
+      - {name: half, op: linear, in_features: 64, out_features: 64, precision: bf16}
+  - {name: probs, op: softmax, dim: -1}
+)";
+
+Precision precision_of(const Graph& g, const std::string& path) {
+  for (const Node& n : g.nodes)
+    if (n.path == path) return layer_precision(g, n);
+  FAIL("no layer " << path);
+  return Precision::fp32;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "-" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+/// max |a - b| / max |b|.
+double relative_error(const Tensor& a, const Tensor& b) {
+  double diff = 0, scale = 0;
+  auto x = a.span<float>(), y = b.span<float>();
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::abs(double(x[i]) - y[i]));
+    scale = std::max(scale, std::abs(double(y[i])));
+  }
+  return diff / scale;
+}
+
+Tensor run(const std::string& config, Precision precision, const Bindings& bindings, uint64_t seed = 0) {
+  Model model = Model::load(config);
+  model.set_precision(precision);
+  TensorMap out = model.forward(model.random_inputs(bindings, seed));
+  return out.begin()->second;
+}
+
+const std::string kMlp = std::string(TANDEM_SOURCE_DIR) + "/configs/mlp_4x1024.yaml";
+
+}  // namespace
+
+TEST_CASE("a layer's precision is its own, else its block's, else the model's, and only matrix work takes it",
+          "[precision]") {
+  Graph g = load_graph_from_string(kMixed, "mixed.yaml");
+  CHECK(g.precision == Precision::bf16);
+  CHECK(precision_of(g, "fc1") == Precision::bf16);     // the model's
+  CHECK(precision_of(g, "act") == Precision::fp32);     // not matrix work
+  CHECK(precision_of(g, "head.fc") == Precision::fp32);  // its block's
+  CHECK(precision_of(g, "head.half") == Precision::bf16);  // its own
+  CHECK(precision_of(g, "probs") == Precision::fp32);   // softmax stays fp32
+  // --precision replaces the model's, not what a block or layer declares
+  g.precision = Precision::fp16;
+  CHECK(precision_of(g, "fc1") == Precision::fp16);
+  CHECK(precision_of(g, "head.fc") == Precision::fp32);
+  CHECK(precision_of(g, "head.half") == Precision::bf16);
+  // a model without the key is fp32
+  CHECK(load_graph(kMlp).precision == Precision::fp32);
+  CHECK(parse_precision("bfloat16") == Precision::bf16);
+  CHECK_FALSE(parse_precision("half").has_value());
+}
+
+TEST_CASE("tandem plan shows each layer's precision, and --precision sets the model's", "[precision][cli]") {
+  const std::string file = write_temp("mixed.yaml", kMixed);
+  int code = 0;
+  std::string out = run_cli("plan " + file + " --json", &code);
+  REQUIRE(code == 0);
+  nlohmann::json plan = nlohmann::json::parse(out);
+  std::map<std::string, std::string> precision;
+  for (const auto& l : plan["layers"]) precision[l["path"]] = l["precision"];
+  CHECK(precision["fc1"] == "bf16");
+  CHECK(precision["act"] == "fp32");
+  CHECK(precision["head.fc"] == "fp32");
+  CHECK(precision["head.half"] == "bf16");
+  out = run_cli("plan " + file + " --precision fp32", &code);
+  REQUIRE(code == 0);
+  CHECK_THAT(out, Catch::Contains("precision"));
+  CHECK_THAT(out, Catch::Matches("(.|\n)*fc1 +linear +cpu +fp32(.|\n)*"));
+  CHECK_THAT(out, Catch::Matches("(.|\n)*head.half +linear +cpu +bf16(.|\n)*"));
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("a precision that is not one is refused with exit code 2", "[precision][cli][errors]") {
+  for (const char* command : {"run", "train", "plan"}) {
+    int code = 0;
+    const std::string out = run_cli(std::string(command) + " " + kMlp + " --precision half", &code);
+    INFO(command << ": " << out);
+    CHECK(code == 2);
+    CHECK_THAT(out, Catch::Contains("--precision 'half' is not a precision; use fp32, bf16 or fp16"));
+  }
+  const std::string file = write_temp("bad_precision.yaml", "name: m\nprecision: bf17\ninputs:\n  x: {shape: [batch, 4]}\n"
+                                                            "layers:\n  - {op: relu}\n");
+  int code = 0;
+  const std::string out = run_cli("run " + file, &code);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("bad_precision.yaml:2:12: unknown precision 'bf17'; use fp32, bf16 or fp16"));
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("the precision is set before the first pass", "[precision][errors]") {
+  Model model = Model::load(kMlp);
+  model.forward(model.random_inputs({{"batch", 2}}, 0));
+  CHECK_THROWS_WITH(model.set_precision(Precision::bf16), Catch::Contains("before its first pass"));
+  model.set_precision(Precision::fp32);  // what it already is: nothing to do
+}
+
+TEST_CASE("bf16 on the cpu is fp32 to bf16's rounding and follows changed weights", "[precision]") {
+  if (!cpu::cpu_has_bf16()) {
+    WARN("this CPU lacks avx512_bf16: bf16 runs in fp32 (tested below); nothing to compare");
+    return;
+  }
+  for (int64_t batch : {1, 32}) {
+    INFO("batch " << batch);
+    const Tensor fp32 = run(kMlp, Precision::fp32, {{"batch", batch}});
+    const Tensor bf16 = run(kMlp, Precision::bf16, {{"batch", batch}});
+    const double err = relative_error(bf16, fp32);
+    CHECK(err > 0);  // it did run in bf16
+    CHECK(err <= 1e-2);
+  }
+  // new weights: the cached bf16 copies are rebuilt (inference reorders a weight read twice)
+  Model model = Model::load(kMlp);
+  model.set_precision(Precision::bf16);
+  const TensorMap x = model.random_inputs({{"batch", 8}}, 1);
+  for (int i = 0; i < 3; ++i) model.forward(x);
+  Model other = Model::load(kMlp);
+  other.init_parameters(7);
+  model.set_weights(other.parameters());
+  other.set_precision(Precision::bf16);
+  CHECK(relative_error(model.forward(x).at("head"), other.forward(x).at("head")) == 0);
+}
+
+TEST_CASE("without avx512_bf16, and for fp16, the cpu runs fp32 and says so", "[precision][cli]") {
+  int code = 0;
+  const std::string fp32 = run_cli("run " + kMlp + " --batch 2 --json", &code);
+  REQUIRE(code == 0);
+  const std::string values = nlohmann::json::parse(fp32)["outputs"]["head"]["values"].dump();
+  // ONEDNN_MAX_CPU_ISA lowers what oneDNN may use below avx512_bf16, as an older CPU has
+  for (const std::string& how : {std::string("ONEDNN_MAX_CPU_ISA=AVX512_CORE ") + TANDEM_CLI + " run " + kMlp +
+                                     " --precision bf16",
+                                 std::string(TANDEM_CLI) + " run " + kMlp + " --precision fp16"}) {
+    INFO(how);
+    const std::string cmd = how + " --batch 2 --json 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+    CHECK(pclose(pipe) == 0);
+    const size_t json_start = out.find('{');
+    REQUIRE(json_start != std::string::npos);
+    CHECK_THAT(out.substr(0, json_start), Catch::Contains("tandem: note:") && Catch::Contains("run in fp32"));
+    CHECK(nlohmann::json::parse(out.substr(json_start))["outputs"]["head"]["values"].dump() == values);
+  }
+}
+
+TEST_CASE("a bf16 model placed on a simulated GPU computes what it computes on the cpu", "[precision][cli]") {
+  // a simulated GPU computes with the cpu's kernels, precision included: the same bits
+  int code = 0;
+  const std::string on_cpu = run_cli("run " + kMlp + " --batch 4 --precision bf16 --json", &code);
+  REQUIRE(code == 0);
+  const std::string placed =
+      run_cli("run " + kMlp + " --batch 4 --precision bf16 --sim-gpus 1 --place '*=cuda:0' --json", &code);
+  REQUIRE(code == 0);
+  auto values = [](const std::string& out) {
+    return nlohmann::json::parse(out.substr(out.find('{')))["outputs"]["head"]["values"].dump();
+  };
+  CHECK(values(placed) == values(on_cpu));
+  const std::string fp32 = run_cli("run " + kMlp + " --batch 4 --json", &code);
+  CHECK(values(fp32) != values(on_cpu));
+}
