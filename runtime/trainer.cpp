@@ -279,6 +279,9 @@ size_t Trainer::optimizer_state_bytes() const {
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
+  // Every rank sends its share when the state is sharded; otherwise rank 0 alone holds
+  // what it writes, and the others have nothing to do.
+  if (!sharding_ && rank() != 0) return;
   TensorMap state = optimizer_->state(updated_.names);
   if (sharding_) state = sharding_->gather_state(state, "the optimizer state's shares for checkpoint " + path);
   if (rank() != 0) return;  // every rank holds the same weights and state
