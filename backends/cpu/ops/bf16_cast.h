@@ -9,22 +9,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/cpu/ops/op_util.h"
+#include "core/bfloat16.h"
 
 namespace tandem::cpu {
-
-/// The bf16 bits of `f`, rounded to nearest even (a NaN stays a quiet NaN).
-inline uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
 
 /// `n` floats from `src` into bf16 at `dst`, over the calling thread's OpenMP team when
 /// large enough.
