@@ -21,7 +21,9 @@ For each: samples per second over the job (global batch / the median step of ran
 Tandem's over torch's, and each one's scaling from 1 process to 2 on the same two cores
 (samples/s at N=2 over N=1: 1.0 means the second process costs nothing); at N=2 also
 Tandem with --shard-optimizer-state (ZeRO stage 1): its samples/s and the optimizer
-state each rank holds. Rounds alternate; medians.
+state each rank holds; and gradients compressed to bf16 on the wire (Tandem's
+--compress-gradients bf16, DDP's bf16_compress_hook where gloo takes bf16): samples/s of
+each against its own float32 path. Rounds alternate; medians.
 """
 import argparse
 import json
@@ -75,12 +77,15 @@ def tandem_run(tandem, config, ranks, batch, steps, binds, extra=()):
     return doc["global_batch"] / (doc["timing"]["median_ms"] / 1e3), doc["optimizer_state_bytes"]
 
 
-def torch_sps(config, ranks, batch, steps, binds):
+def torch_sps(config, ranks, batch, steps, binds, bf16_hook=False):
+    """Samples/s over the job, or None where DDP could not run (gloo without bf16)."""
     command = ["/usr/bin/python3", os.path.abspath(__file__), "--worker", config, "--batch", str(batch), "--steps",
                str(steps)] + sum([["--bind", "%s=%d" % kv] for kv in binds.items()], [])
+    if bf16_hook:
+        command.append("--bf16-hook")
     env = {"OMP_NUM_THREADS": str(CORES // ranks), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     doc = json_of(launch(ranks, command, env))
-    return batch * ranks / (doc["median_ms"] / 1e3)
+    return batch * ranks / (doc["median_ms"] / 1e3) if doc.get("median_ms") else None
 
 
 def worker(args):
@@ -115,6 +120,9 @@ def worker(args):
     net = Loss(model)
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(net)
+        if args.bf16_hook:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            net.register_comm_hook(None, default_hooks.bf16_compress_hook)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
 
     def step():
@@ -122,8 +130,13 @@ def worker(args):
         net().backward()
         opt.step()
 
-    for _ in range(3):
-        step()
+    try:
+        for _ in range(3):
+            step()
+    except RuntimeError as e:  # gloo's all-reduce may not take bf16
+        if rank == 0:
+            print(json.dumps({"median_ms": None, "error": str(e).splitlines()[0]}))
+        return 0
     times = []
     for _ in range(args.steps):
         start = time.perf_counter()
@@ -145,6 +158,7 @@ def main():
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bind", action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--bf16-hook", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -157,7 +171,7 @@ def main():
         for ranks in (1, 2):
             batch = global_batch // ranks
             binds = {k: f(batch) for k, f in extra.items()}
-            tandem, torch, zero = [], [], []
+            tandem, torch, zero, tandem_bf16, torch_bf16 = [], [], [], [], []
             for _ in range(args.rounds):  # alternating, so that drifts in the machine hit both
                 time.sleep(0.5)
                 sps, row["tandem_state_bytes_n%d" % ranks] = tandem_run(args.tandem, path, ranks, batch, args.steps,
@@ -170,8 +184,16 @@ def main():
                     sps, row["tandem_zero_state_bytes_n%d" % ranks] = tandem_run(
                         args.tandem, path, ranks, batch, args.steps, binds, ["--shard-optimizer-state"])
                     zero.append(sps)
+                    time.sleep(0.5)  # gradients in bf16 on the wire
+                    tandem_bf16.append(tandem_run(args.tandem, path, ranks, batch, args.steps, binds,
+                                                  ["--compress-gradients", "bf16"])[0])
+                    time.sleep(0.5)
+                    torch_bf16.append(torch_sps(path, ranks, batch, args.steps, binds, bf16_hook=True))
             if zero:
                 row["tandem_zero_sps_n%d" % ranks] = statistics.median(zero)
+                row["tandem_bf16_sps_n%d" % ranks] = statistics.median(tandem_bf16)
+                ran = [t for t in torch_bf16 if t]
+                row["torch_bf16_sps_n%d" % ranks] = statistics.median(ran) if ran else None
             row["tandem_sps_n%d" % ranks] = statistics.median(tandem)
             row["torch_sps_n%d" % ranks] = statistics.median(torch)
             row["ratio_n%d" % ranks] = row["tandem_sps_n%d" % ranks] / row["torch_sps_n%d" % ranks]
@@ -191,6 +213,12 @@ def main():
               "optimizer state %.1f MiB a rank (%.1f MiB plain)" %
               (r["model"], r["tandem_zero_sps_n2"], r["tandem_zero_sps_n2"] / r["tandem_sps_n2"],
                r["tandem_zero_state_bytes_n2"] / 2**20, r["tandem_state_bytes_n2"] / 2**20))
+    for r in results:
+        hook = ("DDP's bf16_compress_hook %.0f samples/s (%.2fx DDP's float32)" %
+                (r["torch_bf16_sps_n2"], r["torch_bf16_sps_n2"] / r["torch_sps_n2"])
+                if r["torch_bf16_sps_n2"] else "DDP's bf16_compress_hook does not run over gloo")
+        print("%s, 2 processes with --compress-gradients bf16: %.0f samples/s (%.2fx the float32 path); %s" %
+              (r["model"], r["tandem_bf16_sps_n2"], r["tandem_bf16_sps_n2"] / r["tandem_sps_n2"], hook))
     for r in results:
         print("%s: from 1 to 2 processes on %d cores, Tandem keeps %.0f%% of its samples/s, DDP %.0f%%" %
               (r["model"], CORES, 100 * r["tandem_scaling"], 100 * r["torch_scaling"]))
