@@ -174,6 +174,7 @@ double Trainer::step(const TensorMap& batch) {
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_, devices);
   optimizer_->step_rows(updated_.params, updated_.grads, updated_.rows, current_lr());
   if (sharding_) sharding_->share_parameters(params_, "the parameters each rank updated");
+  if (ddp_) ddp_->share_buffers();
   model_.parameters_changed();
   ++step_;
   last_loss_ = loss;

@@ -22,6 +22,14 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   app.add_flag("--shard-optimizer-state", flags.shard_optimizer_state,
                "under mpirun: ZeRO stage 1, each rank keeps and updates the optimizer state of its share of the "
                "parameters only");
+  app.add_option("--compress-gradients", flags.compress_gradients,
+                 "under mpirun: gradients travel as none (float32) or bf16 (half the bytes, DDP's "
+                 "bf16_compress_hook)")
+      ->check(CLI::IsMember({"none", "bf16"}))
+      ->capture_default_str();
+  app.add_flag("--no-broadcast-buffers", flags.own_buffers,
+               "under mpirun: each rank keeps the running statistics of its own batches (by default rank 0's reach "
+               "every rank after each step, as DDP's broadcast_buffers)");
 }
 
 std::shared_ptr<ProcessGroup> join_job(const DistributedFlags& flags) {
@@ -39,6 +47,9 @@ DistributedOptions distributed_options(const DistributedFlags& flags) {
   options.bucket_cap_bytes = std::max<size_t>(4, static_cast<size_t>(flags.bucket_cap_mb * (1 << 20)));
   options.find_unused_parameters = flags.find_unused_parameters;
   options.shard_optimizer_state = flags.shard_optimizer_state;
+  options.gradient_compression =
+      flags.compress_gradients == "bf16" ? GradientCompression::bf16 : GradientCompression::none;
+  options.broadcast_buffers = !flags.own_buffers;
   return options;
 }
 

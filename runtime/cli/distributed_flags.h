@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "runtime/cli/placement_options.h"
 #include "runtime/distributed/distributed_data_parallel.h"
@@ -18,10 +19,12 @@ struct DistributedFlags {
   double bucket_cap_mb = 25;
   bool find_unused_parameters = false;
   bool shard_optimizer_state = false;
+  std::string compress_gradients = "none";
+  bool own_buffers = false;  // --no-broadcast-buffers
 };
 
-/// Registers --collective-timeout, --bucket-cap-mb, --find-unused-parameters and
-/// --shard-optimizer-state.
+/// Registers --collective-timeout, --bucket-cap-mb, --find-unused-parameters,
+/// --shard-optimizer-state, --compress-gradients and --no-broadcast-buffers.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
 /// The job this process belongs to (a group of one without mpirun), with the flags'
 /// deadline; UserError for a deadline or bucket size that is not positive.

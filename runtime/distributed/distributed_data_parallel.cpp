@@ -77,9 +77,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   // The same model and settings everywhere, or a step would pair other tensors, or the
   // ranks would take different numbers of steps and wait for each other for ever.
   const std::string mine =
-      model_fingerprint(model_, spec) + fmt::format("distributed: bucket cap {} bytes, find unused {}, sharded state {}\n",
-                                                    options.bucket_cap_bytes, options.find_unused_parameters,
-                                                    options.shard_optimizer_state);
+      model_fingerprint(model_, spec) +
+      fmt::format("distributed: bucket cap {} bytes, find unused {}, sharded state {}, gradients in {}, "
+                  "broadcast buffers {}\n",
+                  options.bucket_cap_bytes, options.find_unused_parameters, options.shard_optimizer_state,
+                  options.gradient_compression == GradientCompression::bf16 ? "bf16" : "float32",
+                  options.broadcast_buffers);
   const std::vector<std::string> all = group_->all_gather(mine, "the check that every rank loaded the same model");
   for (int r = 1; r < group_->size(); ++r)
     if (all[static_cast<size_t>(r)] != all[0])
@@ -108,8 +111,19 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   reducer.bucket_cap_bytes = options.bucket_cap_bytes;
   reducer.first_bucket_bytes = std::min(reducer.first_bucket_bytes, options.bucket_cap_bytes);
   reducer.find_unused_parameters = options.find_unused_parameters;
+  reducer.compress_bf16 = options.gradient_compression == GradientCompression::bf16;
   reducer_ = std::make_unique<GradientReducer>(*group_, std::move(grads), reducer);
   ready_ = [this](const std::string& name) { reducer_->ready(name); };
+  if (options.broadcast_buffers)
+    for (const ParamSpec& p : model_.graph().parameters())
+      if (!p.trainable) buffers_.push_back(p.name);
+}
+
+void DistributedDataParallel::share_buffers() {
+  if (buffers_.empty()) return;
+  const TensorMap& tensors = model_.parameters();  // brought to the host from the GPUs that update them
+  for (const std::string& name : buffers_)
+    broadcast_tensor(*group_, tensors.at(name), "the broadcast of rank 0's buffer '" + name + "'");
 }
 
 const GradientReady* DistributedDataParallel::start_backward(int64_t step) {

@@ -41,6 +41,12 @@ class JobError : public UserError {
   using UserError::UserError;
 };
 
+/// How gradient buckets travel between ranks.
+enum class GradientCompression {
+  none,  // float32
+  bf16,  // halved bytes: DDP's bf16_compress_hook (runtime/distributed/gradient_reducer.h)
+};
+
 struct DistributedOptions {
   /// DDP's bucket_cap_mb (25 MiB); the first bucket is smaller (1 MiB, or the cap if less).
   size_t bucket_cap_bytes = size_t{25} << 20;
@@ -49,6 +55,13 @@ struct DistributedOptions {
   /// ZeRO stage 1: each rank keeps the optimizer state of its share of the parameters
   /// only, updates that share and sends it to the others (runtime/distributed/optimizer_sharding.h).
   bool shard_optimizer_state = false;
+  /// Gradient buckets in bf16 on the wire (mean off by bf16's rounding); row gradients of
+  /// `sparse: true` tables stay float32.
+  GradientCompression gradient_compression = GradientCompression::none;
+  /// Rank 0's buffers (batch norm's running statistics) go to every rank before each
+  /// forward, as DDP's broadcast_buffers=True: every rank then evaluates and saves rank
+  /// 0's statistics. Off: each rank keeps those of its own batches.
+  bool broadcast_buffers = true;
 };
 
 class DistributedDataParallel {
@@ -71,6 +84,12 @@ class DistributedDataParallel {
   /// Waits for every gradient's reduction: each is now the mean over the ranks.
   void finish_backward();
 
+  /// Rank 0's buffers (running statistics) become every rank's, after each step's
+  /// forward has updated them, when broadcast_buffers is on (DDP broadcasts them before
+  /// the next forward: the same values reach the same places). Call parameters_changed()
+  /// after it.
+  void share_buffers();
+
   /// Every rank's `values` become their sums over the ranks.
   void sum(std::vector<double>& values, const std::string& what);
   /// Every rank's floats, concatenated in rank order (an AUC's scores).
@@ -86,6 +105,7 @@ class DistributedDataParallel {
   std::shared_ptr<ProcessGroup> group_;
   Model& model_;
   std::unique_ptr<GradientReducer> reducer_;
+  std::vector<std::string> buffers_;  // shared after each step (none without broadcast_buffers)
   GradientReady ready_;
 };
 

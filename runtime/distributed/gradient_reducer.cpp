@@ -4,6 +4,7 @@
 #include <cstring>
 #include <span>
 
+#include "core/bfloat16.h"
 #include "core/error.h"
 
 namespace tandem {
@@ -45,6 +46,7 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<ReducedGradien
     b.offsets.push_back(bytes / sizeof(float));
     bytes += g.nbytes();
     b.flat.resize(bytes / sizeof(float));
+    if (options_.compress_bf16) b.compressed.resize(b.flat.size());
     bucket_of_[i] = buckets_.size() - 1;
   }
 }
@@ -89,9 +91,18 @@ void GradientReducer::launch_ready_buckets() {
   // In bucket order on every rank: a later bucket complete before an earlier one waits.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
     Bucket& b = buckets_[next_launch_];
-    b.request = group_.all_reduce_sum_async(b.flat.data(), static_cast<int64_t>(b.flat.size()),
-                                            "the all-reduce of gradient bucket " + std::to_string(next_launch_) +
-                                                " of backward " + std::to_string(backward_));
+    std::string what =
+        "the all-reduce of gradient bucket " + std::to_string(next_launch_) + " of backward " + std::to_string(backward_);
+    if (options_.compress_bf16) {
+      // divided before rounding, as the hook divides: the sum of the shares is the mean,
+      // and large gradients summed over many ranks stay inside bf16's range
+      const float ranks = static_cast<float>(group_.size());
+      for (size_t e = 0; e < b.flat.size(); ++e) b.compressed[e] = float_to_bf16(b.flat[e] / ranks);
+      b.request = group_.all_reduce_sum_bf16_async(b.compressed.data(), static_cast<int64_t>(b.compressed.size()),
+                                                   std::move(what));
+    } else {
+      b.request = group_.all_reduce_sum_async(b.flat.data(), static_cast<int64_t>(b.flat.size()), std::move(what));
+    }
     b.launched = true;
     ++next_launch_;
   }
@@ -111,8 +122,8 @@ void GradientReducer::finish() {
       for (size_t i = 0; i < unused.size() && i < 8; ++i) list += (i ? ", '" : "'") + unused[i] + "'";
       if (unused.size() > 8) list += ", and " + std::to_string(unused.size() - 8) + " more";
       throw UserError("parameters that got no gradient in this backward: " + list +
-                      "; every rank must reduce the same gradients (set find_unused_parameters: true under "
-                      "train: distributed: to count them as zero)");
+                      "; every rank must reduce the same gradients (--find-unused-parameters, or "
+                      "DistributedOptions::find_unused_parameters, counts them as zero)");
     }
     for (const std::string& name : unused) {  // zero on this rank, as DDP marks them
       ReducedGradient& g = grads_[index_of_.at(name)];
@@ -127,8 +138,13 @@ void GradientReducer::finish() {
     for (size_t k = 0; k < b.members.size(); ++k) {
       ReducedGradient& g = grads_[b.members[k]];
       float* out = g.grad.data<float>();
-      const float* in = b.flat.data() + b.offsets[k];
-      for (int64_t e = 0; e < g.grad.numel(); ++e) out[e] = in[e] / ranks;
+      if (options_.compress_bf16) {
+        const uint16_t* in = b.compressed.data() + b.offsets[k];
+        for (int64_t e = 0; e < g.grad.numel(); ++e) out[e] = bf16_to_float(in[e]);
+      } else {
+        const float* in = b.flat.data() + b.offsets[k];
+        for (int64_t e = 0; e < g.grad.numel(); ++e) out[e] = in[e] / ranks;
+      }
       if (g.rows) g.rows->mark_all();  // the other ranks' rows are in it now
     }
   }

@@ -9,6 +9,9 @@
 // Parameters that got no gradient in a backward are an error that names them, unless
 // find_unused_parameters is set: then they count as zero on that rank, as DDP's flag does.
 //
+// With compress_bf16 a bucket travels as bf16, half the bytes (DDP's bf16_compress_hook);
+// row gradients travel as float32 either way (DDP's hooks skip sparse gradients too).
+//
 // Embedding tables: a gradient whose touched rows are tracked (core/touched_rows.h) is
 // all-reduced whole and then marked whole, since other ranks looked up other rows. A row
 // gradient (`sparse: true`: no dense tensor, only the rows a batch looked up) is gathered
@@ -19,6 +22,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -36,6 +40,10 @@ struct GradientReducerOptions {
   /// The first bucket's cap (DDP's 1 MiB): the last layers' gradients leave early.
   size_t first_bucket_bytes = size_t{1} << 20;
   bool find_unused_parameters = false;
+  /// Buckets travel as bf16 (DDP's bf16_compress_hook): each rank's gradient divided by the
+  /// ranks and rounded to bf16, summed in bf16, widened back: half the bytes on the wire,
+  /// each mean off by bf16's rounding (about 2^-8 of its terms).
+  bool compress_bf16 = false;
 };
 
 /// One trainable parameter's gradient, on the host.
@@ -74,6 +82,7 @@ class GradientReducer {
     std::vector<size_t> members;   // indices into grads_
     std::vector<size_t> offsets;   // each member's place in `flat`, in floats
     std::vector<float> flat;
+    std::vector<uint16_t> compressed;  // flat in bf16, when buckets travel compressed
     size_t waiting = 0;            // members not yet complete in this backward
     ProcessGroup::Request request;
     bool launched = false;

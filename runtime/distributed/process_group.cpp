@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/bfloat16.h"
 #include "core/error.h"
 
 namespace tandem {
@@ -27,6 +28,26 @@ std::string host_name() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0) return "?";
   return name;
+}
+
+/// MPI's user function for a bf16 sum: `inout[i] = bf16(in[i] + inout[i])`, each partial
+/// sum rounded to bf16 as a bf16 all-reduce over NCCL rounds it.
+extern "C" void sum_bf16_bits(void* in, void* inout, int* count, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *count; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+/// The bf16 sum, made once. Declared not commutative: MPI then adds in rank order and
+/// hands every rank the one result, where a commutative op may leave ranks with sums
+/// rounded in other orders, and so with weights that drift apart.
+MPI_Op bf16_sum() {
+  static MPI_Op op = [] {
+    MPI_Op made;
+    MPI_Op_create(&sum_bf16_bits, /*commute=*/0, &made);
+    return made;
+  }();
+  return op;
 }
 
 /// Initialises MPI once per process and finalises it at exit (after every group is gone).
@@ -268,11 +289,23 @@ void ProcessGroup::Request::wait() {
 }
 
 ProcessGroup::Request ProcessGroup::all_reduce_sum_async(float* data, int64_t count, std::string what) {
+  return start_all_reduce_sum(data, count, SumOf::float32, std::move(what));
+}
+
+ProcessGroup::Request ProcessGroup::all_reduce_sum_bf16_async(uint16_t* data, int64_t count, std::string what) {
+  return start_all_reduce_sum(data, count, SumOf::bfloat16, std::move(what));
+}
+
+ProcessGroup::Request ProcessGroup::start_all_reduce_sum(void* data, int64_t count, SumOf type, std::string what) {
   Request r;
   if (!mpi_ || size_ == 1 || count == 0) return r;
   TANDEM_ASSERT(count <= INT32_MAX, "an all-reduce of more than 2^31 elements: split it into buckets");
   auto* request = new MPI_Request;
-  const int code = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, request);
+  const int code = type == SumOf::float32
+                       ? MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                        request)
+                       : MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_UINT16_T, bf16_sum(),
+                                        MPI_COMM_WORLD, request);
   if (code != MPI_SUCCESS) {
     delete request;
     abort(what + " could not start: " + mpi_error(code));

@@ -75,6 +75,9 @@ class ProcessGroup {
   /// Starts the in-place elementwise sum of `count` floats at `data` over every rank; `data`
   /// must stay alive and unread until the request is done. `what` names it in errors.
   Request all_reduce_sum_async(float* data, int64_t count, std::string what);
+  /// The same for bf16 values (their bits): each partial sum is rounded to bf16, in the
+  /// same order on every rank, so every rank gets the same bits (compressed gradients).
+  Request all_reduce_sum_bf16_async(uint16_t* data, int64_t count, std::string what);
   /// The same, waited for.
   void all_reduce_sum(float* data, int64_t count, const std::string& what);
   /// The same for doubles (metrics, norms).
@@ -94,6 +97,8 @@ class ProcessGroup {
  private:
   ProcessGroup(int rank, int size, int local_rank, int local_size, std::string host, bool mpi,
                std::chrono::milliseconds timeout);
+  enum class SumOf { float32, bfloat16 };
+  Request start_all_reduce_sum(void* data, int64_t count, SumOf type, std::string what);
   /// Waits for `request` to finish within the deadline, naming `what` if it does not.
   void wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started);
   /// Past a deadline: which ranks did not reach the collective `doing`, or reached another.

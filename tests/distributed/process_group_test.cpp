@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -95,4 +97,59 @@ TEST_CASE("the gradient reducer averages every gradient over the ranks, in bucke
     }
   lenient.finish();
   CHECK(grads.back().second.data<float>()[5] == Approx(static_cast<float>(size - 1) / static_cast<float>(size)));
+}
+
+TEST_CASE("bf16-compressed buckets give every rank the same mean, within bf16's rounding", "[distributed]") {
+  const int rank = group().rank(), size = group().size();
+  uint64_t seed = std::random_device{}() % 100000;
+  group().broadcast(&seed, sizeof seed, 0, "the test's seed");
+  INFO("seed " << seed);
+  // every rank's gradient, drawn from its own seed, so that each can compute the exact mean
+  auto drawn = [&](int r, int64_t n) {
+    std::mt19937_64 rng(seed * 31 + static_cast<uint64_t>(r));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = normal(rng) * (r % 2 ? 3.0f : 0.01f);  // ranks of other scales
+    return v;
+  };
+  std::vector<std::pair<std::string, Tensor>> grads;
+  for (const auto& [name, n] : std::vector<std::pair<std::string, int64_t>>{{"head.bias", 7}, {"head.weight", 5000}})
+    grads.emplace_back(name, Tensor::empty({n}, DType::float32));
+  GradientReducerOptions options;
+  options.compress_bf16 = true;
+  options.first_bucket_bytes = 64;  // two buckets
+  GradientReducer reducer(group(), grads, options);
+  reducer.start();
+  for (auto& [name, g] : grads) {
+    const std::vector<float> mine = drawn(rank, g.numel());
+    std::copy(mine.begin(), mine.end(), g.data<float>());
+    reducer.ready(name);
+  }
+  reducer.finish();
+  std::string bits;
+  for (auto& [name, g] : grads) {
+    std::vector<double> mean(static_cast<size_t>(g.numel())), magnitude(mean.size());
+    for (int r = 0; r < size; ++r) {
+      const std::vector<float> theirs = drawn(r, g.numel());
+      for (size_t i = 0; i < mean.size(); ++i) {
+        mean[i] += theirs[i] / static_cast<double>(size);
+        magnitude[i] += std::fabs(theirs[i]) / static_cast<double>(size);
+      }
+    }
+    const float* got = g.data<float>();
+    for (size_t i = 0; i < mean.size(); ++i) {
+      INFO(name << "[" << i << "]");
+      // each share rounded once and each of the N - 1 partial sums once, each by at most
+      // 2^-8 of what it rounds (bf16 keeps 8 significant bits): within 2^-8 N of the
+      // shares' magnitudes
+      CHECK(std::fabs(got[i] - mean[i]) <= std::ldexp(1.0, -8) * size * magnitude[i] + 1e-30);
+      uint32_t word;
+      std::memcpy(&word, &got[i], sizeof word);
+      CHECK((word & 0xffffu) == 0);  // a bf16 value, widened
+    }
+    bits.append(reinterpret_cast<const char*>(got), static_cast<size_t>(g.nbytes()));
+  }
+  // the one result everywhere, or the ranks' weights would drift apart
+  const std::vector<std::string> all = group().all_gather(bits, "the compressed means");
+  for (int r = 1; r < size; ++r) CHECK(all[static_cast<size_t>(r)] == all[0]);
 }

@@ -228,3 +228,19 @@ def test_a_sharded_optimizer_state_trains_alike_with_a_third_of_adams_state_on_e
     # rank 0's share: fc1.weight (12 x 64), the largest, alone; Adam keeps two moments of it
     assert plain["optimizer_state_bytes"] == 2 * 4 * (12 * 64 + 64 + 64 * 4 + 4)
     assert sharded["optimizer_state_bytes"] == 2 * 4 * (12 * 64)
+
+
+def test_bf16_compressed_gradients_train_within_rounding_of_float32_and_bad_values_are_refused(scratch):
+    directory, data = scratch
+    model = write_model(directory, optimizer="adam", lr=0.003)
+    flags = ["--no-shuffle", "--drop-last", "--epochs", "1", "--batch", "4"]
+    plain = result(train(2, model, data, "--save-weights", str(directory / "plain.st"), *flags))
+    compressed = result(train(2, model, data, "--compress-gradients", "bf16", "--save-weights",
+                              str(directory / "bf16.st"), *flags))
+    assert compressed["steps"] == plain["steps"] > 0
+    error = max_relative_error(read_safetensors(directory / "bf16.st"), read_safetensors(directory / "plain.st"))
+    assert 0 < error <= 1e-2  # bf16's rounding, not the float32 path's bits
+    assert np.allclose(compressed["epochs"][0]["step_losses"], plain["epochs"][0]["step_losses"], rtol=1e-2)
+    refused = train(2, model, data, "--compress-gradients", "fp8", *flags)
+    assert refused.returncode == 2
+    assert "--compress-gradients" in refused.stderr and "fp8" in refused.stderr
