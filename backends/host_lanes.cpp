@@ -138,7 +138,7 @@ void HostLaneEngine::run_items(std::vector<Taken>& taken) {
             t.error = std::current_exception();
           }
           auto stop = std::chrono::steady_clock::now();
-          if (SimTrace* trace = SimTrace::active()) trace->add(q.name_, t.item.label, start, stop, side_by_side);
+          if (Trace* trace = Trace::active()) trace->add(q.name_, t.item.label, start, stop, side_by_side, t.item.args);
           auto elapsed = stop - start;
           q.busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
           q.tasks_run_.fetch_add(1);
@@ -275,13 +275,14 @@ void HostLane::enqueue(Item item) {
 
 void HostLane::submit(std::function<void()> task, std::shared_ptr<TaskGroup> group) {
   if (group && group->size() < 2) group.reset();
-  enqueue({ItemKind::task, std::move(task), nullptr, std::move(group),
-           SimTrace::active() ? TraceLabel::current() : std::string()});
+  const bool traced = Trace::active() != nullptr;
+  enqueue({ItemKind::task, std::move(task), nullptr, std::move(group), traced ? TraceLabel::current() : std::string(),
+           traced ? TraceArgs::current() : std::string()});
 }
 
 DeviceEvent HostLane::record() {
   auto state = std::make_shared<HostLaneEvent>();
-  enqueue({ItemKind::record, nullptr, state, nullptr, {}});
+  enqueue({ItemKind::record, nullptr, state, nullptr, {}, {}});
   return DeviceEvent(std::move(state));
 }
 
@@ -292,7 +293,7 @@ void HostLane::wait(const DeviceEvent& event) {
   if (!impl) return;
   if (auto state = std::dynamic_pointer_cast<const HostLaneEvent>(impl)) {
     if (state->done() && !state->error) return;
-    enqueue({ItemKind::wait, nullptr, std::const_pointer_cast<HostLaneEvent>(state), nullptr, {}});
+    enqueue({ItemKind::wait, nullptr, std::const_pointer_cast<HostLaneEvent>(state), nullptr, {}, {}});
     return;
   }
   if (event.done()) return;

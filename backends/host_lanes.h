@@ -168,6 +168,7 @@ class HostLane final : public Lane {
     std::shared_ptr<HostLaneEvent> event;   // kind record or wait
     std::shared_ptr<TaskGroup> group;       // kind task: run it beside these (may be null)
     std::string label;                      // kind task, under a trace: its TraceLabel
+    std::string args;                       // and its TraceArgs
   };
   void enqueue(Item item);
 

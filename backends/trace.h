@@ -1,14 +1,21 @@
-// A timeline of what the simulated devices ran, for chrome://tracing or ui.perfetto.dev:
-// with TANDEM_SIM_TRACE=FILE in the environment, every task a simulated device's queue
-// runs (kernels, copies, gradient additions) becomes one slice on that queue's track,
-// written to FILE as Chrome trace-event JSON when the process exits. Slices of tasks that
-// ran side by side (a task group, host_lanes.h) say so in their arguments. A slice is
-// named by the TraceLabel its task was submitted under ("layer 'fc1' (linear) backward",
-// "upload fc1.weight"), and a "host" track shows what the host thread did meanwhile
-// (HostSpan: the optimizer's step, waits for the devices).
+// A timeline of what every device did, for ui.perfetto.dev or chrome://tracing: with
+// `--trace FILE` (or TANDEM_TRACE=FILE in the environment), every task a device lane runs
+// (kernels, copies, gradient additions, collectives), every layer the cpu runs on the
+// calling thread, and what the host thread does between them (HostSpan) becomes one slice
+// on its track, with its layer, shapes and bytes in the slice's arguments.
+//
+// The file is written as the run goes, as Chrome trace-event JSON ({"traceEvents": [...]}):
+// slices are buffered and appended every 100 ms (and at exit), each time rewriting the
+// closing brackets after them, so that a run stopped at any moment (Ctrl-C, a kill, a
+// crash) leaves a whole JSON document of everything up to the last flush.
+//
+// A slice is named by the TraceLabel its task was submitted under ("layer 'fc1' (linear)
+// backward", "fc1.weight upload"); TraceArgs adds what it worked on. Tasks that ran side
+// by side (a task group, host_lanes.h) say so in their arguments.
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -16,37 +23,45 @@
 
 namespace tandem {
 
-class SimTrace {
+class Trace {
  public:
-  /// The process's trace, or null when TANDEM_SIM_TRACE is not set.
-  static SimTrace* active();
-  /// Throws UserError when TANDEM_SIM_TRACE names a file that cannot be written; called
-  /// where simulated GPUs are made, so that a bad path fails at once, not at exit.
+  using Clock = std::chrono::steady_clock;
+
+  /// The process's trace, or null when none was started (--trace) nor is named by the
+  /// environment (TANDEM_TRACE, or its older name TANDEM_SIM_TRACE).
+  static Trace* active();
+  /// Starts the process's trace into `path`, named `source` in messages ("--trace").
+  /// UserError when the file cannot be written; a second start is refused the same way.
+  static void start(const std::string& path, const std::string& source);
+  /// Throws UserError when the environment names a trace file that cannot be written:
+  /// called where devices are made, so that a bad path fails at once, not at exit.
   static void check_environment();
 
-  /// Records that task `name` of queue `queue` ran from `start` to `stop`, beside
-  /// `side_by_side - 1` others. Thread-safe.
-  void add(const std::string& queue, const std::string& name, std::chrono::steady_clock::time_point start,
-           std::chrono::steady_clock::time_point stop, int side_by_side);
+  /// Records that task `name` of track `track` ran from `start` to `stop`, beside
+  /// `side_by_side - 1` others, with `args`, a JSON object's text ("" for none).
+  /// Thread-safe.
+  void add(const std::string& track, const std::string& name, Clock::time_point start, Clock::time_point stop,
+           int side_by_side = 1, const std::string& args = {});
 
-  /// Writes the slices so far to the file (done at exit). False if it could not.
-  bool write() const;
+  /// Appends what is buffered to the file. False if it could not.
+  bool flush();
 
-  explicit SimTrace(std::string path) : path_(std::move(path)) {}
-  SimTrace(const SimTrace&) = delete;
-  SimTrace& operator=(const SimTrace&) = delete;
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
 
  private:
-  struct Slice {
-    int track;
-    std::string name;
-    std::chrono::steady_clock::time_point start, stop;
-    int side_by_side;
-  };
+  Trace(std::string path, std::FILE* file);
+  /// Appends `events` (JSON texts) before the closing brackets. Called under mutex_.
+  bool append(const std::vector<std::string>& events);
+
   const std::string path_;
+  std::FILE* file_;
+  const Clock::time_point origin_;
   mutable std::mutex mutex_;
-  std::vector<std::string> tracks_;  // queue names, in order of first appearance
-  std::vector<Slice> slices_;
+  std::vector<std::string> tracks_;   // track names, in order of first appearance
+  std::vector<std::string> pending_;  // events not yet in the file
+  Clock::time_point last_flush_;
+  bool failed_ = false;               // said once
 };
 
 /// Names the tasks this thread submits while it is in scope, for the trace: `what` and
@@ -66,19 +81,39 @@ class TraceLabel {
   std::string_view outer_what_, outer_phase_;
 };
 
-/// A span of the host thread's time on the trace's "host" track, from construction to
-/// destruction; nothing when no trace is active.
+/// What the tasks this thread submits while it is in scope work on, as a JSON object's
+/// text ({"layer": ..., "inputs": [[4, 12]], "bytes": 192}); build it only when a trace
+/// is active (Trace::active()). Scopes nest; the innermost holds.
+class TraceArgs {
+ public:
+  explicit TraceArgs(std::string args);
+  ~TraceArgs();
+  TraceArgs(const TraceArgs&) = delete;
+  TraceArgs& operator=(const TraceArgs&) = delete;
+  /// The arguments of a task submitted now by this thread ("" outside any).
+  static const std::string& current();
+
+ private:
+  std::string args_;
+  const std::string* outer_;
+};
+
+/// A span of the calling thread's time on track `track` ("host" by default), from
+/// construction to destruction, with `args`; nothing when no trace is active.
 class HostSpan {
  public:
-  explicit HostSpan(const char* name);
+  explicit HostSpan(const char* name, const char* track = "host");
+  HostSpan(std::string name, const char* track, std::string args);
   ~HostSpan();
   HostSpan(const HostSpan&) = delete;
   HostSpan& operator=(const HostSpan&) = delete;
 
  private:
-  const char* name_;
-  SimTrace* trace_;
-  std::chrono::steady_clock::time_point start_;
+  std::string name_;
+  const char* track_;
+  std::string args_;
+  Trace* trace_;
+  Trace::Clock::time_point start_;
 };
 
 }  // namespace tandem

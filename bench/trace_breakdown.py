@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Where a training step's time goes, from a TANDEM_SIM_TRACE file.
+"""Where a training step's time goes, from a trace (`--trace`, or TANDEM_TRACE in the environment).
 
-    TANDEM_SIM_TRACE=trace.json build/tandem train MODEL.yaml --sim-gpus 2 --bench-steps 20
+    build/tandem train MODEL.yaml --sim-gpus 2 --bench-steps 20 --trace trace.json
     /usr/bin/python3 bench/trace_breakdown.py trace.json
 
 Steps are cut at the host's "optimizer step" spans (the first `--skip` are warm-up). Each

@@ -1,8 +1,11 @@
 #include "runtime/compiled_forward.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "backends/trace.h"
 #include "runtime/node_kernels.h"
+#include "runtime/trace_args.h"
 
 namespace tandem {
 
@@ -100,6 +103,7 @@ std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint
     (*hook)(call);
   };
   for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[graph_.inputs[i].value] = inputs[i];
+  Trace* const trace = Trace::active();
   Tensor in_args[16];
   std::vector<Tensor> many_inputs;
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -125,6 +129,10 @@ std::vector<Tensor> CompiledForward::run(const std::vector<Tensor>& inputs, uint
       args_in = many_inputs;
     }
     KernelArgs args{args_in, step.params, {&out, 1}, training, seed * 0x9e3779b97f4a7c15ULL + i, params_version};
+    std::optional<HostSpan> traced;  // the cpu's layers on a track of their own
+    if (trace)
+      traced.emplace(layer_in_messages(node) + " forward", "cpu",
+                     layer_trace_args(node, Device::cpu(), args_in, out_shape, out_value.type.dtype));
     try {
       step.kernel->forward(args);
     } catch (const OutOfMemory& e) {  // a kernel's workspace

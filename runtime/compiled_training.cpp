@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
+#include "backends/trace.h"
 #include "runtime/node_kernels.h"
+#include "runtime/trace_args.h"
 
 namespace tandem {
 
@@ -78,6 +81,7 @@ void CompiledTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed,
   params_version_ = params_version;
   for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[graph_.inputs[i].value] = inputs[i];
   std::vector<Tensor> args_in;
+  Trace* const trace = Trace::active();
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& step = steps_[i];
     const Node& node = *step.node;
@@ -90,6 +94,11 @@ void CompiledTraining::forward(const std::vector<Tensor>& inputs, uint64_t seed,
     values_[node.output] = allocate_for_layer(node, shapes_[node.output], graph_.values[node.output].type.dtype, "output");
     KernelArgs args{args_in, step.params, {&values_[node.output], 1}, training, seed * 0x9e3779b97f4a7c15ULL + i,
                     params_version};
+    std::optional<HostSpan> traced;  // the cpu's layers on a track of their own
+    if (trace)
+      traced.emplace(layer_in_messages(node) + " forward", "cpu",
+                     layer_trace_args(node, Device::cpu(), args_in, shapes_[node.output],
+                                      graph_.values[node.output].type.dtype));
     try {
       step.kernel->forward(args);
     } catch (const OutOfMemory& e) {  // a kernel's workspace
@@ -119,6 +128,7 @@ void CompiledTraining::backward(const std::vector<int>& seeded, const GradientRe
   for (size_t v = 0; v < grads_.size(); ++v)  // what an earlier backward left (graph inputs' gradients)
     if (!grad_ready_[v]) grads_[v] = Tensor();
   std::vector<Tensor> in_values, grad_inputs;
+  Trace* const trace = Trace::active();
   auto backward_step = [&](size_t i) {
     Step& step = steps_[i];
     const Node& node = *step.node;
@@ -158,6 +168,10 @@ void CompiledTraining::backward(const std::vector<int>& seeded, const GradientRe
     }
     BackwardArgs args{in_values, step.params, {&values_[out], 1}, {&grads_[out], 1}, grad_inputs, step.param_grads,
                       training_, seed_ * 0x9e3779b97f4a7c15ULL + i, params_version_, step.recorded_rows};
+    std::optional<HostSpan> traced;
+    if (trace)
+      traced.emplace(layer_in_messages(node) + " backward", "cpu",
+                     layer_trace_args(node, Device::cpu(), in_values, shapes_[out], DType::float32));
     // before the call: a gradient half written by a backward that throws is still marked
     for (TouchedRows* rows : step.unrecorded_rows) rows->mark_all();
     try {

@@ -173,7 +173,7 @@ void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceI
   if (options.logical_gpus < -1 || options.logical_gpus > max_sim_gpus)
     throw UserError("--logical-gpus " + std::to_string(options.logical_gpus) + " is out of range: ask for 0 to " +
                     std::to_string(max_sim_gpus) + " devices over the real GPUs, e.g. --logical-gpus 4");
-  if (sims > 0) SimTrace::check_environment();
+  Trace::check_environment();
   sim_gpu_memory_ = sim_gpu_memory_from(options);
 
   inventory_.devices = {DeviceInfo{Device::cpu(), host_memory_bytes(), false, cpu_model_name()}};

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/trace.h"
+#include "runtime/trace_args.h"
 #include "core/error.h"
 #include "runtime/device_parameter_cache.h"
 #include "runtime/device_registry.h"
@@ -89,6 +90,7 @@ void MultiDeviceForward::run_action(size_t index, uint64_t params_version) {
     const Tensor& src = slots_[a.src_slot];
     Tensor dst = allocate(src.shape(), src.dtype(), dev.backend->allocator(), a.context);
     TraceLabel label(a.context, "copy");
+    TraceArgs args(Trace::active() ? copy_trace_args(s.devices[a.from_device]->device, dev.device, src) : std::string());
     Lane& lane = queue_copy(*s.devices[a.from_device], dev, src, dst, ready_lane_[a.src_slot], ready_[a.src_slot]);
     ready_[a.dst_slot] = lane.record();
     ready_lane_[a.dst_slot] = &lane;
@@ -113,6 +115,7 @@ void MultiDeviceForward::run_action(size_t index, uint64_t params_version) {
     if (ready_lane_[slot] != &lane) lane.wait(ready_[slot]);
   const uint64_t seed = static_cast<uint64_t>(a.step);
   TraceLabel label(a.context, "forward");
+  TraceArgs args(Trace::active() ? layer_trace_args(node, dev.device, inputs, out_shape, out.dtype()) : std::string());
   lane.submit(
       [&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
         forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, false, seed, params_version},

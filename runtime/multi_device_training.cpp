@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backends/trace.h"
+#include "runtime/trace_args.h"
 #include "core/error.h"
 #include "runtime/device_registry.h"
 #include "runtime/node_kernels.h"
@@ -187,6 +188,7 @@ Tensor MultiDeviceTraining::copy_between(const Tensor& src, int from, int to, co
   PlanDevice& t = *schedule_->devices[to];
   Tensor dst = allocate_on(to, src.shape(), src.dtype(), context);
   TraceLabel label(context, "copy");
+  TraceArgs args(Trace::active() ? copy_trace_args(f.device, t.device, src) : std::string());
   // after the source device's work so far (the writer among it), before the destination's
   // next kernels
   Lane& lane = queue_copy(f, t, src, dst, f.compute, f.compute->record());
@@ -225,6 +227,8 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
         values_[a.out_slot] = out;
         uint64_t step_seed = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
         TraceLabel label(a.context, "forward");
+        TraceArgs args(Trace::active() ? layer_trace_args(node, s.devices[a.device]->device, inputs, out.shape(), out.dtype())
+                                       : std::string());
         s.compute_lane(a).submit(
             [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
               forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, training, step_seed, params_version},
@@ -424,6 +428,9 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
         uint64_t step_seed = seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
         {
           TraceLabel label(a.context, "backward");
+          TraceArgs args(Trace::active() ? layer_trace_args(*a.node, dev.device, in_values, shapes_[node.output],
+                                                            DType::float32)
+                                         : std::string());
           dev.compute->submit(
               [&a, &targets, in_values = std::move(in_values), out_value = values_[out], out_grad = grads_[out],
                grad_inputs, training = training_, step_seed, version = params_version_]() mutable {

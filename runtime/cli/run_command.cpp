@@ -15,6 +15,7 @@
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
+#include "runtime/cli/trace_option.h"
 #include "runtime/device_registry.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/model.h"
@@ -33,6 +34,7 @@ struct RunOptions {
   bool json = false;
   PlacementFlags placement;
   bool report = false;
+  std::string trace;  // --trace
 };
 
 Bindings parse_bindings(const RunOptions& o, const Graph& graph) {
@@ -106,6 +108,7 @@ nlohmann::json summarize(const Tensor& t) {
 }
 
 int run_inference(const RunOptions& o) {
+  start_trace(o.trace);
   Model model = Model::load(o.model);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   if (!o.weights.empty()) model.load_weights(o.weights);
@@ -200,6 +203,7 @@ Command add_run_command(CLI::App& app) {
   add_device_flags(*sub, o->placement, "run placed over the cpu and N simulated GPUs");
   add_policy_flags(*sub, o->placement);
   sub->add_flag("--report", o->report, "run placed and print each device's memory, busy time and copies");
+  add_trace_option(*sub, o->trace);
   return [o] { return run_inference(*o); };
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/cli/distributed_flags.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
+#include "runtime/cli/trace_option.h"
 #include "runtime/device_registry.h"
 #include "runtime/trainer.h"
 
@@ -31,6 +32,7 @@ struct TrainOptions {
   int bench_steps = 0;
   bool json = false;
   bool report = false;
+  std::string trace;  // --trace
   PlacementFlags placement;
   DistributedFlags distributed;
 };
@@ -116,6 +118,7 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
 
 int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   take_gpu_share(*group, o.placement);  // before anything starts CUDA
+  start_trace(o.trace, group->rank(), group->size());
   Model model = Model::load(o.model);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   apply_placement_flags(model, o.placement, o.report);
@@ -256,6 +259,7 @@ Command add_train_command(CLI::App& app) {
   add_policy_flags(*sub, o->placement);
   sub->add_flag("--report", o->report,
                 "train placed and print each device's peak memory, busy time and copies over the whole run");
+  add_trace_option(*sub, o->trace);
   add_distributed_flags(*sub, o->distributed);
   return [o] {
     std::shared_ptr<ProcessGroup> group = join_job(o->distributed);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "backends/trace.h"
 #include "core/bfloat16.h"
 #include "core/error.h"
 
@@ -179,7 +180,15 @@ void ProcessGroup::abort(const std::string& message) const {
   std::_Exit(2);
 }
 
-void ProcessGroup::wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started) {
+void ProcessGroup::trace_collective(const std::string& what, std::chrono::steady_clock::time_point started,
+                                    size_t bytes) {
+  if (Trace* trace = Trace::active())
+    trace->add("collectives (MPI)", what, started, std::chrono::steady_clock::now(), 1,
+               "{\"bytes\": " + std::to_string(bytes) + "}");
+}
+
+void ProcessGroup::wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started,
+                            size_t bytes) {
   auto* r = static_cast<MPI_Request*>(request);
   const auto deadline = started + timeout_;
   const std::string doing = what + (phase_.empty() ? "" : " (" + phase_ + ")");
@@ -188,7 +197,10 @@ void ProcessGroup::wait_for(void* request, const std::string& what, std::chrono:
     int done = 0;
     const int code = MPI_Test(r, &done, MPI_STATUS_IGNORE);
     if (code != MPI_SUCCESS) abort(doing + " failed: " + mpi_error(code));
-    if (done) return;
+    if (done) {
+      trace_collective(what, started, bytes);
+      return;
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
       abort(doing + " did not finish within " + std::to_string(waited.count()) +
@@ -252,6 +264,7 @@ ProcessGroup::Request::Request(Request&& other) noexcept
     : group_(std::exchange(other.group_, nullptr)),
       what_(std::move(other.what_)),
       started_(other.started_),
+      bytes_(other.bytes_),
       request_(std::exchange(other.request_, nullptr)) {}
 
 ProcessGroup::Request& ProcessGroup::Request::operator=(Request&& other) noexcept {
@@ -260,6 +273,7 @@ ProcessGroup::Request& ProcessGroup::Request::operator=(Request&& other) noexcep
     group_ = std::exchange(other.group_, nullptr);
     what_ = std::move(other.what_);
     started_ = other.started_;
+    bytes_ = other.bytes_;
     request_ = std::exchange(other.request_, nullptr);
   }
   return *this;
@@ -275,6 +289,7 @@ bool ProcessGroup::Request::done() {
   int finished = 0;
   MPI_Test(static_cast<MPI_Request*>(request_), &finished, MPI_STATUS_IGNORE);
   if (finished) {
+    trace_collective(what_, started_, bytes_);
     delete static_cast<MPI_Request*>(request_);
     request_ = nullptr;
   }
@@ -283,7 +298,7 @@ bool ProcessGroup::Request::done() {
 
 void ProcessGroup::Request::wait() {
   if (!request_) return;
-  group_->wait_for(request_, what_, started_);
+  group_->wait_for(request_, what_, started_, bytes_);
   delete static_cast<MPI_Request*>(request_);
   request_ = nullptr;
 }
@@ -313,6 +328,7 @@ ProcessGroup::Request ProcessGroup::start_all_reduce_sum(void* data, int64_t cou
   r.group_ = this;
   r.what_ = std::move(what);
   r.started_ = std::chrono::steady_clock::now();
+  r.bytes_ = static_cast<size_t>(count) * (type == SumOf::float32 ? sizeof(float) : sizeof(uint16_t));
   r.request_ = request;
   return r;
 }
@@ -326,7 +342,7 @@ void ProcessGroup::all_reduce_sum(double* data, int64_t count, const std::string
   MPI_Request request;
   const int code = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request);
   if (code != MPI_SUCCESS) abort(what + " could not start: " + mpi_error(code));
-  wait_for(&request, what, std::chrono::steady_clock::now());
+  wait_for(&request, what, std::chrono::steady_clock::now(), static_cast<size_t>(count) * sizeof(double));
 }
 
 void ProcessGroup::broadcast(void* data, size_t bytes, int root, const std::string& what) {
@@ -338,7 +354,7 @@ void ProcessGroup::broadcast(void* data, size_t bytes, int root, const std::stri
     const int count = static_cast<int>(std::min(kPiece, bytes - done));
     const int code = MPI_Ibcast(static_cast<char*>(data) + done, count, MPI_BYTE, root, MPI_COMM_WORLD, &request);
     if (code != MPI_SUCCESS) abort(what + " could not start: " + mpi_error(code));
-    wait_for(&request, what, std::chrono::steady_clock::now());
+    wait_for(&request, what, std::chrono::steady_clock::now(), static_cast<size_t>(count));
   }
 }
 
@@ -363,7 +379,7 @@ std::vector<std::string> ProcessGroup::all_gather(const std::string& mine, const
   std::string all(static_cast<size_t>(total), '\0');
   MPI_Iallgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD,
                   &request);
-  wait_for(&request, what, std::chrono::steady_clock::now());
+  wait_for(&request, what, std::chrono::steady_clock::now(), static_cast<size_t>(total));
   std::vector<std::string> out;
   for (int r = 0; r < size_; ++r)
     out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),

@@ -69,6 +69,7 @@ class ProcessGroup {
     ProcessGroup* group_ = nullptr;
     std::string what_;
     std::chrono::steady_clock::time_point started_;
+    size_t bytes_ = 0;
     void* request_ = nullptr;  // an MPI_Request, heap-held so that this header needs no mpi.h
   };
 
@@ -100,7 +101,10 @@ class ProcessGroup {
   enum class SumOf { float32, bfloat16 };
   Request start_all_reduce_sum(void* data, int64_t count, SumOf type, std::string what);
   /// Waits for `request` to finish within the deadline, naming `what` if it does not.
-  void wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started);
+  void wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started,
+                size_t bytes = 0);
+  /// Puts a finished collective on the trace's "collectives" track (backends/trace.h).
+  static void trace_collective(const std::string& what, std::chrono::steady_clock::time_point started, size_t bytes);
   /// Past a deadline: which ranks did not reach the collective `doing`, or reached another.
   std::string who_is_missing(const std::string& doing);
   /// The tag of what a rank past its deadline tells the others (collectives use none).

@@ -33,7 +33,7 @@ struct Result {
 
 // Runs the CLI with `args`, the simulated-GPU variables cleared and `env` (NAME=VALUE ...) set.
 Result run_cli_with(const std::string& env, const std::string& args) {
-  std::string cmd = "env -u TANDEM_SIM_GPUS -u TANDEM_SIM_GPU_MEMORY -u TANDEM_SIM_TRACE " + env + " " +
+  std::string cmd = "env -u TANDEM_SIM_GPUS -u TANDEM_SIM_GPU_MEMORY -u TANDEM_SIM_TRACE -u TANDEM_TRACE " + env + " " +
                     std::string(TANDEM_CLI) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -245,7 +245,7 @@ TEST_CASE("TANDEM_SIM_TRACE writes each simulated queue's tasks, replicas side b
     if (e.at("ph") != "X") continue;
     ++slices;
     CHECK(e.at("dur").get<double>() >= 0.0);
-    if (e.at("args").at("side_by_side").get<int>() == 2) ++side_by_side;
+    if (e.contains("args") && e.at("args").value("side_by_side", 1) == 2) ++side_by_side;
   }
   CHECK(tracks.count("cpu") == 1);
   CHECK(tracks.count("cuda:0") == 1);
@@ -268,7 +268,7 @@ TEST_CASE("a traced training step names each task and shows the host's optimizer
   std::map<int, std::string> tracks;
   std::map<std::string, int> by_name;  // "track: name" -> slices
   for (const auto& e : trace.at("traceEvents"))
-    if (e.at("ph") == "M") tracks[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") tracks[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
   for (const auto& e : trace.at("traceEvents"))
     if (e.at("ph") == "X") ++by_name[tracks.at(e.at("tid").get<int>()) + ": " + e.at("name").get<std::string>()];
   INFO(trace.dump().substr(0, 4000));

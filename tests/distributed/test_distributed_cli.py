@@ -244,3 +244,20 @@ def test_bf16_compressed_gradients_train_within_rounding_of_float32_and_bad_valu
     refused = train(2, model, data, "--compress-gradients", "fp8", *flags)
     assert refused.returncode == 2
     assert "--compress-gradients" in refused.stderr and "fp8" in refused.stderr
+
+
+def test_each_rank_traces_its_own_file_with_the_collectives(scratch):
+    directory, data = scratch
+    model = write_model(directory)
+    trace = directory / "trace.json"
+    result(train(2, model, data, "--epochs", "1", "--trace", str(trace)))
+    for path in (trace, directory / "trace.rank1.json"):
+        events = json.loads(path.read_text())["traceEvents"]
+        tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+        reduces = [e for e in events
+                   if e["ph"] == "X" and tracks[e["tid"]] == "collectives (MPI)" and "gradient bucket" in e["name"]]
+        assert reduces, path
+        # the MLP's four gradients, 16 x 12 + 16 + 4 x 16 + 4 floats, in the buckets of a step
+        assert sum(e["args"]["bytes"] for e in reduces if e["name"].endswith("of backward 1")) == (192 + 16 + 64 + 4) * 4
+        assert any(e["ph"] == "X" and tracks[e["tid"]] == "cpu" and e["name"] == "layer 'fc1' (linear) forward"
+                   for e in events)
