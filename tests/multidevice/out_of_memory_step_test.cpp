@@ -103,8 +103,8 @@ std::vector<size_t> bytes_in_use(DeviceRegistry& registry, int gpus) {
   return out;
 }
 
-/// The most bytes any GPU had in use during one step on `batch`, counted from before the
-/// step, on a model whose GPUs are big (the probe that sizes the small ones).
+/// What the model takes of GPUs too big to run out, to size the small ones: its bytes in
+/// use between steps, and the most any GPU had in use during a small and a big step.
 struct Probe {
   std::vector<size_t> settled;  // per GPU, after a first small step: weights, gradients, state
   size_t small_peak = 0, big_peak = 0;  // over the GPUs
