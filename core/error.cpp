@@ -12,7 +12,9 @@ std::string out_of_memory_message(Device device, size_t requested, size_t in_use
   std::string text = context.empty() ? "" : context + ": ";
   text += "out of memory on " + d + ": asked for " + format_bytes(requested) + " with " + format_bytes(in_use);
   if (capacity > 0) text += " of " + format_bytes(capacity);
-  text += " in use; try a smaller batch (--batch) or place fewer layers on " + d + " (--place / placement:)";
+  text += " in use";
+  if (capacity > 0) text += " (" + format_bytes(capacity > in_use ? capacity - in_use : 0) + " free)";
+  text += "; try a smaller batch (--batch) or place fewer layers on " + d + " (--place / placement:)";
   return text;
 }
 

@@ -140,6 +140,7 @@ TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_
     if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&n = name](const GraphOutput& o) { return o.name == n; }))
       throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
   MultiDeviceTraining& t = placed_training_for(bindings, true);
+  MultiDeviceTraining::ReleaseOnError release(t);  // a gradient refused below: the activations go back
   std::vector<Tensor> ordered;
   for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
   t.forward(ordered, seed, params_version_, training);
@@ -171,6 +172,7 @@ LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed,
   if (graph_->values[loss.input].producer < 0)
     throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
   MultiDeviceTraining& t = placed_training_for(bindings, false);
+  MultiDeviceTraining::ReleaseOnError release(t);  // out of memory anywhere in the step: nothing stays
   std::vector<Tensor> ordered;
   for (const GraphInput& in : graph_->inputs) ordered.push_back(batch.at(in.name));
   t.forward(ordered, seed, params_version_);

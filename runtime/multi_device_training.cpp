@@ -209,7 +209,8 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
   seed_ = seed;
   training_ = training;
   params_version_ = params_version;
-  try {
+  {  // on an error, every buffer of the step goes back to its pool
+    ReleaseOnError release(*this);
     for (Tensor& t : values_) t = Tensor();
     for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[home_slot_[graph_.inputs[i].value]] = inputs[i];
     s.replica_groups.start_pass();
@@ -254,9 +255,6 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
     // other devices' copies are stale and go up again before their next use.
     for (auto& [master, host] : updated_buffers) std::memcpy(master.raw_data(), host.raw_data(), host.nbytes());
     for (const auto& [name, device] : buffers_to_master_) cache_.invalidate(name);
-  } catch (...) {
-    clear();
-    throw;
   }
   finish_report();
 }
@@ -270,7 +268,8 @@ LossValue MultiDeviceTraining::loss(const LossSpec& spec, const Tensor& target, 
   const int device = s.slot_keys[slot].second;
   const std::string context = "the loss (" + spec.op + ")";
   LossValue value;
-  try {
+  {  // on an error, every buffer of the step goes back to its pool
+    ReleaseOnError release(*this);
     Tensor on_device_target = device == 0 ? target : copy_between(target, 0, device, context);
     Tensor grad;
     if (with_gradient) {
@@ -283,9 +282,6 @@ LossValue MultiDeviceTraining::loss(const LossSpec& spec, const Tensor& target, 
     PlanDevice& dev = *s.devices[device];
     dev.backend->loss(*dev.compute, spec, values_[slot], on_device_target, grad, &value);
     synchronize_devices(s.devices);
-  } catch (...) {
-    clear();
-    throw;
   }
   finish_report();
   return value;
@@ -305,7 +301,8 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
   std::vector<LossValue> values(n);
   std::vector<int> slots(n), devices(n);
   loss_seeds_.clear();
-  try {
+  {  // on an error, every buffer of the step goes back to its pool
+    ReleaseOnError release(*this);
     for (size_t k = 0; k < n; ++k) {
       const ParallelLoss::Part& part = parallel.parts[k];
       slots[k] = home_slot_[part.value];
@@ -326,9 +323,6 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
       dev.backend->loss(*dev.compute, spec, values_[slots[k]], on_device, grad, &values[k]);
     }
     synchronize_devices(s.devices);  // every replica's loss ran on its own device, together
-  } catch (...) {
-    clear();
-    throw;
   }
   // Only scalars travelled; the whole batch's loss is the replicas' weighted by what each
   // counted (rows, or targets not ignored), as one loss over the batch would average.
@@ -375,7 +369,8 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
   for (int v : seeded) grad_ready_[home_slot_[v]] = true;
   for (size_t slot = 0; slot < grads_.size(); ++slot)
     if (!grad_ready_[slot]) grads_[slot] = Tensor();
-  try {
+  {  // on an error, every buffer of the step goes back to its pool
+    ReleaseOnError release(*this);
     cache_.zero_gradients(gpu_param_keys_);
     std::map<Device, GradientBucket> buckets;
     std::map<std::string, int> replicas_done;  // parameters the GPUs hold: their replicas complete so far
@@ -417,10 +412,10 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
           bool taken = grad_ready_[slot];
           for (size_t j = 0; j < k; ++j) taken = taken || (written_now[j] && a.in_slots[j] == slot);
           if (taken) {  // a gradient is there already: compute into a fresh one, then add
-            grad_inputs[k] = allocate_on(a.device, shapes_[v], DType::float32, a.context);
+            grad_inputs[k] = allocate_on(a.device, shapes_[v], DType::float32, a.context + " backward");
             accumulate_into[k] = grads_[slot];
           } else {
-            grads_[slot] = allocate_on(a.device, shapes_[v], DType::float32, a.context);
+            grads_[slot] = allocate_on(a.device, shapes_[v], DType::float32, a.context + " backward");
             grad_inputs[k] = grads_[slot];
             written_now[k] = true;
           }
@@ -488,9 +483,6 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
         budget_[d] = std::max(budget_[d], s.devices[d]->backend->allocator().peak_bytes());
       lockstep_ = false;
     }
-  } catch (...) {
-    clear();
-    throw;
   }
   for (Tensor& t : values_) t = Tensor();
   for (size_t slot = 0; slot < grads_.size(); ++slot)  // keep the graph inputs' gradients only

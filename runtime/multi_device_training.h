@@ -43,6 +43,7 @@
 // of a data_parallel block sum theirs into the one master gradient.
 #pragma once
 
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -95,6 +96,29 @@ class MultiDeviceTraining {
   void backward(const std::vector<int>& seeded);
   /// After backward: dLoss/dInput for graph input `index`, on the cpu (undefined if not requested).
   Tensor input_gradient(size_t index) const;
+
+  /// Returns every buffer of the step under way (activations, their gradients, copies) to
+  /// its device's pool, once the lanes have run what was submitted. Every member above
+  /// does this itself when it throws; a caller that gives up between forward() and
+  /// backward() calls it (through ReleaseOnError) so that nothing waits for the next step.
+  void release_step_buffers() noexcept { clear(); }
+
+  /// Releases the step's buffers when the scope it guards is left by an exception, wherever
+  /// in the step that happened; a scope left normally keeps them (backward reads them).
+  class ReleaseOnError {
+   public:
+    explicit ReleaseOnError(MultiDeviceTraining& training)
+        : training_(training), exceptions_(std::uncaught_exceptions()) {}
+    ~ReleaseOnError() {
+      if (std::uncaught_exceptions() > exceptions_) training_.clear();
+    }
+    ReleaseOnError(const ReleaseOnError&) = delete;
+    ReleaseOnError& operator=(const ReleaseOnError&) = delete;
+
+   private:
+    MultiDeviceTraining& training_;
+    const int exceptions_;
+  };
 
   /// One entry per device the plan uses (the cpu first), from the last forward to now.
   const std::vector<DeviceReport>& report() const { return report_; }

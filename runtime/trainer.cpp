@@ -51,6 +51,19 @@ std::vector<ColumnSpec> moved_columns(const Graph& graph) {
   return out;
 }
 
+/// "a batch of 512": the batch's size as its inputs bind it, for an error's context.
+std::string batch_size_text(const TensorMap& batch, const Graph& graph) {
+  for (const GraphInput& in : graph.inputs) {
+    const SymShape& shape = graph.values[in.value].type.shape;
+    auto it = batch.find(in.name);
+    if (it == batch.end()) continue;
+    for (size_t d = 0; d < shape.size() && d < static_cast<size_t>(it->second.dim()); ++d)
+      if (auto symbol = shape[d].as_symbol(); symbol && *symbol == "batch")
+        return "a batch of " + std::to_string(it->second.size(static_cast<int64_t>(d)));
+  }
+  return "its batch";
+}
+
 }  // namespace
 
 Trainer::Trainer(Model& model, TrainingSpec spec)
@@ -140,6 +153,18 @@ std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, 
   return {loss, parts.back().weight};
 }
 
+void Trainer::forget_gradients() noexcept {
+  try {
+    model_.zero_gradients();
+  } catch (...) {  // an error is already on its way; the next step zeroes them again
+  }
+}
+
+void Trainer::set_batch(int64_t batch) {
+  if (batch < 1) throw UserError("the batch must be at least 1, got " + std::to_string(batch));
+  spec_.batch = batch;
+}
+
 double Trainer::step(const TensorMap& batch) {
   // Zeroing, clipping and the update read the rows backward touched: on an embedding table
   // only its lookups' rows where that gives the dense result's bits (core/touched_rows.h).
@@ -149,11 +174,23 @@ double Trainer::step(const TensorMap& batch) {
   }
   const uint64_t seed = step_seed(spec_.seed, step_);
   double loss = 0, weight_left = 1;
-  if (spec_.accumulate > 1) {
-    std::tie(loss, weight_left) = accumulate_gradients(batch, seed);
-  } else {
-    const GradientReady* ready = ddp_ ? ddp_->start_backward(step_) : nullptr;
-    loss = model_.loss_and_backward(batch, micro_seed(seed, rank(), 0), ready).loss;
+  try {
+    if (spec_.accumulate > 1) {
+      std::tie(loss, weight_left) = accumulate_gradients(batch, seed);
+    } else {
+      const GradientReady* ready = ddp_ ? ddp_->start_backward(step_) : nullptr;
+      loss = model_.loss_and_backward(batch, micro_seed(seed, rank(), 0), ready).loss;
+    }
+  } catch (const OutOfMemory& e) {
+    // Nothing of the step was applied: the model returned its buffers as the error left it
+    // (MultiDeviceTraining::ReleaseOnError), the weights and the optimizer's state are
+    // untouched, and the step is not counted. The gradients backward had written so far go,
+    // so that the model is as if the step had not run and a smaller batch can go next.
+    forget_gradients();
+    throw e.in("training step " + std::to_string(step_ + 1) + " (" + batch_size_text(batch, model_.graph()) + ")");
+  } catch (...) {
+    forget_gradients();
+    throw;
   }
   if (ddp_) {
     HostSpan span("gradients averaged over the ranks");

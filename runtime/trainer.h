@@ -67,8 +67,19 @@ class Trainer {
 
   /// One optimizer step on `batch` (inputs and targets by name); the batch's loss. With
   /// `accumulate: k` the batch is cut into k micro-batches whose gradients add up to the
-  /// batch's (runtime/micro_batches.h).
+  /// batch's (runtime/micro_batches.h). A batch of any size may go, a step at a time.
+  ///
+  /// A step whose forward or backward throws applied nothing: the weights, the optimizer's
+  /// state and steps_done() are as before it, its buffers are back in their devices' pools,
+  /// and the gradients are zero (buffers such as running statistics keep what a forward
+  /// that completed wrote, as in torch). Out of a device's memory, the error is an
+  /// OutOfMemory naming the step, the layer, the device and its bytes; the same Trainer
+  /// may go on with a smaller batch (set_batch() for fit()); one process only: under
+  /// distribute() the other ranks are inside the step's collectives.
   double step(const TensorMap& batch);
+  /// The batch of fit()'s next epoch, e.g. a smaller one after an OutOfMemory (fit() then
+  /// starts the epoch it was in again). UserError below 1.
+  void set_batch(int64_t batch);
   /// Mean loss (and accuracy, or AUC) over `data` in inference mode.
   EvalResult evaluate(const Dataset& data);
   /// Trains from the current epoch to spec.epochs; calls `on_epoch` after each epoch
@@ -120,6 +131,8 @@ class Trainer {
   /// weights but for the last one's, which the step applies once the ranks' are averaged.
   /// Returns the batch's loss and the weight still to apply.
   std::pair<double, double> accumulate_gradients(const TensorMap& batch, uint64_t seed);
+  /// Zeroes the gradients of a step that failed; never throws (an error is on its way).
+  void forget_gradients() noexcept;
   /// The tensors and metadata of a checkpoint: the file's, and on a distributed job rank
   /// 0's file's on every rank.
   std::pair<TensorMap, std::map<std::string, std::string>> read_checkpoint(const std::string& path);

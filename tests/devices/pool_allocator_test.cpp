@@ -28,7 +28,8 @@ TEST_CASE("a pool that runs out throws OutOfMemory naming the device and what to
     CHECK(e.in_use == 1990 * MiB);
     CHECK(e.capacity == 2048 * MiB);
     CHECK(std::string(e.what()) ==
-          "out of memory on cuda:1: asked for 96.0 MiB with 1.9 GiB of 2.0 GiB in use; try a smaller batch (--batch) "
+          "out of memory on cuda:1: asked for 96.0 MiB with 1.9 GiB of 2.0 GiB in use (58.0 MiB free); try a smaller "
+          "batch (--batch) "
           "or place fewer layers on cuda:1 (--place / placement:)");
     OutOfMemory with_layer = e.in("layer 'fc' (linear)");
     CHECK_THAT(with_layer.what(), Catch::StartsWith("layer 'fc' (linear): out of memory on cuda:1: asked for 96.0 MiB"));
