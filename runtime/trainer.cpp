@@ -1,6 +1,7 @@
 #include "runtime/trainer.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <set>
 
@@ -49,6 +50,13 @@ std::vector<ColumnSpec> moved_columns(const Graph& graph) {
   for (const GraphInput& in : graph.inputs) add(in);
   for (const GraphInput& t : graph.targets) add(t);
   return out;
+}
+
+/// A learning rate as a user reads it: 0.001, 5e-05.
+std::string fmt_lr(double lr) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", lr);
+  return text;
 }
 
 }  // namespace
@@ -223,6 +231,33 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   return result;
 }
 
+void Trainer::lay_schedule_over(int64_t run_steps) {
+  auto say = [&](const std::string& text) {
+    if (notice_ && rank() == 0) notice_(text);
+  };
+  const ScheduleConfig& s = spec_.schedule;
+  const bool follows_total = s.name == "cosine" && s.total_steps == 0;
+  if (total_steps_ == 0) {
+    total_steps_ = run_steps;
+  } else if (total_from_checkpoint_ && total_steps_ != run_steps) {
+    // A resumed run that is longer (more epochs, more data) or shorter than its
+    // checkpoint's: keeping the old length would run a cosine schedule's added steps at
+    // min_lr (0 by default). The schedule is laid over the new run instead, from the step
+    // the checkpoint reached, and the user is told, since the rate jumps there.
+    if (follows_total)
+      say("resumed a run of " + std::to_string(total_steps_) + " steps as one of " + std::to_string(run_steps) +
+          ": the cosine schedule now spans " + std::to_string(run_steps) + " steps, so the learning rate goes from " +
+          fmt_lr(scheduled_lr(s, spec_.optimizer.lr, step_, total_steps_)) + " to " +
+          fmt_lr(scheduled_lr(s, spec_.optimizer.lr, step_, run_steps)) + " at step " + std::to_string(step_ + 1));
+    total_steps_ = run_steps;
+  }
+  total_from_checkpoint_ = false;
+  if (s.name == "cosine" && s.total_steps > 0 && s.total_steps < run_steps)
+    say("the cosine schedule's total_steps " + std::to_string(s.total_steps) + " ends before this run's " +
+        std::to_string(run_steps) + " steps: steps " + std::to_string(s.total_steps + 1) + " to " +
+        std::to_string(run_steps) + " run at min_lr " + fmt_lr(s.min_lr));
+}
+
 void Trainer::fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
                   const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress) {
   const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
@@ -238,7 +273,7 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
                     std::to_string(spec_.batch) + (spec_.accumulate > 1 ? " x accumulate " + std::to_string(spec_.accumulate) : "") +
                     (ranks() > 1 ? " on each of " + std::to_string(ranks()) + " ranks" : "") +
                     (spec_.drop_last ? " and drop_last" : ""));
-  if (total_steps_ == 0) total_steps_ = spec_.epochs * loader.batches_per_epoch();
+  lay_schedule_over(spec_.epochs * loader.batches_per_epoch());
   for (; epoch_ < spec_.epochs;) {
     auto start = std::chrono::steady_clock::now();
     loader.start_epoch(epoch_);
@@ -373,6 +408,7 @@ void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, const
   epoch_ = m.epoch;
   step_ = m.step;
   total_steps_ = m.total_steps;
+  total_from_checkpoint_ = true;
 }
 
 std::vector<ColumnSpec> data_columns(const Graph& graph) {
