@@ -277,26 +277,34 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
   for (; epoch_ < spec_.epochs;) {
     auto start = std::chrono::steady_clock::now();
     loader.start_epoch(epoch_);
-    double loss_sum = 0;
+    // The epoch's loss weights each step's by its samples (a mean loss): a short last
+    // batch counts by its size, and the result is the mean per-sample loss. A sum loss's
+    // step already adds its samples, so its steps count alike.
+    const bool by_samples = model_.graph().loss->reduction == "mean";
+    double loss_sum = 0, weight_sum = 0;
     int64_t batches = 0, samples = 0;
+    std::vector<double> step_weights;
     EpochReport report;
     while (auto batch = loader.next()) {
-      samples += batch->begin()->second.size(0);  // before the layout moves the sample dimension
+      const int64_t n = batch->begin()->second.size(0);  // before the layout moves the sample dimension
+      samples += n;
       report.step_losses.push_back(step(to_model_layout(std::move(*batch), columns)));
-      loss_sum += report.step_losses.back();
+      step_weights.push_back(by_samples ? static_cast<double>(n) : 1.0);
+      loss_sum += step_weights.back() * report.step_losses.back();
+      weight_sum += step_weights.back();
       ++batches;
-      if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / batches);
+      if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / weight_sum);
     }
     if (ddp_) {  // each step's loss over the whole job: the mean of the ranks'
       ddp_->sum(report.step_losses, "the epoch's step losses");
       for (double& l : report.step_losses) l /= ranks();
       loss_sum = 0;
-      for (double l : report.step_losses) loss_sum += l;
+      for (size_t i = 0; i < report.step_losses.size(); ++i) loss_sum += step_weights[i] * report.step_losses[i];
       samples *= ranks();  // every rank's share is the same size
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     report.epoch = epoch_;
-    report.train_loss = loss_sum / std::max<int64_t>(batches, 1);
+    report.train_loss = weight_sum > 0 ? loss_sum / weight_sum : 0;
     report.seconds = seconds;
     report.samples_per_second = samples / std::max(seconds, 1e-9);
     ++epoch_;

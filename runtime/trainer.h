@@ -36,7 +36,9 @@ struct EvalResult {
 
 struct EpochReport {
   int64_t epoch = 0;  // from 0
-  double train_loss = 0;           // the mean of step_losses
+  /// The mean of step_losses weighted by each step's samples (a `sum` loss: unweighted),
+  /// so that a short last batch counts by its size.
+  double train_loss = 0;
   std::vector<double> step_losses;  // each step's loss, before its update
   std::optional<EvalResult> validation;
   double seconds = 0;
