@@ -250,14 +250,18 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
 // A yes/no pair of flags that overrides a train: key only when one of them is given. Not
 // CLI11's add_flag("--yes,!--no", optional): that runs its callback for the default too,
 // setting the optional to false when neither flag is given, so the model file's value was
-// never read.
+// never read. Not excludes() either, whose "Excludes: --no-shuffle" runs into the help's
+// flag column: each flag refuses the other itself, and the help says so in words.
 struct FlagHelp {
   std::string name, help;
 };
 void add_override_flags(CLI::App& app, const FlagHelp& yes, const FlagHelp& no, std::optional<bool>& value) {
-  CLI::Option* on = app.add_flag_callback(yes.name, [&value] { value = true; }, yes.help);
-  CLI::Option* off = app.add_flag_callback(no.name, [&value] { value = false; }, no.help);
-  on->excludes(off);
+  auto set = [&value, yes = yes.name, no = no.name](bool to) {
+    if (value && *value != to) throw CLI::ValidationError(yes + " and " + no + " contradict each other: give one");
+    value = to;
+  };
+  app.add_flag_callback(yes.name, [set] { set(true); }, yes.help);
+  app.add_flag_callback(no.name, [set] { set(false); }, no.help + " (the opposite of " + yes.name + ")");
 }
 
 }  // namespace
