@@ -74,6 +74,15 @@ size_t parse_memory_size(std::string_view text) {
   return static_cast<size_t>(bytes);
 }
 
+size_t parse_device_memory_size(std::string_view text) {
+  const std::string_view body = trim(text);
+  if (!body.empty() && body.find_first_not_of("0123456789.") == std::string_view::npos)
+    throw UserError("memory size '" + std::string(text) + "' has no unit: write " + std::string(body) + "GiB, " +
+                    std::string(body) + "MiB or " + std::string(body) + "GB (" + std::string(body) +
+                    "B if you mean bytes)");
+  return parse_memory_size(text);
+}
+
 std::string format_bytes(size_t bytes) {
   static const std::array<const char*, 6> units{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024) return std::to_string(bytes) + " B";

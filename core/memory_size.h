@@ -15,6 +15,10 @@ namespace tandem {
 /// Throws UserError, with examples, for anything else (negative, empty, overflowing, unknown unit).
 size_t parse_memory_size(std::string_view text);
 
+/// As parse_memory_size, but a number without a unit is refused: a device's memory of "4"
+/// is 4 GiB to anyone who writes it, never 4 bytes. "4B" says bytes.
+size_t parse_device_memory_size(std::string_view text);
+
 /// "512 B", "4.0 KiB", "96.0 MiB", "1.5 GiB", "2.0 TiB": binary units, one decimal.
 std::string format_bytes(size_t bytes);
 

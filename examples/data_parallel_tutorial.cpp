@@ -3,11 +3,12 @@
 // sees, as the tutorial's print inside Model.forward does, and the loop prints what the
 // caller sees.
 //
-//   build/examples/data_parallel_tutorial [MODEL.yaml] [--sim-gpus N]
+//   build/examples/data_parallel_tutorial [MODEL.yaml] [--sim-gpus N]   (from any directory)
 //
 // With no GPU and no TANDEM_SIM_GPUS, it simulates two. 100 random samples of 5 features
 // in batches of 30: each batch splits 15 + 15 over two devices, the last one of 10 splits
 // 5 + 5.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -15,21 +16,25 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "find_config.h"
 #include "runtime/device_registry.h"
 #include "runtime/model.h"
 
 int main(int argc, char** argv) {
+  CLI::App app("PyTorch's data parallelism tutorial: a data_parallel block, and what each replica sees",
+               "data_parallel_tutorial");
   std::string path = "configs/dp_tutorial.yaml";
   tandem::DeviceOptions devices;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--sim-gpus" && i + 1 < argc) devices.sim_gpus = std::atoi(argv[++i]);
-    else path = arg;
-  }
+  app.add_option("model", path, "the model's YAML file (also found in the source tree's configs/)")
+      ->capture_default_str();
+  app.add_option("--sim-gpus", devices.sim_gpus, "simulate N GPUs (default: the real ones, else two simulated)")
+      ->check(CLI::Range(0, 64));
+  CLI11_PARSE(app, argc, argv);
+  path = find_config(path);
   try {
     auto registry = std::make_shared<tandem::DeviceRegistry>(devices);
     if (registry->inventory().devices.size() == 1 && devices.sim_gpus < 0)  // no GPU: simulate two
-      registry = std::make_shared<tandem::DeviceRegistry>(tandem::DeviceOptions{.sim_gpus = 2});
+      registry = std::make_shared<tandem::DeviceRegistry>(tandem::DeviceOptions{.sim_gpus = 2, .sim_gpu_memory = std::nullopt});
     const int gpus = static_cast<int>(registry->inventory().devices.size()) - 1;
     std::printf("Let's use %d GPUs!%s\n", gpus, registry->sim_gpu_count() > 0 ? " (simulated)" : "");
 

@@ -1,26 +1,29 @@
 // The C++ API in a page: load a YAML model, give it weights, run it on named tensors.
 //
-//   build/examples/run_model configs/seed_mixed.yaml [weights.safetensors]
-//   TANDEM_SIM_GPUS=1 build/examples/run_model configs/seed_mixed.yaml   (no GPU here)
+//   build/examples/run_model configs/seed_mixed.yaml [--weights weights.safetensors]
+//   TANDEM_SIM_GPUS=1 build/examples/run_model seed_mixed.yaml   (no GPU here; from any directory)
 //
 // Every input gets random values of the declared shape with batch = 4 (indices within
 // the table that reads them); the outputs' shapes and first values are printed. Layers run
 // where the model file puts them (seed_mixed.yaml: its GRU on cuda:0); model.to(cpu)
 // would run them all on the cpu instead.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "core/error.h"
+#include "find_config.h"
 #include "runtime/model.h"
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.yaml [WEIGHTS.safetensors]\n", argv[0]);
-    return 2;
-  }
+  CLI::App app("Load a YAML model, give it weights and run it on random inputs of batch 4", "run_model");
+  std::string path, weights;
+  app.add_option("model", path, "the model's YAML file (also found in the source tree's configs/)")->required();
+  app.add_option("--weights", weights, "a safetensors state_dict (default: torch's initialisation, seed 42)");
+  CLI11_PARSE(app, argc, argv);
   try {
-    tandem::Model model = tandem::Model::load(argv[1]);
-    if (argc > 2) model.load_weights(argv[2]);  // a PyTorch state_dict saved as safetensors
-    else model.init_parameters(/*seed=*/42);    // torch's distributions, Tandem's generator
+    tandem::Model model = tandem::Model::load(find_config(path));
+    if (!weights.empty()) model.load_weights(weights);  // a PyTorch state_dict saved as safetensors
+    else model.init_parameters(/*seed=*/42);            // torch's distributions, Tandem's generator
 
     // Inputs are tensors by graph-input name; here, random ones for batch = 4.
     tandem::Bindings sizes{{"batch", 4}};

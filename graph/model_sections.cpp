@@ -1,6 +1,7 @@
 #include "graph/model_sections.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <vector>
 
 #include "graph/text_similarity.h"
@@ -146,7 +147,13 @@ class SectionReader : public YamlReader {
     if (!n.IsMap()) fail(n, "", "data must be a mapping such as {path: train.csv, format: csv}");
     check_keys(n, {"path", "format", "header", "columns"}, "", "key of data");
     DataSpec d;
-    d.path = scalar_string(require(n, "path", ""), "", "data path");
+    const YAML::Node path = require(n, "path", "");
+    d.path = scalar_string(path, "", "data path");
+    d.named_at = where(path).str();
+    // next to the model file, as an include would be: a model trains from any directory
+    const std::filesystem::path model_dir = std::filesystem::path(where(path).file).parent_path();
+    if (!d.path.empty() && std::filesystem::path(d.path).is_relative() && !model_dir.empty())
+      d.path = (model_dir / d.path).lexically_normal().string();
     if (const YAML::Node f = n["format"]) {
       d.format = scalar_string(f, "", "data format");
       if (d.format != "csv" && d.format != "safetensors") fail(f, "", "data format must be csv or safetensors");

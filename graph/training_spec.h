@@ -29,7 +29,12 @@ struct ScheduleConfig {
 };
 
 struct DataSpec {
+  /// A model file's relative path is resolved next to that file when it loads (a flag's
+  /// stays relative to the working directory).
   std::string path;
+  /// "FILE:LINE:COLUMN" of the `path:` that named it in a model file; empty when a flag or
+  /// the API gave the path. A file that cannot be opened is reported there.
+  std::string named_at;
   std::string format;                          // "csv" or "safetensors"; "" = from the extension
   bool header = false;                         // csv: skip the first line
   std::map<std::string, std::string> columns;  // csv: name -> "a:b" (columns a..b-1) or "a"; empty: consecutive

@@ -45,7 +45,7 @@ size_t sim_gpu_memory_from(const DeviceOptions& options) {
   } else if (const char* env = std::getenv("TANDEM_SIM_GPU_MEMORY"); env != nullptr && *env != '\0') {
     source = "TANDEM_SIM_GPU_MEMORY";
     try {
-      bytes = parse_memory_size(env);
+      bytes = parse_device_memory_size(env);
     } catch (const UserError& e) {
       throw UserError("TANDEM_SIM_GPU_MEMORY: " + std::string(e.what()));
     }

@@ -1,6 +1,7 @@
 #include "runtime/trainer.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <set>
 
@@ -62,6 +63,13 @@ std::string batch_size_text(const TensorMap& batch, const Graph& graph) {
         return "a batch of " + std::to_string(it->second.size(static_cast<int64_t>(d)));
   }
   return "its batch";
+}
+
+/// A learning rate as a user reads it: 0.001, 5e-05.
+std::string fmt_lr(double lr) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", lr);
+  return text;
 }
 
 }  // namespace
@@ -261,6 +269,33 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   return result;
 }
 
+void Trainer::lay_schedule_over(int64_t run_steps) {
+  auto say = [&](const std::string& text) {
+    if (notice_ && rank() == 0) notice_(text);
+  };
+  const ScheduleConfig& s = spec_.schedule;
+  const bool follows_total = s.name == "cosine" && s.total_steps == 0;
+  if (total_steps_ == 0) {
+    total_steps_ = run_steps;
+  } else if (total_from_checkpoint_ && total_steps_ != run_steps) {
+    // A resumed run that is longer (more epochs, more data) or shorter than its
+    // checkpoint's: keeping the old length would run a cosine schedule's added steps at
+    // min_lr (0 by default). The schedule is laid over the new run instead, from the step
+    // the checkpoint reached, and the user is told, since the rate jumps there.
+    if (follows_total)
+      say("resumed a run of " + std::to_string(total_steps_) + " steps as one of " + std::to_string(run_steps) +
+          ": the cosine schedule now spans " + std::to_string(run_steps) + " steps, so the learning rate goes from " +
+          fmt_lr(scheduled_lr(s, spec_.optimizer.lr, step_, total_steps_)) + " to " +
+          fmt_lr(scheduled_lr(s, spec_.optimizer.lr, step_, run_steps)) + " at step " + std::to_string(step_ + 1));
+    total_steps_ = run_steps;
+  }
+  total_from_checkpoint_ = false;
+  if (s.name == "cosine" && s.total_steps > 0 && s.total_steps < run_steps)
+    say("the cosine schedule's total_steps " + std::to_string(s.total_steps) + " ends before this run's " +
+        std::to_string(run_steps) + " steps: steps " + std::to_string(s.total_steps + 1) + " to " +
+        std::to_string(run_steps) + " run at min_lr " + fmt_lr(s.min_lr));
+}
+
 void Trainer::fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
                   const std::function<void(const EpochReport&)>& on_epoch, const ProgressFn& on_progress) {
   const std::vector<ColumnSpec> columns = moved_columns(model_.graph());
@@ -276,30 +311,38 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
                     std::to_string(spec_.batch) + (spec_.accumulate > 1 ? " x accumulate " + std::to_string(spec_.accumulate) : "") +
                     (ranks() > 1 ? " on each of " + std::to_string(ranks()) + " ranks" : "") +
                     (spec_.drop_last ? " and drop_last" : ""));
-  if (total_steps_ == 0) total_steps_ = spec_.epochs * loader.batches_per_epoch();
+  lay_schedule_over(spec_.epochs * loader.batches_per_epoch());
   for (; epoch_ < spec_.epochs;) {
     auto start = std::chrono::steady_clock::now();
     loader.start_epoch(epoch_);
-    double loss_sum = 0;
+    // The epoch's loss weights each step's by its samples (a mean loss): a short last
+    // batch counts by its size, and the result is the mean per-sample loss. A sum loss's
+    // step already adds its samples, so its steps count alike.
+    const bool by_samples = model_.graph().loss->reduction == "mean";
+    double loss_sum = 0, weight_sum = 0;
     int64_t batches = 0, samples = 0;
+    std::vector<double> step_weights;
     EpochReport report;
     while (auto batch = loader.next()) {
-      samples += batch->begin()->second.size(0);  // before the layout moves the sample dimension
+      const int64_t n = batch->begin()->second.size(0);  // before the layout moves the sample dimension
+      samples += n;
       report.step_losses.push_back(step(to_model_layout(std::move(*batch), columns)));
-      loss_sum += report.step_losses.back();
+      step_weights.push_back(by_samples ? static_cast<double>(n) : 1.0);
+      loss_sum += step_weights.back() * report.step_losses.back();
+      weight_sum += step_weights.back();
       ++batches;
-      if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / batches);
+      if (on_progress) on_progress(batches, loader.batches_per_epoch(), loss_sum / weight_sum);
     }
     if (ddp_) {  // each step's loss over the whole job: the mean of the ranks'
       ddp_->sum(report.step_losses, "the epoch's step losses");
       for (double& l : report.step_losses) l /= ranks();
       loss_sum = 0;
-      for (double l : report.step_losses) loss_sum += l;
+      for (size_t i = 0; i < report.step_losses.size(); ++i) loss_sum += step_weights[i] * report.step_losses[i];
       samples *= ranks();  // every rank's share is the same size
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     report.epoch = epoch_;
-    report.train_loss = loss_sum / std::max<int64_t>(batches, 1);
+    report.train_loss = weight_sum > 0 ? loss_sum / weight_sum : 0;
     report.seconds = seconds;
     report.samples_per_second = samples / std::max(seconds, 1e-9);
     ++epoch_;
@@ -411,6 +454,7 @@ void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, const
   epoch_ = m.epoch;
   step_ = m.step;
   total_steps_ = m.total_steps;
+  total_from_checkpoint_ = true;
 }
 
 std::vector<ColumnSpec> data_columns(const Graph& graph) {

@@ -36,7 +36,9 @@ struct EvalResult {
 
 struct EpochReport {
   int64_t epoch = 0;  // from 0
-  double train_loss = 0;           // the mean of step_losses
+  /// The mean of step_losses weighted by each step's samples (a `sum` loss: unweighted),
+  /// so that a short last batch counts by its size.
+  double train_loss = 0;
   std::vector<double> step_losses;  // each step's loss, before its update
   std::optional<EvalResult> validation;
   double seconds = 0;
@@ -103,7 +105,14 @@ class Trainer {
   /// The loss of the last step() (before its update): what a progress callback reports.
   double last_loss() const { return last_loss_; }
   /// Total optimizer steps of the run, for schedules; set by fit() or by the caller.
-  void set_total_steps(int64_t steps) { total_steps_ = steps; }
+  void set_total_steps(int64_t steps) {
+    total_steps_ = steps;
+    total_from_checkpoint_ = false;
+  }
+  /// Where fit() says what the user should know about the schedule: a resumed run whose
+  /// length differs from its checkpoint's (the schedule follows the new run), or a cosine
+  /// schedule whose total_steps ends before the run does. One line each, no newline.
+  void set_notice(std::function<void(const std::string&)> notice) { notice_ = std::move(notice); }
 
  private:
   Model& model_;
@@ -123,6 +132,8 @@ class Trainer {
   int64_t step_ = 0;
   int64_t epoch_ = 0;
   int64_t total_steps_ = 0;
+  bool total_from_checkpoint_ = false;  // total_steps_ is a resumed run's, not yet this run's
+  std::function<void(const std::string&)> notice_;
   double last_loss_ = 0;
   std::vector<std::string> unreached_;  // parameters with a gradient that the loss does not reach
   std::unique_ptr<DistributedDataParallel> ddp_;
@@ -139,6 +150,9 @@ class Trainer {
   /// A checkpoint's metadata, checked against this run: UserError when it is not a
   /// checkpoint of this model or was trained with other settings.
   CheckpointMetadata checked_metadata(const std::map<std::string, std::string>& meta, const std::string& path) const;
+  /// Sets the schedule's length to this run's `run_steps` (a resumed run's too, when its
+  /// checkpoint's run was another length), telling the notice what changed.
+  void lay_schedule_over(int64_t run_steps);
   /// Takes a checked checkpoint's weights, optimizer state and position.
   void apply_checkpoint(const std::string& path, TensorMap tensors, const std::map<std::string, std::string>& meta);
 };

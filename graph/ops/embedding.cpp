@@ -26,7 +26,10 @@ void validate_table(Attributes& a) {
   }
   if (!a.is_null("max_norm"))
     throw SchemaError("max_norm is not supported (it renormalises the table in place during forward); use null");
-  if (a.get_bool("scale_grad_by_freq")) throw SchemaError("scale_grad_by_freq: true is not supported yet");
+  // torch refuses it for max bags too (F.embedding_bag: "max mode does not support scaling
+  // the gradient by the frequency")
+  if (a.get_bool("scale_grad_by_freq") && a.has("mode") && a.get_string("mode") == "max")
+    throw SchemaError("scale_grad_by_freq: true does not apply to mode max (as in torch); use mode sum or mean");
 }
 
 std::vector<ParamSpec> table_params(const Attributes& a) {

@@ -58,6 +58,7 @@ Dataset dataset_from_python(const py::handle& data, const Graph& graph, const Tr
                       "for the model's train: data:, not a " + std::string(py::str(data.get_type().attr("__name__"))));
     source.path = py::str(py::module_::import("os").attr("fspath")(data));
     source.format = "";
+    source.named_at = "";  // the caller's path, relative to the working directory
   } else if (!spec.data) {
     throw UserError("no training data: give data= (arrays or a file) or a data: entry in the model's train: section");
   }

@@ -26,7 +26,7 @@ DeviceOptions device_options(const DevicesOptions& o) {
   if (o.logical_gpus) options.logical_gpus = *o.logical_gpus;
   if (!o.sim_gpu_memory.empty()) {
     try {
-      options.sim_gpu_memory = parse_memory_size(o.sim_gpu_memory);
+      options.sim_gpu_memory = parse_device_memory_size(o.sim_gpu_memory);
     } catch (const UserError& e) {
       throw UserError("--sim-gpu-memory: " + std::string(e.what()));
     }

@@ -11,7 +11,7 @@ namespace tandem::cli {
 
 void add_device_flags(CLI::App& app, PlacementFlags& flags, const std::string& sim_gpus_help) {
   app.add_option("--sim-gpus", flags.sim_gpus, sim_gpus_help)->check(CLI::Range(0, max_sim_gpus));
-  app.add_option("--sim-gpu-memory", flags.sim_gpu_memory, "memory of each simulated GPU (default 16GiB)");
+  app.add_option("--sim-gpu-memory", flags.sim_gpu_memory, "memory of each simulated GPU, with its unit: 4GiB, 512MiB, 1.5GB (default 16GiB)");
   app.add_option("--logical-gpus", flags.logical_gpus,
                  "N devices cuda:0..N-1 over the real GPUs in turn (a plan for more GPUs than there are)")
       ->check(CLI::Range(0, max_sim_gpus));
@@ -23,10 +23,10 @@ void add_policy_flags(CLI::App& app, PlacementFlags& flags) {
   app.add_option("--place", flags.place, "PATTERN=DEVICE: layers (or blocks) matching the glob go there; later ones win");
 }
 
-size_t size_option(const std::string& text, const std::string& flag) {
+size_t size_option(const std::string& text, const std::string& flag, bool device_memory) {
   size_t bytes = 0;
   try {
-    bytes = parse_memory_size(text);
+    bytes = device_memory ? parse_device_memory_size(text) : parse_memory_size(text);
   } catch (const UserError& e) {
     throw UserError(flag + ": " + e.what());
   }
@@ -38,7 +38,8 @@ DeviceOptions device_options(const PlacementFlags& flags) {
   DeviceOptions options;
   options.sim_gpus = flags.sim_gpus;
   options.logical_gpus = flags.logical_gpus;
-  if (!flags.sim_gpu_memory.empty()) options.sim_gpu_memory = size_option(flags.sim_gpu_memory, "--sim-gpu-memory");
+  if (!flags.sim_gpu_memory.empty())
+    options.sim_gpu_memory = size_option(flags.sim_gpu_memory, "--sim-gpu-memory", /*device_memory=*/true);
   return options;
 }
 
@@ -51,7 +52,7 @@ PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph
       throw UserError("--placement '" + flags.placement + "' is not a policy; write annotations, embeddings-on-cpu or balanced");
     p.name = flags.placement;
   }
-  if (!flags.max_memory.empty()) p.max_memory = size_option(flags.max_memory, "--max-memory");
+  if (!flags.max_memory.empty()) p.max_memory = size_option(flags.max_memory, "--max-memory", /*device_memory=*/false);
   for (const std::string& item : flags.place) {
     size_t eq = item.find('=');
     // one '=': a layer path never holds one, so a second is a typo, not part of the pattern

@@ -29,8 +29,9 @@ void add_device_flags(CLI::App& app, PlacementFlags& flags, const std::string& s
 /// Registers --placement, --max-memory and --place.
 void add_policy_flags(CLI::App& app, PlacementFlags& flags);
 
-/// A byte size given to `flag` ("64KiB"); UserError naming the flag when it is not one or is 0.
-size_t size_option(const std::string& text, const std::string& flag);
+/// A byte size given to `flag` ("64KiB"); UserError naming the flag when it is not one or is 0,
+/// or, for a device's memory, a bare number (core/memory_size.h).
+size_t size_option(const std::string& text, const std::string& flag, bool device_memory);
 /// The registry's options from the device flags.
 DeviceOptions device_options(const PlacementFlags& flags);
 /// The model's placement: key, then --placement, --max-memory and --place over it. Batch,

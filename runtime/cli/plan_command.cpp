@@ -12,6 +12,7 @@
 #include "placement/plan_dot.h"
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
 #include "runtime/backend_capabilities.h"
@@ -110,6 +111,7 @@ void print_table(const Graph& given, const Plan& plan) {
 }
 
 int run_plan(const PlanOptions& o) {
+  check_output_paths({{"--dot", o.dot}}, {{"the model file", o.model}});
   Graph g = load_graph(o.model);
   if (auto precision = parse_precision_option(o.precision)) g.precision = *precision;
   DeviceRegistry registry(device_options(o.placement));

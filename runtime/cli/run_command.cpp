@@ -13,6 +13,7 @@
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
+#include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
 #include "runtime/cli/trace_option.h"
@@ -108,6 +109,9 @@ nlohmann::json summarize(const Tensor& t) {
 }
 
 int run_inference(const RunOptions& o) {
+  // before the weights are made: an output that cannot be written is known at once
+  check_output_paths({{"--outputs", o.outputs}, {"--save-weights", o.save_weights}, {"--trace", o.trace}},
+                     {{"the model file", o.model}, {"--weights", o.weights}, {"--inputs", o.inputs}});
   start_trace(o.trace);
   Model model = Model::load(o.model);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);

@@ -12,9 +12,11 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/distributed_flags.h"
+#include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
 #include "runtime/cli/trace_option.h"
+#include "core/readable_file.h"
 #include "runtime/device_registry.h"
 #include "runtime/trainer.h"
 
@@ -30,6 +32,7 @@ struct TrainOptions {
   std::optional<uint64_t> seed;
   std::vector<std::string> binds;
   int bench_steps = 0;
+  bool no_save = false;
   bool json = false;
   bool report = false;
   std::string trace;  // --trace
@@ -56,7 +59,8 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   if (o.validation_split) spec.validation_split = *o.validation_split;
   if (!o.data.empty()) {
     DataSpec d = spec.data.value_or(DataSpec{});
-    d.path = o.data;
+    d.path = o.data;  // relative to the working directory, as any flag's path
+    d.named_at = "";
     d.format = "";
     spec.data = d;
   }
@@ -116,13 +120,34 @@ std::string progress_bar(int64_t done, int64_t total, int width = 24) {
   return std::string(filled, '#') + std::string(width - filled, '.');
 }
 
+/// Where the run writes its checkpoints: --save, else the checkpoint it resumes (a run
+/// continued goes on saving where it was saved), unless --no-save.
+std::string checkpoint_path(const TrainOptions& o) {
+  if (o.no_save) return "";
+  return o.save.empty() ? o.resume : o.save;
+}
+
+/// Every file the run will write, checked before the weights are made or the data read.
+void check_train_outputs(const TrainOptions& o, const TrainingSpec& spec) {
+  const std::string save = checkpoint_path(o);
+  const std::string save_flag = o.save.empty() ? "--resume (the checkpoint it goes on saving)" : "--save";
+  // the checkpoint to resume is read first: one that cannot be is reported as a read error
+  if (!o.resume.empty()) ReadableFile{o.resume};
+  std::vector<NamedPath> inputs{{"the model file", o.model}, {"--weights", o.weights}};
+  if (spec.data) inputs.push_back({"the training data", spec.data->path});
+  if (save != o.resume) inputs.push_back({"--resume", o.resume});
+  check_output_paths({{save_flag, save}, {"--save-weights", o.save_weights}, {"--trace", o.trace}}, inputs);
+}
+
 int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   take_gpu_share(*group, o.placement);  // before anything starts CUDA
-  start_trace(o.trace, group->rank(), group->size());
   Model model = Model::load(o.model);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
+  if (o.no_save && !o.save.empty()) throw UserError("--no-save and --save " + o.save + " contradict each other: give one");
+  if (group->rank() == 0) check_train_outputs(o, spec);  // rank 0 alone writes
+  start_trace(o.trace, group->rank(), group->size());   // each rank its own file
   model.init_parameters(spec.seed);
   if (!o.weights.empty()) model.load_weights(o.weights);
   if (o.bench_steps > 0) return bench_training(model, spec, o, std::move(group));
@@ -132,11 +157,18 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Trainer trainer(model, spec);  // first: it says when the model has no loss
   trainer.distribute(std::move(group), distributed_options(o.distributed));
   const bool speaks = trainer.rank() == 0;  // of a distributed job, rank 0 alone prints
+  nlohmann::json notes = nlohmann::json::array();
+  trainer.set_notice([&](const std::string& text) {
+    if (o.json) notes.push_back(text);
+    else fmt::print("note: {}\n", text);
+  });
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
   model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused before the data loads
   Dataset all = load_dataset(*spec.data, data_columns(model.graph()));
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
   if (!o.resume.empty()) trainer.load_checkpoint(o.resume);
+  const int64_t steps_before = trainer.steps_done();  // the checkpoint's: the summary counts this run's
+  const std::string save = checkpoint_path(o);
 
   // mpirun hands its ranks a terminal even when its own output goes to a file: no progress
   // bar there, the epochs' lines only
@@ -187,18 +219,21 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}\n", r.epoch + 1, spec.epochs, r.train_loss, val,
                r.samples_per_second, r.seconds, tty ? std::string(20, ' ') : "");
   };
-  trainer.fit(train, &validation, o.save, on_epoch, progress);
+  trainer.fit(train, &validation, save, on_epoch, progress);
+  const int64_t steps = trainer.steps_done() - steps_before;
   if (!o.save_weights.empty() && speaks) model.save_weights(o.save_weights);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (!speaks) return 0;
   if (o.json) {
-    nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", trainer.steps_done()},
+    nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", steps},
                      {"batch", spec.batch}, {"accumulate", spec.accumulate}, {"ranks", trainer.ranks()},
                      {"global_batch", trainer.global_batch()}, {"optimizer_state_bytes", trainer.optimizer_state_bytes()},
                      {"seconds", seconds}, {"train_samples", train.size()}, {"validation_samples", validation.size()}};
     for (const char* key : {"validation_accuracy", "validation_auc"})
       if (!epochs.empty() && epochs.back().contains(key)) j[key] = epochs.back()[key];
-    if (!o.save.empty()) j["checkpoint"] = o.save;
+    if (!save.empty()) j["checkpoint"] = save;
+    if (!o.resume.empty()) j["resumed_at_step"] = steps_before;
+    if (!notes.empty()) j["notes"] = notes;
     if (model.placed()) j["devices"] = devices_json(model.device_totals());  // the whole run, validation too
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -207,8 +242,9 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
       accuracy = fmt::format(", validation accuracy {:.2f}%", 100 * epochs.back()["validation_accuracy"].get<double>());
     if (!epochs.empty() && epochs.back().contains("validation_auc") && !epochs.back()["validation_auc"].is_null())
       accuracy = fmt::format(", validation AUC {:.4f}", epochs.back()["validation_auc"].get<double>());
-    fmt::print("done: {} steps in {:.1f}s{}{}\n", trainer.steps_done(), seconds, accuracy,
-               o.save.empty() ? "" : ", checkpoint " + o.save);
+    fmt::print("done: {} steps in {:.1f}s{}{}{}\n", steps, seconds,
+               o.resume.empty() ? "" : fmt::format(" (steps {} to {} of the run)", steps_before + 1, trainer.steps_done()),
+               accuracy, save.empty() ? "" : ", checkpoint " + save);
     if (o.report) print_device_report(model.device_totals(), "whole run: training steps and validation");
   }
   return 0;
@@ -217,14 +253,18 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
 // A yes/no pair of flags that overrides a train: key only when one of them is given. Not
 // CLI11's add_flag("--yes,!--no", optional): that runs its callback for the default too,
 // setting the optional to false when neither flag is given, so the model file's value was
-// never read.
+// never read. Not excludes() either, whose "Excludes: --no-shuffle" runs into the help's
+// flag column: each flag refuses the other itself, and the help says so in words.
 struct FlagHelp {
   std::string name, help;
 };
 void add_override_flags(CLI::App& app, const FlagHelp& yes, const FlagHelp& no, std::optional<bool>& value) {
-  CLI::Option* on = app.add_flag_callback(yes.name, [&value] { value = true; }, yes.help);
-  CLI::Option* off = app.add_flag_callback(no.name, [&value] { value = false; }, no.help);
-  on->excludes(off);
+  auto set = [&value, yes = yes.name, no = no.name](bool to) {
+    if (value && *value != to) throw CLI::ValidationError(yes + " and " + no + " contradict each other: give one");
+    value = to;
+  };
+  app.add_flag_callback(yes.name, [set] { set(true); }, yes.help);
+  app.add_flag_callback(no.name, [set] { set(false); }, no.help + " (the opposite of " + yes.name + ")");
 }
 
 }  // namespace
@@ -243,7 +283,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "seed for initial weights, shuffling, the split and dropout");
   sub->add_option("--validation-split", o->validation_split, "fraction of the data held out for validation");
   sub->add_option("--weights", o->weights, "start from these weights (safetensors)");
-  sub->add_option("--save", o->save, "write a checkpoint here after every epoch (atomically)");
+  sub->add_option("--save", o->save,
+                  "write a checkpoint here after every epoch (atomically); with --resume: default the resumed file");
+  sub->add_flag("--no-save", o->no_save, "with --resume: write no checkpoint (by default it goes on saving there)");
   sub->add_option("--save-weights", o->save_weights, "write the final weights alone (a state_dict) here");
   add_override_flags(*sub, {"--shuffle", "shuffle the training set each epoch (default: train: shuffle, else true)"},
                      {"--no-shuffle", "train on the data in its order"}, o->shuffle);

@@ -4,6 +4,7 @@
 #include <set>
 #include <string_view>
 
+#include "core/readable_file.h"
 #include "runtime/data/csv_reader.h"
 #include "runtime/io/safetensors.h"
 
@@ -109,6 +110,13 @@ TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<Colum
 }  // namespace
 
 Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns) {
+  // a model file's path is reported where the file names it, resolved as it was read
+  if (!spec.named_at.empty()) try {
+      ReadableFile probe(spec.path);
+    } catch (const UserError& e) {
+      throw UserError(spec.named_at + ": train: data: path names a file that cannot be read (a relative path is " +
+                      "resolved next to the model file): " + e.what());
+    }
   std::string format = data_format(spec);
   check_columns(spec, columns);
   if (format == "csv") return Dataset(read_csv(spec, columns));

@@ -141,12 +141,26 @@ TEST_CASE("a run stopped by Ctrl-C or killed leaves a whole trace of what it did
 }
 
 TEST_CASE("a --trace that cannot be written is refused before any work, with exit code 2", "[trace][cli]") {
-  for (const std::string& bad : {std::string("/nonexistent-dir/trace.json"), std::filesystem::temp_directory_path().string()}) {
-    int code = -1;
-    const std::string out =
-        tandem::testing::run_cli("train " + config("digits_mlp.yaml") + " --bench-steps 2 --trace " + bad, &code);
-    CHECK(code == 2);
-    CHECK_THAT(out, Catch::Contains("--trace '" + bad + "'") && Catch::Contains("cannot write the trace"));
-    CHECK_THAT(out, !Catch::Contains("samples/s"));
-  }
+  const std::string model = config("digits_mlp.yaml");
+  struct Bad {
+    std::string path, why;
+  };
+  for (const Bad& bad : {Bad{"/nonexistent-dir/trace.json", "does not exist"},
+                         Bad{std::filesystem::temp_directory_path().string(), "is a directory"},
+                         Bad{model, "the model file"}})
+    for (const char* command : {"train", "run"}) {
+      INFO(command << " --trace " << bad.path);
+      const std::string extra = std::string(command) == "train" ? " --bench-steps 2" : " --batch 4";
+      int code = -1;
+      const std::string out =
+          tandem::testing::run_cli(std::string(command) + " " + model + extra + " --trace " + bad.path, &code);
+      CHECK(code == 2);
+      CHECK_THAT(out, Catch::Contains("--trace '" + bad.path + "'") && Catch::Contains(bad.why));
+      CHECK_THAT(out, !Catch::Contains("samples/s") && !Catch::Contains("output"));
+    }
+  // the model file is untouched
+  std::ifstream in(model);
+  std::string first_line;
+  std::getline(in, first_line);
+  CHECK_FALSE(first_line.empty());
 }

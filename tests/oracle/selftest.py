@@ -14,6 +14,7 @@ import tempfile
 
 import numpy as np
 import torch
+import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -393,10 +394,31 @@ def test_train_cases(out):
     check(0.03 < float((ys == -1).float().mean()) < 0.2, "train_embedding: ~10% of targets are ignore_index -1")
 
 
+def test_freq_scaled_bag():
+    """The reference for embedding_bag's scale_grad_by_freq: each entry's gradient over its
+    index's count (hand-computed), the forward nn.EmbeddingBag's, on bags of fresh indices."""
+    ref = tt.FreqScaledEmbeddingBag(6, 1, mode="sum")
+    ref(torch.tensor([1, 1, 2, 1, 3]), torch.tensor([0, 2])).backward(torch.tensor([[1.0], [10.0]]))
+    # index 1 thrice ((1 + 1 + 10) / 3), 2 and 3 once each in bag 1 (10); torch 1.13's cpu
+    # gives 10/3 for both (pytorch/pytorch#190063)
+    check(ref.weight.grad.flatten().tolist() == [0.0, 4.0, 10.0, 10.0, 0.0, 0.0],
+          "FreqScaledEmbeddingBag: each entry's gradient over its index's count")
+    for mode, pad in (("sum", None), ("mean", 2)):
+        plain = nn.EmbeddingBag(7, 3, mode=mode, padding_idx=pad)
+        ref = tt.FreqScaledEmbeddingBag(7, 3, mode=mode, padding_idx=pad)
+        ref.load_state_dict(plain.state_dict())
+        idx = torch.randint(0, 7, (5, 4))
+        check(torch.allclose(ref(idx), plain(idx)), "FreqScaledEmbeddingBag %s: nn.EmbeddingBag's forward" % mode)
+        flat, offsets = idx.reshape(-1), torch.tensor([0, 3, 3, 9])
+        check(torch.allclose(ref(flat, offsets), plain(flat, offsets)),
+              "FreqScaledEmbeddingBag %s with offsets: nn.EmbeddingBag's forward" % mode)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_safetensors(tmp)
         test_names()
+        test_freq_scaled_bag()
         test_errors()
         test_make_cases(tmp)
         out = os.path.join(tmp, "train_out")

@@ -47,6 +47,32 @@ LAYER_KEYS = {"name", "op", "layers", "module", "repeat", "inputs", "device", "d
 
 _REQ = object()  # marks a required attribute
 
+
+class FreqScaledEmbeddingBag(nn.EmbeddingBag):
+    """nn.EmbeddingBag(scale_grad_by_freq=True) as documented: each entry's gradient divided
+    by its index's count among all the indices. torch's own CPU backward (1.13 up to 2.13)
+    divides by the wrong count once a repeated index sorts before another
+    (pytorch/pytorch#190063; its CUDA backward and nn.Embedding's are right), so the bag is
+    built here from F.embedding(scale_grad_by_freq=True), whose counts are the same, and a
+    per-bag sum or mean without padding_idx entries."""
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        if input.dim() == 2:
+            bag_of = torch.arange(input.shape[0]).repeat_interleave(input.shape[1])
+            flat, bags = input.reshape(-1), input.shape[0]
+        else:
+            starts = offsets[:-1] if self.include_last_offset else offsets
+            end = int(offsets[-1]) if self.include_last_offset else input.shape[0]
+            flat, bags = input[:end], starts.shape[0]
+            bag_of = torch.searchsorted(starts, torch.arange(end), right=True) - 1
+        rows = F.embedding(flat, self.weight, scale_grad_by_freq=True)
+        used = torch.ones(flat.shape[0]) if self.padding_idx is None else (flat != self.padding_idx).float()
+        out = torch.zeros(bags, self.weight.shape[1]).index_add(0, bag_of, rows * used[:, None])
+        if self.mode == "mean":
+            count = torch.zeros(bags).index_add(0, bag_of, used)
+            out = out / count.clamp(min=1)[:, None]
+        return out
+
 # op -> (attributes with defaults, (min inputs, max inputs or None))
 OPS = {
     "linear": ({"in_features": _REQ, "out_features": _REQ, "bias": True}, (1, 1)),
@@ -649,12 +675,16 @@ class _Builder:
                 need(_is_int(p) and -n <= p < n, "padding_idx must be an int in [-num_embeddings, num_embeddings)")
             # sparse: torch's gradient is a sparse tensor (SGD then updates only the rows
             # looked up); Tandem's is kept as those rows too (docs/training.md)
+            # scale_grad_by_freq: each lookup's gradient divided by its index's count in the batch
             if op == "embedding":
-                return nn.Embedding(n, a["embedding_dim"], padding_idx=p, sparse=a["sparse"])
+                return nn.Embedding(n, a["embedding_dim"], padding_idx=p, sparse=a["sparse"],
+                                    scale_grad_by_freq=a["scale_grad_by_freq"])
             need(a["mode"] in ("sum", "mean", "max"), "mode must be sum, mean or max")
+            need(not (a["scale_grad_by_freq"] and a["mode"] == "max"), "scale_grad_by_freq does not apply to mode max")
             boolean("include_last_offset")
-            return nn.EmbeddingBag(n, a["embedding_dim"], mode=a["mode"], padding_idx=p,
-                                   include_last_offset=a["include_last_offset"], sparse=a["sparse"])
+            bag = FreqScaledEmbeddingBag if a["scale_grad_by_freq"] else nn.EmbeddingBag
+            return bag(n, a["embedding_dim"], mode=a["mode"], padding_idx=p,
+                       include_last_offset=a["include_last_offset"], sparse=a["sparse"])
         if op == "relu":
             boolean("inplace")
             return nn.ReLU()

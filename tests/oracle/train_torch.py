@@ -127,14 +127,16 @@ def main(argv=None):
     for epoch in range(train["epochs"]):
         model.train()
         order = tr_idx[torch.randperm(len(tr_idx), generator=gen)] if train["shuffle"] else tr_idx
-        losses = []
+        losses, sizes = [], []
         for s in range(spe):
             idx = order[s * train["batch"]:(s + 1) * train["batch"]]
             ins = model_layout(spec, {k: data[k][idx] for k in spec.inputs})
             tgs = model_layout(spec, {k: data[k][idx] for k in spec.targets})
             loss, _ = tt.train_step(model, opt, sched, ins, tgs, clip=train["clip_grad_norm"])
             losses.append(float(loss))
-        rec = {"epoch": epoch + 1, "train_loss": sum(losses) / len(losses)}
+            sizes.append(len(idx) if L["reduction"] == "mean" else 1)
+        # as Tandem's: each step's loss weighted by its samples (a sum loss's steps alike)
+        rec = {"epoch": epoch + 1, "train_loss": sum(l * n for l, n in zip(losses, sizes)) / sum(sizes)}
         if n_val:
             model.eval()
             with torch.no_grad():

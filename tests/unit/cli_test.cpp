@@ -48,13 +48,50 @@ TEST_CASE("tandem check prints layers and exits 0 for a good model", "[cli]") {
   Result r = run_cli("check " + config("mlp_4x1024.yaml"));
   CHECK(r.code == 0);
   CHECK_THAT(r.output, Catch::Contains("hidden.2.fc") && Catch::Contains("[batch, 1024]") &&
-                           Catch::Contains("4198400 parameters"));
+                           Catch::Contains("4,198,400 parameters (4.2 M; 16.0 MiB as float32)"));
   Result j = run_cli("check --json " + config("seed_nested_dp.yaml"));
   REQUIRE(j.code == 0);
   auto json = nlohmann::json::parse(j.output);
   CHECK(json["layers"].size() == 3);
   CHECK(json["layers"][1]["path"] == "block2.fc");
   CHECK(json["layers"][1]["declared_device"] == "dp[cuda:0,cuda:1]");
+}
+
+TEST_CASE("tandem check shows targets and the loss, and --json gives shapes as lists and attributes as an object",
+          "[cli]") {
+  Result r = run_cli("check " + config("digits_mlp.yaml"));
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("target label") && Catch::Contains("int64    [batch]"));
+  CHECK_THAT(r.output, Catch::Contains("loss   cross_entropy(fc3, label), reduction mean, ignore_index -100"));
+  CHECK_THAT(r.output, Catch::Contains("26,250 parameters (26.2 K; 102.5 KiB as float32)"));  // not "0.10 MiB"
+  Result j = run_cli("check --json " + config("digits_mlp.yaml"));
+  REQUIRE(j.code == 0);
+  const auto json = nlohmann::json::parse(j.output);
+  CHECK(json["inputs"][0]["shape"] == nlohmann::json::array({"batch", 64}));
+  CHECK(json["targets"][0]["name"] == "label");
+  CHECK(json["targets"][0]["shape"] == nlohmann::json::array({"batch"}));
+  CHECK(json["loss"]["op"] == "cross_entropy");
+  CHECK(json["loss"]["input"] == "fc3");
+  CHECK(json["loss"]["target"] == "label");
+  const auto& fc1 = json["layers"][1];
+  REQUIRE(fc1["path"] == "fc1");
+  CHECK(fc1["output_shape"] == nlohmann::json::array({"batch", 128}));
+  CHECK(fc1["attributes"]["in_features"] == 64);
+  CHECK(fc1["attributes"]["bias"] == true);
+  CHECK(json["parameter_bytes"] == json["parameters"].get<int64_t>() * 4);
+}
+
+TEST_CASE("a simulated GPU's memory without a unit is refused, naming the units", "[cli][errors]") {
+  for (const std::string& args : std::vector<std::string>{"devices --sim-gpus 1 --sim-gpu-memory 4",
+                                  "run " + config("seed_mlp.yaml") + " --sim-gpus 1 --sim-gpu-memory 4"}) {
+    Result r = run_cli(args);
+    INFO(args << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("memory size '4' has no unit: write 4GiB, 4MiB or 4GB (4B if you mean bytes)"));
+  }
+  Result r = run_cli("devices --sim-gpus 1 --sim-gpu-memory 4GiB");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("4.0 GiB"));
 }
 
 TEST_CASE("user errors exit with code 2 and say what is wrong", "[cli][errors]") {
@@ -181,4 +218,17 @@ TEST_CASE("tandem run summarises NaN and infinite outputs by count, not as a ran
   CHECK_THAT(inf.output, Catch::Contains("max inf  (1 infinite of 20)"));
   std::filesystem::remove(all_nan);
   std::filesystem::remove(one_inf);
+}
+
+TEST_CASE("train's help shows --shuffle and --no-shuffle readably, and giving both is refused", "[cli]") {
+  Result help = run_cli("train --help");
+  REQUIRE(help.code == 0);
+  CHECK_THAT(help.output, !Catch::Contains("Excludes"));
+  CHECK_THAT(help.output, Catch::Contains("  --no-shuffle                train on the data in its order (the opposite of --shuffle)"));
+  Result both = run_cli("train " + config("digits_mlp.yaml") + " --shuffle --no-shuffle --epochs 1");
+  CHECK(both.code == 2);
+  CHECK_THAT(both.output, Catch::Contains("--shuffle and --no-shuffle contradict each other: give one"));
+  both = run_cli("train " + config("digits_mlp.yaml") + " --keep-last --drop-last --epochs 1");
+  CHECK(both.code == 2);
+  CHECK_THAT(both.output, Catch::Contains("--drop-last and --keep-last contradict each other: give one"));
 }

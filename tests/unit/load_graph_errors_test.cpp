@@ -107,6 +107,10 @@ std::vector<BrokenCase> broken_cases() {
        "name: m\ninputs:\n  i: {shape: [batch], dtype: int64}\nlayers:\n"
        "  - {op: embedding, num_embeddings: 10, embedding_dim: 4, padding_idx: 10}\n",
        "padding_idx 10 must be within num_embeddings", 5, 5},
+      {"scale_grad_by_freq on a max bag (torch refuses it too)",
+       "name: m\ninputs:\n  i: {shape: [batch, 3], dtype: int64}\nlayers:\n"
+       "  - {op: embedding_bag, num_embeddings: 10, embedding_dim: 4, mode: max, scale_grad_by_freq: true}\n",
+       "scale_grad_by_freq: true does not apply to mode max (as in torch); use mode sum or mean", 5, 5},
       {"add that does not broadcast", kHead + "  - {name: h, op: linear, in_features: 10, out_features: 3}\n"
                                               "  - {name: s, op: add, inputs: [x, h]}\n",
        "shapes [batch, 10] and [batch, 3] do not broadcast", 6, 5},

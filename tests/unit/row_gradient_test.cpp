@@ -28,10 +28,12 @@ namespace {
 
 /// Three tables, each `sparse` or not: a summed bag with padding row 0, a max bag (whose
 /// backward picks one entry per column), a plain embedding; and a dense branch. `table_device`
-/// places the tables; the dense layers sit on `head_device`.
+/// places the tables; the dense layers sit on `head_device`. `by_freq` sets
+/// scale_grad_by_freq on the summed bag and the embedding (a max bag refuses it).
 std::string tables_yaml(int64_t rows, bool sparse, const std::string& table_device = "cpu",
-                        const std::string& head_device = "cpu") {
-  const std::string flag = sparse ? "true" : "false", rows_str = std::to_string(rows);
+                        const std::string& head_device = "cpu", bool by_freq = false) {
+  const std::string flag = std::string(sparse ? "true" : "false") + (by_freq ? ", scale_grad_by_freq: true" : "");
+  const std::string rows_str = std::to_string(rows);
   return "name: row_gradients\n"
          "inputs:\n"
          "  dense: {shape: [batch, 5]}\n"
@@ -46,7 +48,7 @@ std::string tables_yaml(int64_t rows, bool sparse, const std::string& table_devi
          "      - {name: bag, op: embedding_bag, inputs: ids, num_embeddings: " + rows_str +
          ", embedding_dim: 8, mode: sum, padding_idx: 0, sparse: " + flag + "}\n"
          "      - {name: top, op: embedding_bag, inputs: ids, num_embeddings: " + rows_str +
-         ", embedding_dim: 8, mode: max, sparse: " + flag + "}\n"
+         ", embedding_dim: 8, mode: max, sparse: " + std::string(sparse ? "true" : "false") + "}\n"
          "      - {name: emb, op: embedding, inputs: word, num_embeddings: 50, embedding_dim: 8, sparse: " + flag + "}\n"
          "  - name: head\n"
          "    device: " + head_device + "\n"
@@ -58,8 +60,9 @@ std::string tables_yaml(int64_t rows, bool sparse, const std::string& table_devi
          "loss: {op: binary_cross_entropy_with_logits, input: head.out, target: y}\n";
 }
 
-Model load(int64_t rows, bool sparse, const std::string& table_device = "cpu", const std::string& head_device = "cpu") {
-  return Model(load_graph_from_string(tables_yaml(rows, sparse, table_device, head_device), "row_gradients.yaml"));
+Model load(int64_t rows, bool sparse, const std::string& table_device = "cpu", const std::string& head_device = "cpu",
+           bool by_freq = false) {
+  return Model(load_graph_from_string(tables_yaml(rows, sparse, table_device, head_device, by_freq), "row_gradients.yaml"));
 }
 
 TensorMap random_batch(int64_t batch, int64_t table_rows, std::mt19937_64& rng) {
@@ -135,6 +138,35 @@ TEST_CASE("a sparse: true table keeps its gradient as rows and trains to the den
     spec.clip_grad_norm = clip;  // 0.05 clips every step: the norm over held rows is the dense one to the bit
     train_side_by_side(rows_model, dense_model, spec, rows, rng, 6);
   }
+}
+
+TEST_CASE("a sparse: true table with scale_grad_by_freq trains to the dense table's bits",
+          "[train][touched_rows][row_gradient]") {
+  // torch refuses scale_grad_by_freq on sparse=True tables; here the rows hold the dense
+  // gradient's values, so the scaled gradient is the dense scaled one (the oracle checks
+  // that one against torch: tests/oracle/cases/op_embedding_freq.yaml)
+  auto rng = seeded_rng("row gradients by frequency");
+  const int64_t rows = 300;  // few rows: the batches repeat indices
+  Model rows_model = load(rows, true, "cpu", "cpu", true), dense_model = load(rows, false, "cpu", "cpu", true);
+  const uint64_t seed = rng() % 1000;
+  rows_model.init_parameters(seed);
+  dense_model.init_parameters(seed);
+  TrainingSpec spec;
+  spec.optimizer.lr = 0.4;
+  train_side_by_side(rows_model, dense_model, spec, rows, rng, 5);
+  // and the scaling happened: a model without it ends elsewhere
+  Model unscaled = load(rows, false);
+  unscaled.init_parameters(seed);
+  Trainer trainer(unscaled, spec);
+  const TensorMap batch = random_batch(12, rows, rng);
+  batch.at("word").data<int64_t>()[0] = batch.at("word").data<int64_t>()[1];  // a word looked up twice
+  Trainer scaled_trainer(dense_model, spec);
+  const Tensor before = dense_model.parameters().at("tables.emb.weight").clone();
+  unscaled.set_weights(dense_model.parameters(), "the scaled model's weights");
+  trainer.step(batch);
+  scaled_trainer.step(batch);
+  CHECK_FALSE(same_bits(unscaled.gradients().at("tables.emb.weight"), dense_model.gradients().at("tables.emb.weight")));
+  CHECK_FALSE(same_bits(before, dense_model.parameters().at("tables.emb.weight")));
 }
 
 TEST_CASE("a sparse: true table's gradient holds the rows looked up, zeroes by forgetting them, and takes no "

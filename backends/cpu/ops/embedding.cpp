@@ -18,10 +18,13 @@
 //                  max:  per column, dy[bag] goes to the entry forward chose (the first
 //                        maximal one), found again from the weight in backward, so that
 //                        forward stores nothing. The indices are those forward checked.
-// scale_grad_by_freq is not supported (backward throws).
+// scale_grad_by_freq (torch's): each entry's gradient is divided by the number of times
+// its index occurs among the batch's indices (all of them, across bags), so a frequent
+// word's row is not pushed harder than a rare one's; max bags refuse it (schema).
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/cpu/ops/op_factories.h"
@@ -68,6 +71,16 @@ std::vector<float*> gradient_destinations(const BackwardArgs& args, const int64_
   return out;
 }
 
+/// scale_grad_by_freq: per entry, 1 / (occurrences of its index among all `count`), as
+/// torch's embedding_dense_backward scales each addition.
+std::vector<float> inverse_frequencies(const int64_t* idx, int64_t count) {
+  std::unordered_map<int64_t, int64_t> occurrences;
+  for (int64_t i = 0; i < count; ++i) ++occurrences[idx[i]];
+  std::vector<float> scale(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) scale[static_cast<size_t>(i)] = static_cast<float>(1.0 / occurrences[idx[i]]);
+  return scale;
+}
+
 class EmbeddingKernel final : public Kernel {
  public:
   explicit EmbeddingKernel(const KernelSpec& spec) {
@@ -82,10 +95,10 @@ class EmbeddingKernel final : public Kernel {
   bool records_touched_rows(size_t) const override { return true; }
 
   void backward(const BackwardArgs& args) override {
-    if (scale_grad_by_freq_) throw UserError("embedding: scale_grad_by_freq is not supported in backward");
     if (!wants_weight_gradient(args)) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
     const std::vector<float*> dst = gradient_destinations(args, idx, count_, dim_, padding_idx_);
+    const std::vector<float> freq = scale_grad_by_freq_ ? inverse_frequencies(idx, count_) : std::vector<float>{};
     const float* g = args.grad_outputs[0].data<float>();
     const int64_t dim = dim_, count = count_;
     cpu::parallel_for(dim, count, [&](int64_t begin, int64_t end) {
@@ -93,6 +106,12 @@ class EmbeddingKernel final : public Kernel {
         float* row = dst[static_cast<size_t>(i)];
         if (!row) continue;  // padding_idx
         const float* gr = g + i * dim;
+        if (!freq.empty()) {
+          const float scale = freq[static_cast<size_t>(i)];
+#pragma omp simd
+          for (int64_t d = begin; d < end; ++d) row[d] += gr[d] * scale;
+          continue;
+        }
 #pragma omp simd
         for (int64_t d = begin; d < end; ++d) row[d] += gr[d];
       }
@@ -169,7 +188,6 @@ class EmbeddingBagKernel final : public Kernel {
   bool records_touched_rows(size_t) const override { return true; }
 
   void backward(const BackwardArgs& args) override {
-    if (scale_grad_by_freq_) throw UserError("embedding_bag: scale_grad_by_freq is not supported in backward");
     if (!wants_weight_gradient(args)) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
     // every index may be written (max mode writes a subset of them: a superset is allowed)
@@ -177,6 +195,7 @@ class EmbeddingBagKernel final : public Kernel {
     const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
     const float* w = args.params[0].data<float>();
     const float* g = args.grad_outputs[0].data<float>();
+    const std::vector<float> freq = scale_grad_by_freq_ ? inverse_frequencies(idx, count_) : std::vector<float>{};
     const int64_t dim = dim_, padding = padding_idx_;
     cpu::parallel_for(dim, std::max<int64_t>(count_, bags_), [&](int64_t begin, int64_t end) {
       for (int64_t b = 0; b < bags_; ++b) {
@@ -204,8 +223,9 @@ class EmbeddingBagKernel final : public Kernel {
         for (int64_t i = first; i < last; ++i) {
           float* row = dst[static_cast<size_t>(i)];
           if (!row) continue;  // padding_idx
+          const float s = freq.empty() ? scale : scale * freq[static_cast<size_t>(i)];
 #pragma omp simd
-          for (int64_t d = begin; d < end; ++d) row[d] += gb[d] * scale;
+          for (int64_t d = begin; d < end; ++d) row[d] += gb[d] * s;
         }
       }
     });

@@ -8,7 +8,7 @@
 // forward call.
 //
 // Backward accumulates into dweight with atomicAdd (rows repeat across a batch).
-// scale_grad_by_freq is not supported (backward throws, as on the CPU).
+// scale_grad_by_freq is not implemented here (backward throws; the cpu has it).
 #include "backends/op_args.h"
 #include "backends/cuda/copies.h"
 #include "backends/cuda/cuda_error.h"
@@ -78,7 +78,7 @@ class EmbeddingKernel final : public Kernel {
   bool backward_reads_output() const override { return false; }
 
   void backward(const BackwardArgs& args) override {
-    if (scale_grad_by_freq_) throw UserError("embedding: scale_grad_by_freq is not supported in backward");
+    if (scale_grad_by_freq_) throw UserError("embedding: scale_grad_by_freq is not implemented on CUDA GPUs; place the table on the cpu (--place NAME=cpu)");
     if (!args.grad_params[0].defined()) return;
     embedding_backward(shape_, args.inputs[0].data<int64_t>(), args.grad_outputs[0].data<float>(),
                        args.grad_params[0].data<float>(), ctx_.stream().get());
@@ -137,7 +137,7 @@ class EmbeddingBagKernel final : public Kernel {
   bool backward_reads_output() const override { return false; }  // max mode finds its arg-max again
 
   void backward(const BackwardArgs& args) override {
-    if (scale_grad_by_freq_) throw UserError("embedding_bag: scale_grad_by_freq is not supported in backward");
+    if (scale_grad_by_freq_) throw UserError("embedding_bag: scale_grad_by_freq is not implemented on CUDA GPUs; place the table on the cpu (--place NAME=cpu)");
     if (!args.grad_params[0].defined()) return;
     const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
     embedding_bag_backward(shape_, args.inputs[0].data<int64_t>(), offsets, args.params[0].data<float>(),
