@@ -81,7 +81,7 @@ namespace {
 
 // The CUDA backend's module (backends/cuda_backend_module.h): TANDEM_CUDA_BACKEND names it;
 // else the loader's search path (LD_LIBRARY_PATH: a bundle's lib/), then beside this
-// program and in ../lib, then where the build put it.
+// program and in ../lib, then where the build put it, then where `cmake --install` put it.
 constexpr bool cuda_backend_built() {
 #ifdef TANDEM_CUDA_MODULE_PATH
   return true;
@@ -107,6 +107,9 @@ void* load_cuda_module() {
     }
 #ifdef TANDEM_CUDA_MODULE_PATH
     candidates.push_back(TANDEM_CUDA_MODULE_PATH);
+#endif
+#ifdef TANDEM_CUDA_MODULE_INSTALLED_PATH
+    candidates.push_back(TANDEM_CUDA_MODULE_INSTALLED_PATH);  // cmake --install's, for programs built against it
 #endif
   }
   std::string errors;
