@@ -1,7 +1,7 @@
 # `cmake --install build [--prefix DIR]`: the CLI, the libraries of the C++ API with their
 # headers, the CUDA backend's module (when built) and a CMake package, so that a program of
 # one's own builds with find_package(Tandem) and one target_link_libraries(app Tandem::tandem)
-# (docs/cpp-api.md; tested by building examples/run_model.cpp out of tree).
+# (README: The C++ API; tested by building examples/run_model.cpp out of tree).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
