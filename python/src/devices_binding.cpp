@@ -1,7 +1,9 @@
-// tandem.devices(): this process's devices, as `tandem devices` lists them.
+// tandem.devices(): this process's devices, as `tandem devices` lists them; tandem.set_threads()
+// and tandem.threads(): the cpu's threads (runtime/threads.h).
 #include <pybind11/stl.h>
 
 #include "placement_arguments.h"
+#include "runtime/threads.h"
 
 namespace tandem::python {
 
@@ -25,6 +27,17 @@ void register_devices(py::module_& module) {
       py::kw_only(), "sim_gpus"_a = py::none(), "logical_gpus"_a = py::none(),
       "The cpu, then cuda:0, cuda:1, ...: real GPUs, or simulated ones (sim_gpus, else TANDEM_SIM_GPUS), each "
       "with its memory. What model.place() with the same options places over.");
+  module.def(
+      "set_threads", [](int threads) { set_threads(threads); }, "threads"_a,
+      "The threads the cpu computes with from now on (the CLI's --threads; default: the cores this process may run "
+      "on, or OMP_NUM_THREADS). Call it before the first model runs.");
+  module.def(
+      "threads",
+      [] {
+        return py::dict("threads"_a = compute_threads(), "chosen_by"_a = compute_threads_reason(),
+                        "usable_cores"_a = usable_cores(), "wait_policy"_a = thread_wait_policy());
+      },
+      "How many threads the cpu computes with, who chose that, and how they wait (as `tandem devices` says).");
 }
 
 }  // namespace tandem::python

@@ -12,13 +12,21 @@ and GPUs, with numpy arrays and torch tensors shared without copies (docs/python
 
 Errors a user can cause raise tandem.ModelError with the message the CLI prints.
 """
-from ._tandem import InternalError, Model, ModelError, devices
+import os as _os
+
+# Note [waiting threads] (runtime/threads.h): OpenMP's threads wait passively unless the
+# environment chooses otherwise, as the CLI's do; libgomp reads this when it loads, which is
+# now unless something imported before (torch, say) loaded it already.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["OMP_WAIT_POLICY"] = "passive"
+
+from ._tandem import InternalError, Model, ModelError, devices, set_threads, threads
 from .display import DeviceReport, Plan
 from .training import Callback, Trainer
 from . import parallel
 
 __all__ = ["Model", "ModelError", "InternalError", "Trainer", "Callback", "Plan", "DeviceReport",
-           "from_torch", "to_torch", "parallel", "devices"]
+           "from_torch", "to_torch", "parallel", "devices", "set_threads", "threads"]
 
 for _cls in (Model, ModelError, InternalError):
     _cls.__module__ = "tandem"  # as users name them

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/printable_text.h"
 #include "runtime/cli/strict_values.h"
+#include "runtime/threads.h"
 
 namespace tandem::cli {
 
@@ -19,7 +20,11 @@ CliApp make_cli_app() {
   auto add = [&](auto adder) {
     size_t before = app.get_subcommands({}).size();
     Command command = adder(app);
-    cli.commands[app.get_subcommands({}).at(before)] = std::move(command);
+    CLI::App* sub = app.get_subcommands({}).at(before);
+    sub->add_option("--threads", cli.threads,
+                    "threads the cpu computes with (default: the cores this process may run on, or OMP_NUM_THREADS)")
+        ->check(CLI::Range(1, 1024));
+    cli.commands[sub] = std::move(command);
   };
   add(add_check_command);
   add(add_run_command);
@@ -49,6 +54,7 @@ std::optional<int> parse_command_line(CliApp& cli, int argc, const char* const* 
 
 int run_parsed_command(CliApp& cli, std::ostream& err) {
   try {
+    if (cli.threads > 0) set_threads(cli.threads, "--threads");  // before any device makes its kernels
     for (auto& [sub, command] : cli.commands)
       if (sub->parsed()) return command();
   } catch (const UserError& e) {

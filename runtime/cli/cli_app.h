@@ -16,6 +16,7 @@ namespace tandem::cli {
 struct CliApp {
   std::unique_ptr<CLI::App> app;
   std::map<CLI::App*, Command> commands;  // by subcommand
+  int threads = 0;                        // --threads, on every subcommand (0: not given)
 };
 
 /// check, run, train, devices and plan, with require_strict_values applied.

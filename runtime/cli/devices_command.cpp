@@ -9,6 +9,7 @@
 #include "core/memory_size.h"
 #include "runtime/cli/commands.h"
 #include "runtime/device_registry.h"
+#include "runtime/threads.h"
 
 namespace tandem::cli {
 namespace {
@@ -47,7 +48,12 @@ int print_json(const DeviceRegistry& registry) {
   for (const DeviceInfo& d : registry.inventory().devices) {
     nlohmann::json entry{{"device", d.device.str()}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
                          {"simulated", d.simulated}};
-    if (d.device.kind == DeviceKind::cpu) entry["threads"] = threads;
+    if (d.device.kind == DeviceKind::cpu) {
+      entry["threads"] = threads;
+      entry["threads_chosen_by"] = compute_threads_reason();
+      entry["usable_cores"] = usable_cores();
+      entry["thread_wait_policy"] = thread_wait_policy();
+    }
     if (d.device.kind == DeviceKind::cuda && !d.simulated) {
       const CudaDeviceInfo& g = registry.real_gpus().at(static_cast<size_t>(registry.physical_gpu(d.device.index)));
       entry["free_bytes"] = g.free_bytes;
@@ -67,7 +73,9 @@ int print_table(const DeviceRegistry& registry) {
   fmt::print("{:<8} {:<44} {:>12}  {}\n", "device", "name", "memory", "notes");
   for (const DeviceInfo& d : registry.inventory().devices) {
     std::string notes;
-    if (d.device.kind == DeviceKind::cpu) notes = fmt::format("{} threads", omp_get_max_threads());
+    if (d.device.kind == DeviceKind::cpu)
+      notes = fmt::format("{} threads ({}), {}", compute_threads(), compute_threads_reason(),
+                          thread_wait_policy());
     if (d.simulated) notes = "simulated: own memory pool and queue, CPU kernels";
     if (d.device.kind == DeviceKind::cuda && !d.simulated) {
       const CudaDeviceInfo& g = registry.real_gpus().at(static_cast<size_t>(registry.physical_gpu(d.device.index)));

@@ -1,9 +1,20 @@
 // tandem: load, check and run layer-graph models on the CPU and GPUs.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "runtime/cli/cli_app.h"
 
 int main(int argc, char** argv) {
+  // Note [waiting threads] (runtime/threads.h): OpenMP's threads wait passively unless the
+  // environment says otherwise. libgomp read the environment when it loaded, before
+  // main(): set the policy and start again (the same process, the same pid, under mpirun
+  // too). Should the exec fail, the run goes on with OpenMP's default.
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+  }
   tandem::cli::CliApp cli = tandem::cli::make_cli_app();
   if (std::optional<int> code = tandem::cli::parse_command_line(cli, argc, argv, std::cout, std::cerr)) return *code;
   return tandem::cli::run_parsed_command(cli, std::cerr);
