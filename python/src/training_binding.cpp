@@ -250,6 +250,10 @@ void register_trainer(py::module_& module) {
       .def_property_readonly("steps_done", [](const PyTrainer& self) { return self.trainer.steps_done(); })
       .def_property_readonly("epochs_done", [](const PyTrainer& self) { return self.trainer.epochs_done(); })
       .def_property_readonly("current_lr", [](const PyTrainer& self) { return self.trainer.current_lr(); })
+      .def_property_readonly("skipped_steps", [](const PyTrainer& self) { return self.trainer.skipped_steps(); })
+      .def_property_readonly("loss_scale", [](const PyTrainer& self) -> py::object {
+        return self.trainer.scales_loss() ? py::cast(self.trainer.loss_scale()) : py::none();
+      })
       .def_property_readonly("spec", [](const PyTrainer& self) { return spec_to_python(self.trainer.spec()); });
 }
 

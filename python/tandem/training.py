@@ -114,6 +114,18 @@ class Trainer:
         return self._impl.current_lr
 
     @property
+    def skipped_steps(self):
+        """Steps that fp16 loss scaling skipped because their gradients overflowed (0 when
+        no layer runs in fp16)."""
+        return self._impl.skipped_steps
+
+    @property
+    def loss_scale(self):
+        """The scale the next step multiplies the loss by (torch's GradScaler.get_scale()),
+        or None when the model has no fp16 layer (docs/precision.md)."""
+        return self._impl.loss_scale
+
+    @property
     def settings(self):
         """The training settings in effect: the model's train: section with this
         trainer's settings over it."""
