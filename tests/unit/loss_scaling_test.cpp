@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "unit_test_support.h"
 
 using namespace tandem;
+using tandem::testing::run_cli;
 using tandem::testing::seeded_rng;
 
 namespace {
@@ -271,4 +274,41 @@ TEST_CASE("train: loss_scaling is checked where it is written", "[precision][los
   CHECK(c.growth_factor == 4);
   CHECK(c.backoff_factor == 0.25);
   CHECK(c.growth_interval == 7);
+}
+
+TEST_CASE("tandem train reports the steps fp16 loss scaling skipped, in its lines and in --json",
+          "[precision][loss_scaling][cli]") {
+  std::mt19937_64 rng = seeded_rng("loss scaling report");
+  const std::string base = (std::filesystem::temp_directory_path() / ("tandem-loss-scaling-cli-" + std::to_string(getpid())))
+                               .string();
+  {
+    std::ofstream data(base + ".csv");
+    for (int i = 0; i < 64; ++i) {
+      TensorMap b = random_batch(rng, 1000.0f);
+      for (int j = 0; j < 6; ++j) data << b.at("x").data<float>()[j] << ",";
+      for (int j = 0; j < 3; ++j) data << b.at("y").data<float>()[j] << (j < 2 ? "," : "\n");
+    }
+  }
+  // 2^126: the gradients (up to ~2^8) overflow until the scale has backed off to ~2^119
+  std::ofstream(base + ".yaml") << model_yaml("fp16", "{init_scale: 8.507059173023462e+37}") << "  epochs: 2\n"
+                                << "  data: {path: " << base << ".csv}\n";
+  int code = 0;
+  const std::string out = run_cli("train " + base + ".yaml --json", &code);
+  INFO(out);
+  REQUIRE(code == 0);
+  const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
+  const int64_t skipped = j["skipped_steps"].get<int64_t>();
+  CHECK(skipped >= 4);
+  CHECK(skipped < j["steps"].get<int64_t>());
+  CHECK(j["epochs"][0]["skipped_steps"].get<int64_t>() + j["epochs"][1]["skipped_steps"].get<int64_t>() == skipped);
+  CHECK(j["loss_scale"].get<double>() <= std::ldexp(1.0, 122));
+  const std::string lines = run_cli("train " + base + ".yaml", &code);
+  CHECK(code == 0);
+  CHECK_THAT(lines, Catch::Contains("skipped (loss scale") &&
+                        Catch::Contains("(" + std::to_string(skipped) + " skipped by fp16 loss scaling, scale now"));
+  // fp32 says nothing about it
+  const std::string plain = run_cli("train " + base + ".yaml --json --precision fp32", &code);
+  CHECK(code == 0);
+  CHECK(plain.find("skipped") == std::string::npos);
+  for (const char* ext : {".csv", ".yaml"}) std::filesystem::remove(base + ext);
 }
