@@ -176,6 +176,24 @@ TEST_CASE("fp32 and bf16 train without loss scaling; fp16 without overflows trai
   CHECK(t16.loss_scale() == 65536.0f);  // 10 clean steps of the 2000 that grow it
   CHECK(t16.loss_scale_growth_tracker() == 10);
   CHECK(tb16.skipped_steps() == 0);
+
+  // accumulated micro-batches: each one's loss gradient is scaled, the step unscales once
+  Model acc32 = load_model("fp32"), acc16 = load_model("fp16");
+  TrainingSpec spec = acc32.graph().training.value();
+  spec.accumulate = 2;  // two micro-batches of 8 a step
+  Trainer ta32(acc32, spec), ta16(acc16, spec);
+  for (int step = 0; step < 5; ++step) {
+    TensorMap batch = random_batch(rng), more = random_batch(rng);
+    for (auto& [name, t] : batch) {  // 16 samples: two micro-batches
+      Tensor both = Tensor::empty({16, t.size(1)}, DType::float32);
+      std::memcpy(both.raw_data(), t.raw_data(), t.nbytes());
+      std::memcpy(static_cast<char*>(both.raw_data()) + t.nbytes(), more.at(name).raw_data(), t.nbytes());
+      t = both;
+    }
+    CHECK(ta16.step(batch) == ta32.step(batch));
+  }
+  CHECK(ta16.scales_loss());
+  CHECK(same_weights(acc16, acc32));
 }
 
 TEST_CASE("a NaN loss still stops fp32 training; fp16 skips it until the scale has shrunk to nothing",
