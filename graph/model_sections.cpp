@@ -41,7 +41,7 @@ class SectionReader : public YamlReader {
   TrainingSpec load_training(const YAML::Node& n) {
     if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
     check_keys(n, {"epochs", "batch", "accumulate", "shuffle", "drop_last", "seed", "validation_split", "optimizer",
-                   "schedule", "clip_grad_norm", "data"},
+                   "schedule", "clip_grad_norm", "loss_scaling", "data"},
                "", "key of train");
     TrainingSpec t;
     auto positive = [&](const char* key, int64_t& out) {
@@ -70,6 +70,7 @@ class SectionReader : public YamlReader {
     }
     if (n["optimizer"]) t.optimizer = load_optimizer(n["optimizer"]);
     if (n["schedule"]) t.schedule = load_schedule(n["schedule"]);
+    if (n["loss_scaling"]) t.loss_scaling = load_loss_scaling(n["loss_scaling"]);
     if (n["data"]) t.data = load_data_spec(n["data"]);
     return t;
   }
@@ -141,6 +142,37 @@ class SectionReader : public YamlReader {
     count("total_steps", s.total_steps);
     if (n["min_lr"]) s.min_lr = scalar_number(n["min_lr"], "", "min_lr");
     return s;
+  }
+
+  // GradScaler's arguments, refused where its constructor asserts (growth_factor > 1,
+  // backoff_factor < 1) and where a scale could not be a positive finite float.
+  LossScalingConfig load_loss_scaling(const YAML::Node& n) {
+    if (!n.IsMap())
+      fail(n, "", "loss_scaling must be a mapping such as {init_scale: 65536, growth_interval: 2000}");
+    check_keys(n, {"enabled", "init_scale", "growth_factor", "backoff_factor", "growth_interval"}, "",
+               "key of loss_scaling");
+    LossScalingConfig c;
+    if (n["enabled"]) c.enabled = scalar_bool(n["enabled"], "", "loss_scaling enabled");
+    if (const YAML::Node v = n["init_scale"]) {
+      c.init_scale = scalar_number(v, "", "init_scale");
+      if (!(c.init_scale > 0) || c.init_scale > 3.4e38)
+        fail(v, "", "init_scale must be a positive number that a float32 holds (torch's default: 65536)");
+    }
+    if (const YAML::Node v = n["growth_factor"]) {
+      c.growth_factor = scalar_number(v, "", "growth_factor");
+      if (!(c.growth_factor > 1) || c.growth_factor > 3.4e38) fail(v, "", "growth_factor must be greater than 1 (default 2)");
+    }
+    if (const YAML::Node v = n["backoff_factor"]) {
+      c.backoff_factor = scalar_number(v, "", "backoff_factor");
+      if (!(c.backoff_factor > 0 && c.backoff_factor < 1))
+        fail(v, "", "backoff_factor must lie strictly between 0 and 1 (default 0.5)");
+    }
+    if (const YAML::Node v = n["growth_interval"]) {
+      c.growth_interval = scalar_int(v, "", "growth_interval");
+      if (c.growth_interval < 1 || c.growth_interval > 2147483647)
+        fail(v, "", "growth_interval must be a whole number from 1 to 2147483647 (default 2000)");
+    }
+    return c;
   }
 
   DataSpec load_data_spec(const YAML::Node& n) {

@@ -40,6 +40,18 @@ struct DataSpec {
   std::map<std::string, std::string> columns;  // csv: name -> "a:b" (columns a..b-1) or "a"; empty: consecutive
 };
 
+/// `loss_scaling:` of `train:`: torch.cuda.amp.GradScaler's dynamic loss scaling, with its
+/// defaults and argument names. It applies when a layer of the model runs in fp16, whose
+/// range flushes small gradients to zero unless the loss is scaled up first; bf16 and fp32
+/// have fp32's range and train without it.
+struct LossScalingConfig {
+  bool enabled = true;           // GradScaler(enabled=...): false trains fp16 unscaled
+  double init_scale = 65536.0;   // 2^16
+  double growth_factor = 2.0;    // > 1
+  double backoff_factor = 0.5;   // in (0, 1)
+  int64_t growth_interval = 2000;  // clean steps in a row before the scale grows
+};
+
 struct TrainingSpec {
   int64_t epochs = 1;
   int64_t batch = 32;
@@ -54,6 +66,7 @@ struct TrainingSpec {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   std::optional<double> clip_grad_norm;
+  LossScalingConfig loss_scaling;
   std::optional<DataSpec> data;
 };
 

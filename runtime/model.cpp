@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "backends/optimizer_update.h"
 #include "graph/load_graph.h"
 #include "graph/loss_reach.h"
 #include "graph/text_similarity.h"
@@ -143,9 +144,11 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
 
 void Model::load_weights(const std::string& path) {
   TensorMap tensors = read_safetensors(path);
-  // a training checkpoint holds the optimizer's state beside the weights
+  // a training checkpoint holds the optimizer's state (and fp16's loss scaler's) beside the weights
   if (is_checkpoint_metadata(read_safetensors_metadata(path)))
-    std::erase_if(tensors, [](const auto& entry) { return entry.first.starts_with("optimizer."); });
+    std::erase_if(tensors, [](const auto& entry) {
+      return entry.first.starts_with("optimizer.") || entry.first.starts_with("loss_scaler.");
+    });
   set_weights(tensors, path);
 }
 
@@ -391,10 +394,10 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
   return input_grads;
 }
 
-LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready) {
+LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
-  if (runs_placed()) return placed_loss_and_backward(batch, seed, ready);
+  if (runs_placed()) return placed_loss_and_backward(batch, seed, ready, loss_scale);
   Bindings bindings = bind_batch(batch);
   CompiledTraining& t = training_for(bindings, false);
   std::vector<Tensor> ordered;
@@ -402,7 +405,9 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const 
   t.forward(ordered, seed, params_version_);
   const LossSpec& loss = *graph_->loss;
   const Tensor& target = batch.at(graph_->values[loss.target].name);
-  LossValue value = cpu_->loss(loss, t.value(loss.input), target, t.gradient_buffer(loss.input));
+  Tensor& seed_gradient = t.gradient_buffer(loss.input);
+  LossValue value = cpu_->loss(loss, t.value(loss.input), target, seed_gradient);
+  if (loss_scale != 1.0f) scale_host(seed_gradient.data<float>(), seed_gradient.numel(), loss_scale);
   t.backward({loss.input}, ready);
   return value;
 }

@@ -101,7 +101,11 @@ class Model {
   /// parameter gradients accumulate into gradients(). `batch` holds inputs and targets.
   /// With `ready`, each trainable parameter is named once its gradient in gradients() is
   /// complete (in gradient_completion_order(); in placed training, once backward is over).
-  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready = nullptr);
+  /// `loss_scale` multiplies the loss's gradient before backward, as torch's
+  /// `(loss * scale).backward()`: fp16 loss scaling (runtime/optim/loss_scaler.h). The
+  /// returned loss is unscaled.
+  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready = nullptr,
+                              float loss_scale = 1.0f);
   /// The loss of the batch in inference mode (no gradients).
   LossValue evaluate_loss(const TensorMap& batch);
   /// Parameters were updated in place (an optimizer step, through parameter_devices()):
@@ -204,7 +208,7 @@ class Model {
   // multi-device training (model_devices.cpp)
   MultiDeviceTraining& placed_training_for(const Bindings& bindings, bool input_grads);
   TensorMap placed_backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed);
-  LossValue placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready);
+  LossValue placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale);
   bool masters_on_host_ = false;
   LossValue placed_evaluate_loss(const TensorMap& batch);
   std::map<std::pair<Bindings, bool>, std::unique_ptr<MultiDeviceTraining>> placed_training_;

@@ -166,7 +166,8 @@ TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_
   return input_grads;
 }
 
-LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready) {
+LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready,
+                                          float loss_scale) {
   Bindings bindings = bind_batch(batch);
   const LossSpec& loss = *graph_->loss;
   if (graph_->values[loss.input].producer < 0)
@@ -177,6 +178,7 @@ LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed,
   for (const GraphInput& in : graph_->inputs) ordered.push_back(batch.at(in.name));
   t.forward(ordered, seed, params_version_);
   LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
+  if (loss_scale != 1.0f) t.scale_loss_gradients(loss_scale);
   t.backward(t.loss_seeds());
   add_to_totals(device_totals_, t.report());
   if (ready)  // every gradient reached the host's when backward ended

@@ -350,6 +350,17 @@ LossValue MultiDeviceTraining::parallel_loss(const LossSpec& spec, const Tensor&
   return total;
 }
 
+void MultiDeviceTraining::scale_loss_gradients(float factor) {
+  PlacedSchedule& s = *schedule_;
+  for (int value : loss_seeds_) {
+    const int slot = home_slot_[value];
+    PlanDevice& dev = *s.devices[s.slot_keys[slot].second];
+    TraceLabel label("the loss's gradient scaled (fp16 loss scaling)");
+    dev.backend->scale(*dev.compute, grads_[slot], factor);
+    after_submit();
+  }
+}
+
 void MultiDeviceTraining::seed_gradient(int value, const Tensor& grad) {
   const int slot = home_slot_[value];
   TANDEM_ASSERT(slot >= 0 && requires_grad_[value], "tensor '" + graph_.values[value].name + "' has no gradient");

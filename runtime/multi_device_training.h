@@ -86,6 +86,9 @@ class MultiDeviceTraining {
   /// The values loss() wrote gradient seeds for: the loss's input, or with a parallel loss
   /// each replica's share of it. What backward() starts from.
   const std::vector<int>& loss_seeds() const { return loss_seeds_; }
+  /// Multiplies the gradient seeds loss() wrote by `factor` on their devices: fp16 loss
+  /// scaling (runtime/optim/loss_scaler.h), as torch's backward of `loss * scale`.
+  void scale_loss_gradients(float factor);
   /// Writes the host tensor `grad` as the gradient seed of `value` (copied to its device).
   void seed_gradient(int value, const Tensor& grad);
   /// The shape of a tensor under these bindings.

@@ -1,8 +1,10 @@
 #include "runtime/trainer.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -65,17 +67,19 @@ std::string batch_size_text(const TensorMap& batch, const Graph& graph) {
   return "its batch";
 }
 
-/// A learning rate as a user reads it: 0.001, 5e-05.
-std::string fmt_lr(double lr) {
+/// "NaN", "+inf", "65536", "1.5e-45": a number in a message.
+std::string short_number(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "+inf" : "-inf";
   char text[32];
-  std::snprintf(text, sizeof text, "%g", lr);
+  std::snprintf(text, sizeof text, "%g", x);
   return text;
 }
 
 }  // namespace
 
 Trainer::Trainer(Model& model, TrainingSpec spec)
-    : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)) {
+    : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)), scaler_(spec_.loss_scaling) {
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
   check_loss_reaches_parameters(model_.graph());
@@ -105,6 +109,13 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
     rows_.push_back(&rows);
   }
   updated_ = {names_, params_, grads_, rows_};
+}
+
+bool Trainer::scales_loss() const {
+  if (!spec_.loss_scaling.enabled) return false;
+  const Graph& g = model_.graph();
+  return std::any_of(g.nodes.begin(), g.nodes.end(),
+                     [&](const Node& n) { return layer_precision(g, n) == Precision::fp16; });
 }
 
 double Trainer::current_lr() const {
@@ -139,7 +150,7 @@ void Trainer::distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions
   }
 }
 
-std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, uint64_t seed) {
+std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, uint64_t seed, float loss_scale) {
   std::vector<MicroBatch> parts = split_micro_batches(batch, spec_.accumulate, model_.graph());
   // a part whose targets are all ignored adds nothing to the batch's mean (and its own mean
   // would divide by zero)
@@ -155,7 +166,8 @@ std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, 
       scale_gradients(grads_, static_cast<float>(parts[j - 1].weight / parts[j].weight), rows_, devices);
     // the ranks communicate once a step: during the last part's backward
     const GradientReady* ready = ddp_ && j + 1 == parts.size() ? ddp_->start_backward(step_) : nullptr;
-    const LossValue value = model_.loss_and_backward(parts[j].batch, micro_seed(seed, rank(), static_cast<int64_t>(j)), ready);
+    const LossValue value =
+        model_.loss_and_backward(parts[j].batch, micro_seed(seed, rank(), static_cast<int64_t>(j)), ready, loss_scale);
     loss += parts[j].weight * value.loss;
   }
   return {loss, parts.back().weight};
@@ -181,13 +193,15 @@ double Trainer::step(const TensorMap& batch) {
     model_.zero_gradients();
   }
   const uint64_t seed = step_seed(spec_.seed, step_);
+  const bool scaling = scales_loss();
+  const float loss_scale = scaling ? scaler_.scale() : 1.0f;
   double loss = 0, weight_left = 1;
   try {
     if (spec_.accumulate > 1) {
-      std::tie(loss, weight_left) = accumulate_gradients(batch, seed);
+      std::tie(loss, weight_left) = accumulate_gradients(batch, seed, loss_scale);
     } else {
       const GradientReady* ready = ddp_ ? ddp_->start_backward(step_) : nullptr;
-      loss = model_.loss_and_backward(batch, micro_seed(seed, rank(), 0), ready).loss;
+      loss = model_.loss_and_backward(batch, micro_seed(seed, rank(), 0), ready, loss_scale).loss;
     }
   } catch (const OutOfMemory& e) {
     // Nothing of the step was applied: the model returned its buffers as the error left it
@@ -204,6 +218,19 @@ double Trainer::step(const TensorMap& batch) {
     HostSpan span("gradients averaged over the ranks");
     ddp_->finish_backward();
   }
+  HostSpan span("optimizer step");
+  // The host's tensors; the arithmetic of a parameter that GPUs hold runs on them.
+  ParameterDevices& devices = model_.parameter_devices();
+  if (weight_left != 1) scale_gradients(grads_, static_cast<float>(weight_left), rows_, devices);
+  // fp16 loss scaling: a step whose gradients overflowed is skipped (an infinite loss gives
+  // such gradients too), not stopped. Distributed, every rank holds the same averaged
+  // gradients, so every rank skips the same steps.
+  last_step_skipped_ = scaling && unscale_gradients(loss);
+  if (last_step_skipped_) {
+    ++step_;
+    last_loss_ = loss;
+    return loss;
+  }
   // Before the update: the weights stay those of the last good step. Distributed, each
   // rank judges its own loss; one that stops ends the job, named.
   if (!std::isfinite(loss))
@@ -211,10 +238,6 @@ double Trainer::step(const TensorMap& batch) {
                     "): the training loss is " + (std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf") +
                     "; the run stopped before updating the weights. Lower the learning rate (--lr), clip gradients "
                     "(train: clip_grad_norm), or check the data");
-  HostSpan span("optimizer step");
-  // The host's tensors; the arithmetic of a parameter that GPUs hold runs on them.
-  ParameterDevices& devices = model_.parameter_devices();
-  if (weight_left != 1) scale_gradients(grads_, static_cast<float>(weight_left), rows_, devices);
   optimizer_->set_devices(devices);
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_, devices);
   optimizer_->step_rows(updated_.params, updated_.grads, updated_.rows, current_lr());
@@ -224,6 +247,32 @@ double Trainer::step(const TensorMap& batch) {
   ++step_;
   last_loss_ = loss;
   return loss;
+}
+
+bool Trainer::unscale_gradients(double loss) {
+  const bool found_inf = !scaler_.unscale_and_check(grads_, rows_, model_.parameter_devices());
+  // A finite loss with finite gradients, or a loss that is not finite while the gradients
+  // are (nothing to skip): the update goes on, or the loss check stops it.
+  if (!found_inf) {
+    if (std::isfinite(loss)) {
+      scaler_.update(false);
+      skipped_in_a_row_ = 0;
+    }
+    return false;
+  }
+  scaler_.update(true);
+  ++skipped_steps_;
+  ++skipped_in_a_row_;
+  // A loss that stays NaN (a diverged run) overflows at every scale: torch would skip for
+  // ever while the scale shrinks to zero. Once it is below fp32's normal range no gradient
+  // can overflow because of it, so the cause is the model or the data.
+  if (!(scaler_.scale() >= std::numeric_limits<float>::min()))
+    throw UserError("step " + std::to_string(step_ + 1) + " (epoch " + std::to_string(epoch_ + 1) + "): the gradients " +
+                    "were not finite (the training loss is " + short_number(loss) + ") in " +
+                    std::to_string(skipped_in_a_row_) + " steps in a row, and fp16 loss scaling skipped each until " +
+                    "its scale fell to " + short_number(scaler_.scale()) + ": the run stopped. Lower the learning " +
+                    "rate (--lr), clip gradients (train: clip_grad_norm), or check the data");
+  return true;
 }
 
 EvalResult Trainer::evaluate(const Dataset& data) {
@@ -285,15 +334,15 @@ void Trainer::lay_schedule_over(int64_t run_steps) {
     if (follows_total)
       say("resumed a run of " + std::to_string(total_steps_) + " steps as one of " + std::to_string(run_steps) +
           ": the cosine schedule now spans " + std::to_string(run_steps) + " steps, so the learning rate goes from " +
-          fmt_lr(scheduled_lr(s, spec_.optimizer.lr, step_, total_steps_)) + " to " +
-          fmt_lr(scheduled_lr(s, spec_.optimizer.lr, step_, run_steps)) + " at step " + std::to_string(step_ + 1));
+          short_number(scheduled_lr(s, spec_.optimizer.lr, step_, total_steps_)) + " to " +
+          short_number(scheduled_lr(s, spec_.optimizer.lr, step_, run_steps)) + " at step " + std::to_string(step_ + 1));
     total_steps_ = run_steps;
   }
   total_from_checkpoint_ = false;
   if (s.name == "cosine" && s.total_steps > 0 && s.total_steps < run_steps)
     say("the cosine schedule's total_steps " + std::to_string(s.total_steps) + " ends before this run's " +
         std::to_string(run_steps) + " steps: steps " + std::to_string(s.total_steps + 1) + " to " +
-        std::to_string(run_steps) + " run at min_lr " + fmt_lr(s.min_lr));
+        std::to_string(run_steps) + " run at min_lr " + short_number(s.min_lr));
 }
 
 void Trainer::fit(const Dataset& train, const Dataset* validation, const std::string& checkpoint_path,
@@ -323,6 +372,7 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     int64_t batches = 0, samples = 0;
     std::vector<double> step_weights;
     EpochReport report;
+    const int64_t skipped_before = skipped_steps_;
     while (auto batch = loader.next()) {
       const int64_t n = batch->begin()->second.size(0);  // before the layout moves the sample dimension
       samples += n;
@@ -345,6 +395,7 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     report.train_loss = weight_sum > 0 ? loss_sum / weight_sum : 0;
     report.seconds = seconds;
     report.samples_per_second = samples / std::max(seconds, 1e-9);
+    report.skipped_steps = skipped_steps_ - skipped_before;
     ++epoch_;
     if (validation && validation->size() > 0) report.validation = evaluate(*validation);
     if (!checkpoint_path.empty()) save_checkpoint(checkpoint_path);
@@ -369,6 +420,11 @@ void Trainer::save_checkpoint(const std::string& path) const {
   TensorMap tensors;
   for (const auto& [name, p] : model_.parameters()) tensors.emplace(name, p);
   for (auto& [name, t] : state) tensors.emplace("optimizer." + name, t);
+  if (scales_loss()) {  // GradScaler.state_dict()'s scale and _growth_tracker, and the count the report shows
+    tensors.emplace("loss_scaler.scale", Tensor::from_vector<float>({1}, {scaler_.scale()}));
+    tensors.emplace("loss_scaler.growth_tracker", Tensor::from_vector<int64_t>({1}, {scaler_.growth_tracker()}));
+    tensors.emplace("loss_scaler.skipped_steps", Tensor::from_vector<int64_t>({1}, {skipped_steps_}));
+  }
   write_safetensors(path, tensors,
                     checkpoint_metadata_map({model_.graph().name, epoch_, step_, total_steps_, spec_.seed,
                                              spec_.optimizer.name, spec_.optimizer.lr, spec_.batch, spec_.epochs,
@@ -432,11 +488,46 @@ void Trainer::load_checkpoint(const std::string& path) {
   }
 }
 
+void Trainer::check_loss_scaler_state(const TensorMap& tensors, const std::string& path, int64_t steps) const {
+  const bool held = tensors.count("loss_scaler.scale") > 0;
+  if (held != scales_loss())
+    throw UserError(path + (held ? ": the checkpoint holds fp16 loss scaling state, and this run does not scale the loss "
+                                   "(no layer runs in fp16, or train: loss_scaling is disabled)"
+                                 : ": the checkpoint holds no fp16 loss scaling state, and this run scales the loss (a "
+                                   "layer runs in fp16)") +
+                    ": resume with the precision and loss_scaling it was trained with");
+  if (!held) return;
+  auto scalar = [&](const char* name, DType dtype) -> const Tensor& {
+    auto it = tensors.find(name);
+    if (it == tensors.end() || it->second.dtype() != dtype || it->second.numel() != 1)
+      throw UserError(path + ": the checkpoint's '" + name + "' must be one " + std::string(dtype_name(dtype)) +
+                      " value; the file is damaged or was not written by tandem train --save");
+    return it->second;
+  };
+  const float scale = scalar("loss_scaler.scale", DType::float32).data<float>()[0];
+  const int64_t tracker = scalar("loss_scaler.growth_tracker", DType::int64).data<int64_t>()[0];
+  const int64_t skipped = scalar("loss_scaler.skipped_steps", DType::int64).data<int64_t>()[0];
+  auto refuse = [&](const std::string& what) {
+    throw UserError(path + ": the checkpoint's " + what + "; the file is damaged or was not written by tandem train --save");
+  };
+  if (!(scale > 0) || !std::isfinite(scale))
+    refuse("loss_scaler.scale " + short_number(scale) + " is not a positive finite number");
+  if (tracker < 0 || tracker >= spec_.loss_scaling.growth_interval)
+    refuse("loss_scaler.growth_tracker " + std::to_string(tracker) + " is not within [0, growth_interval " +
+           std::to_string(spec_.loss_scaling.growth_interval) + ") (a run resumed with another growth_interval is refused " +
+           "here when its count has passed it)");
+  if (skipped < 0 || skipped > steps)
+    refuse("loss_scaler.skipped_steps " + std::to_string(skipped) + " is not within [0, " + std::to_string(steps) +
+           "], the steps done");
+}
+
 void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, const std::map<std::string, std::string>& meta) {
   const CheckpointMetadata m = checked_metadata(meta, path);
-  TensorMap weights, state;
+  check_loss_scaler_state(tensors, path, m.step);
+  TensorMap weights, state, scaler;
   for (auto& [name, t] : tensors) {
     if (name.starts_with("optimizer.")) state.emplace(name.substr(10), t);
+    else if (name.starts_with("loss_scaler.")) scaler.emplace(name.substr(12), t);
     else weights.emplace(name, t);
   }
   model_.set_weights(weights, path);
@@ -455,6 +546,10 @@ void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, const
   step_ = m.step;
   total_steps_ = m.total_steps;
   total_from_checkpoint_ = true;
+  if (!scaler.empty()) {
+    scaler_.restore(scaler.at("scale").data<float>()[0], scaler.at("growth_tracker").data<int64_t>()[0]);
+    skipped_steps_ = scaler.at("skipped_steps").data<int64_t>()[0];
+  }
 }
 
 std::vector<ColumnSpec> data_columns(const Graph& graph) {

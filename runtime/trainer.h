@@ -20,6 +20,7 @@
 #include "runtime/distributed/distributed_data_parallel.h"
 #include "runtime/distributed/optimizer_sharding.h"
 #include "runtime/model.h"
+#include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/roc_auc.h"
 
@@ -43,6 +44,9 @@ struct EpochReport {
   std::optional<EvalResult> validation;
   double seconds = 0;
   double samples_per_second = 0;
+  /// Steps of the epoch that fp16 loss scaling skipped (their gradients overflowed): no
+  /// update, the scale backed off. Always 0 without an fp16 layer.
+  int64_t skipped_steps = 0;
 };
 
 /// Progress within an epoch: (batches done, batches in the epoch, running loss).
@@ -114,6 +118,21 @@ class Trainer {
   /// schedule whose total_steps ends before the run does. One line each, no newline.
   void set_notice(std::function<void(const std::string&)> notice) { notice_ = std::move(notice); }
 
+  /// Whether steps scale the loss (runtime/optim/loss_scaler.h): a layer of the model runs
+  /// in fp16 and `train: loss_scaling` is not disabled. Decided at each step, since the
+  /// model's precision may be set until its first pass.
+  bool scales_loss() const;
+  /// The scale the next step multiplies the loss by (1 when it does not scale it).
+  float loss_scale() const { return scales_loss() ? scaler_.scale() : 1.0f; }
+  /// Clean steps since the scale last changed: what grows it at growth_interval.
+  int64_t loss_scale_growth_tracker() const { return scaler_.growth_tracker(); }
+  /// Steps skipped so far (their gradients overflowed at the scale they ran with), a
+  /// resumed run's included. They count in steps_done() (the schedule and the data moved
+  /// on, as torch's loop calls scheduler.step() anyway) but not in the optimizer's steps.
+  int64_t skipped_steps() const { return skipped_steps_; }
+  /// Whether the last step() was skipped.
+  bool last_step_skipped() const { return last_step_skipped_; }
+
  private:
   Model& model_;
   TrainingSpec spec_;
@@ -135,15 +154,26 @@ class Trainer {
   bool total_from_checkpoint_ = false;  // total_steps_ is a resumed run's, not yet this run's
   std::function<void(const std::string&)> notice_;
   double last_loss_ = 0;
+  LossScaler scaler_;
+  int64_t skipped_steps_ = 0;
+  int64_t skipped_in_a_row_ = 0;
+  bool last_step_skipped_ = false;
   std::vector<std::string> unreached_;  // parameters with a gradient that the loss does not reach
   std::unique_ptr<DistributedDataParallel> ddp_;
 
   /// Forward and backward of each micro-batch of `batch`, their gradients summed with their
   /// weights but for the last one's, which the step applies once the ranks' are averaged.
   /// Returns the batch's loss and the weight still to apply.
-  std::pair<double, double> accumulate_gradients(const TensorMap& batch, uint64_t seed);
+  /// `loss_scale` as Model::loss_and_backward's.
+  std::pair<double, double> accumulate_gradients(const TensorMap& batch, uint64_t seed, float loss_scale);
   /// Zeroes the gradients of a step that failed; never throws (an error is on its way).
   void forget_gradients() noexcept;
+  /// Unscales this step's gradients; whether the step must be skipped (they overflowed), in
+  /// which case the scale backs off. Stops the run when the scale has shrunk to nothing.
+  bool unscale_gradients(double loss);
+  /// A checkpoint's loss scaler state, checked against this run and its `steps` done
+  /// (UserError naming `path`): present exactly when this run scales the loss, in range.
+  void check_loss_scaler_state(const TensorMap& tensors, const std::string& path, int64_t steps) const;
   /// The tensors and metadata of a checkpoint: the file's, and on a distributed job rank
   /// 0's file's on every rank.
   std::pair<TensorMap, std::map<std::string, std::string>> read_checkpoint(const std::string& path);

@@ -48,14 +48,18 @@ Precision cpu_precision(Precision requested) {
 
 namespace tandem::cpu {
 
-bool cpu_has_bf16_kernel(std::string_view op) { return op == "linear" || op == "matmul" || op == "conv2d"; }
+bool cpu_has_bf16_kernel(std::string_view op) {
+  return op == "linear" || op == "matmul" || op == "conv2d" || op == "multi_head_attention";
+}
 
 void note_runs_fp32(std::string_view op, Precision requested) {
   static std::mutex mutex;
   static std::set<std::string> told;
   std::lock_guard lock(mutex);
   if (!told.insert(std::string(op)).second) return;
-  std::fprintf(stderr, "tandem: note: the cpu has no %s kernel for %.*s yet: those layers run in fp32\n",
+  std::fprintf(stderr,
+               "tandem: note: the cpu has no %s kernel for %.*s: those layers run in fp32 (as torch 1.13's cpu "
+               "autocast runs gru and lstm)\n",
                std::string(precision_name(requested)).c_str(), static_cast<int>(op.size()), op.data());
 }
 

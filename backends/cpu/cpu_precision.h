@@ -19,8 +19,9 @@ bool cpu_has_bf16();
 /// otherwise (with the note). Thread-safe.
 Precision cpu_precision(Precision requested);
 
-/// Whether the cpu has a bf16 kernel for `op` (linear, matmul, conv2d); the other matrix
-/// ops (multi_head_attention, gru, lstm) run fp32 on the cpu for now.
+/// Whether the cpu has a bf16 kernel for `op` (linear, matmul, conv2d,
+/// multi_head_attention); gru and lstm run fp32 on the cpu, as torch 1.13's cpu autocast
+/// runs them (their outputs stay float32 under it).
 bool cpu_has_bf16_kernel(std::string_view op);
 /// Tells once per op, on stderr, that a layer of `op` asked for `requested` and runs fp32.
 void note_runs_fp32(std::string_view op, Precision requested);

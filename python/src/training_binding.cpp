@@ -20,7 +20,33 @@ using namespace pybind11::literals;
 const std::vector<std::string> kSettings = {"epochs",   "batch",        "seed",          "optimizer",  "lr",
                                             "momentum", "dampening",    "nesterov",      "weight_decay", "betas",
                                             "eps",      "shuffle",      "drop_last",     "validation_split",
-                                            "clip_grad_norm", "schedule"};
+                                            "clip_grad_norm", "schedule", "loss_scaling"};
+
+/// Trainer(loss_scaling={...}): train: loss_scaling's keys over the file's, checked as the
+/// YAML reader checks them (GradScaler's constructor's rules).
+LossScalingConfig loss_scaling_from(const py::handle& value, LossScalingConfig c) {
+  const std::vector<std::string> keys = {"enabled", "init_scale", "growth_factor", "backoff_factor", "growth_interval"};
+  if (!py::isinstance<py::dict>(value))
+    throw UserError("Trainer(loss_scaling=...): a dict such as {'init_scale': 65536, 'growth_interval': 2000}");
+  for (auto [key, v] : value.cast<py::dict>()) {
+    const std::string k = py::str(key);
+    if (k == "enabled") c.enabled = v.cast<bool>();
+    else if (k == "init_scale") c.init_scale = v.cast<double>();
+    else if (k == "growth_factor") c.growth_factor = v.cast<double>();
+    else if (k == "backoff_factor") c.backoff_factor = v.cast<double>();
+    else if (k == "growth_interval") c.growth_interval = v.cast<int64_t>();
+    else throw UserError("Trainer(loss_scaling=...): unknown key '" + k + "'" + did_you_mean(k, keys));
+  }
+  if (!(c.init_scale > 0) || c.init_scale > 3.4e38)
+    throw UserError("Trainer(loss_scaling=...): init_scale must be a positive number that a float32 holds");
+  if (!(c.growth_factor > 1) || c.growth_factor > 3.4e38)
+    throw UserError("Trainer(loss_scaling=...): growth_factor must be greater than 1");
+  if (!(c.backoff_factor > 0 && c.backoff_factor < 1))
+    throw UserError("Trainer(loss_scaling=...): backoff_factor must lie strictly between 0 and 1");
+  if (c.growth_interval < 1 || c.growth_interval > 2147483647)
+    throw UserError("Trainer(loss_scaling=...): growth_interval must be a whole number from 1 to 2147483647");
+  return c;
+}
 
 ScheduleConfig schedule_from(const py::handle& value) {
   ScheduleConfig s;
@@ -93,6 +119,7 @@ TrainingSpec training_spec(const Graph& graph, const py::dict& settings) {
   if (auto v = get("validation_split")) spec.validation_split = v.cast<double>();
   if (auto v = get("clip_grad_norm")) spec.clip_grad_norm = v.cast<double>();
   if (auto v = get("schedule")) spec.schedule = schedule_from(v);
+  if (auto v = get("loss_scaling")) spec.loss_scaling = loss_scaling_from(v, spec.loss_scaling);
   if (spec.epochs < 1 || spec.batch < 1) throw UserError("Trainer(): epochs and batch must be at least 1");
   if (spec.validation_split < 0 || spec.validation_split >= 1)
     throw UserError("Trainer(validation_split=" + std::to_string(spec.validation_split) + "): must be within [0, 1)");
@@ -123,6 +150,10 @@ py::dict spec_to_python(const TrainingSpec& s) {
                   "drop_last"_a = s.drop_last, "validation_split"_a = s.validation_split, "optimizer"_a = optimizer,
                   "schedule"_a = schedule,
                   "clip_grad_norm"_a = s.clip_grad_norm ? py::cast(*s.clip_grad_norm) : py::none(),
+                  "loss_scaling"_a = py::dict("enabled"_a = s.loss_scaling.enabled, "init_scale"_a = s.loss_scaling.init_scale,
+                                              "growth_factor"_a = s.loss_scaling.growth_factor,
+                                              "backoff_factor"_a = s.loss_scaling.backoff_factor,
+                                              "growth_interval"_a = s.loss_scaling.growth_interval),
                   "data"_a = s.data ? py::cast(s.data->path) : py::none());
 }
 
@@ -250,6 +281,10 @@ void register_trainer(py::module_& module) {
       .def_property_readonly("steps_done", [](const PyTrainer& self) { return self.trainer.steps_done(); })
       .def_property_readonly("epochs_done", [](const PyTrainer& self) { return self.trainer.epochs_done(); })
       .def_property_readonly("current_lr", [](const PyTrainer& self) { return self.trainer.current_lr(); })
+      .def_property_readonly("skipped_steps", [](const PyTrainer& self) { return self.trainer.skipped_steps(); })
+      .def_property_readonly("loss_scale", [](const PyTrainer& self) -> py::object {
+        return self.trainer.scales_loss() ? py::cast(self.trainer.loss_scale()) : py::none();
+      })
       .def_property_readonly("spec", [](const PyTrainer& self) { return spec_to_python(self.trainer.spec()); });
 }
 

@@ -38,7 +38,9 @@ class Trainer:
     epochs, batch, seed, optimizer ('sgd', 'adam', 'adamw'; another optimizer than the
     file's starts from its own defaults, as --optimizer does), lr, momentum, dampening,
     nesterov, weight_decay, betas, eps, shuffle, drop_last, validation_split,
-    clip_grad_norm, schedule ('constant', or {'name': 'cosine', 'warmup_steps': 50, ...}).
+    clip_grad_norm, schedule ('constant', or {'name': 'cosine', 'warmup_steps': 50, ...}),
+    loss_scaling (fp16's GradScaler settings over the file's: {'init_scale': 65536,
+    'growth_factor': 2, 'backoff_factor': 0.5, 'growth_interval': 2000, 'enabled': True}).
     The model's weights are used as they are (`tandem train` first draws them from the
     seed: call model.init_parameters(seed) to do the same).
     """
@@ -112,6 +114,18 @@ class Trainer:
     def lr(self):
         """The learning rate of the next step."""
         return self._impl.current_lr
+
+    @property
+    def skipped_steps(self):
+        """Steps that fp16 loss scaling skipped because their gradients overflowed (0 when
+        no layer runs in fp16)."""
+        return self._impl.skipped_steps
+
+    @property
+    def loss_scale(self):
+        """The scale the next step multiplies the loss by (torch's GradScaler.get_scale()),
+        or None when the model has no fp16 layer (docs/precision.md)."""
+        return self._impl.loss_scale
 
     @property
     def settings(self):

@@ -99,6 +99,10 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
                    {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
                    {"peak_bytes", cpu_allocator().peak_bytes()}};
   if (model.placed()) j["devices"] = devices_json(model.device_totals());
+  if (trainer.scales_loss()) {
+    j["skipped_steps"] = trainer.skipped_steps();  // warm-up included
+    j["loss_scale"] = trainer.loss_scale();
+  }
   if (o.json) fmt::print("{}\n", j.dump(2));
   else fmt::print("training step: median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
                   ms[ms.size() / 2], ms.front(), o.bench_steps, cpu_allocator().peak_bytes() / double(1 << 20));
@@ -199,6 +203,12 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     epoch_start = std::chrono::steady_clock::now();
     nlohmann::json e{{"epoch", r.epoch + 1}, {"train_loss", r.train_loss}, {"seconds", r.seconds},
                      {"samples_per_second", r.samples_per_second}, {"step_losses", r.step_losses}};
+    std::string skipped;  // fp16 loss scaling: the steps whose gradients overflowed
+    if (trainer.scales_loss()) {
+      e["skipped_steps"] = r.skipped_steps;
+      e["loss_scale"] = trainer.loss_scale();
+      if (r.skipped_steps > 0) skipped = fmt::format("  {} skipped (loss scale {:g})", r.skipped_steps, trainer.loss_scale());
+    }
     std::string val;
     if (r.validation) {
       e["validation_loss"] = r.validation->loss;
@@ -216,8 +226,8 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     epochs.push_back(e);
     if (o.json || !speaks) return;
     if (tty) fmt::print("\r");
-    fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}\n", r.epoch + 1, spec.epochs, r.train_loss, val,
-               r.samples_per_second, r.seconds, tty ? std::string(20, ' ') : "");
+    fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}{}\n", r.epoch + 1, spec.epochs, r.train_loss, val,
+               r.samples_per_second, r.seconds, skipped, tty ? std::string(20, ' ') : "");
   };
   trainer.fit(train, &validation, save, on_epoch, progress);
   const int64_t steps = trainer.steps_done() - steps_before;
@@ -234,6 +244,10 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     if (!save.empty()) j["checkpoint"] = save;
     if (!o.resume.empty()) j["resumed_at_step"] = steps_before;
     if (!notes.empty()) j["notes"] = notes;
+    if (trainer.scales_loss()) {  // a resumed run's count includes the steps before it
+      j["skipped_steps"] = trainer.skipped_steps();
+      j["loss_scale"] = trainer.loss_scale();
+    }
     if (model.placed()) j["devices"] = devices_json(model.device_totals());  // the whole run, validation too
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -242,7 +256,11 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
       accuracy = fmt::format(", validation accuracy {:.2f}%", 100 * epochs.back()["validation_accuracy"].get<double>());
     if (!epochs.empty() && epochs.back().contains("validation_auc") && !epochs.back()["validation_auc"].is_null())
       accuracy = fmt::format(", validation AUC {:.4f}", epochs.back()["validation_auc"].get<double>());
-    fmt::print("done: {} steps in {:.1f}s{}{}{}\n", steps, seconds,
+    const std::string skipped = trainer.scales_loss()
+                                    ? fmt::format(" ({} skipped by fp16 loss scaling, scale now {:g})",
+                                                  trainer.skipped_steps(), trainer.loss_scale())
+                                    : "";
+    fmt::print("done: {} steps{} in {:.1f}s{}{}{}\n", steps, skipped, seconds,
                o.resume.empty() ? "" : fmt::format(" (steps {} to {} of the run)", steps_before + 1, trainer.steps_done()),
                accuracy, save.empty() ? "" : ", checkpoint " + save);
     if (o.report) print_device_report(model.device_totals(), "whole run: training steps and validation");

@@ -72,6 +72,7 @@ def main():
         "loss: {op: cross_entropy, input: fc, target: y, label_smoothing: 0.1}\n"
         "train:\n  epochs: 2\n  batch: 4\n  seed: 3\n  optimizer: {name: sgd, lr: 0.1, momentum: 0.9, nesterov: true}\n"
         "  schedule: {name: step, step_size: 2, gamma: 0.5}\n  clip_grad_norm: 1.0\n"
+        "  loss_scaling: {init_scale: 1024, growth_factor: 2, backoff_factor: 0.5, growth_interval: 10}\n"
         "  data: {path: d.csv, format: csv, header: true, columns: {x: \"1:4\", y: \"0\"}}\n"
         "placement: {policy: balanced, max_memory: 1MiB}\n",
         "anchors.yaml": head + "layers:\n  - &l {name: a, op: relu}\n  - {name: b, op: tanh}\n  - *l\n",

@@ -237,6 +237,11 @@ class MHA(nn.MultiheadAttention):
                 am = am | c
             else:
                 am = am.masked_fill(c, float("-inf"))
+        if torch.is_autocast_cpu_enabled() and q is k:
+            # torch 1.13's fast path for self-attention (batch_first, no grad) calls
+            # _native_multi_head_attention, which refuses autocast's bf16 beside its fp32
+            # weights; distinct views of the same tensor take the general path, the same math
+            k, v = q.view_as(q), q.view_as(q)
         return super().forward(q, k, v, key_padding_mask=kpm, need_weights=False, attn_mask=am)[0]
 
 

@@ -25,12 +25,22 @@
 // C_h = P' V_h with P' = P * keep / (1 - p), the mask apply_dropout(seed) over P's
 // [N, H, L, S] elements. Backward: dV_h = P'^T dC_h, and dP = mask * (dC_h V_h^T) / (1 - p)
 // before the softmax's backward (which reads P).
+//
+// In bf16 (precision: bf16 on a CPU with avx512_bf16), as torch.autocast runs
+// MultiheadAttention on the cpu: every product above takes bf16 copies of its two
+// operands (the inputs, the weights, Q, K, V, P, C and the gradients they meet in
+// backward, rounded to nearest even) and accumulates in fp32; the masks, the softmax and
+// its backward, dropout, the bias sums and everything kept or written stay fp32 (torch
+// rounds each product's output to bf16; Tandem keeps the fp32 accumulator). The weights'
+// copies are made on each pass, from the fp32 masters.
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "backends/attention_plan.h"
+#include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/ops/apply_dropout.h"
+#include "backends/cpu/ops/bf16_cast.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 #include "backends/cpu/ops/strided_matmul.h"
@@ -44,31 +54,33 @@ using cpu::StridedMatmul;
 
 class AttentionKernel final : public Kernel {
  public:
-  AttentionKernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx), p_(plan_attention(spec)) {
+  AttentionKernel(CpuContext& ctx, const KernelSpec& spec)
+      : ctx_(ctx), p_(plan_attention(spec)), bf16_(cpu::cpu_precision(spec.precision) == Precision::bf16) {
     const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, e = p_.e;
     const float scale = 1.f / std::sqrt(static_cast<float>(p_.d));
+    const auto t = bf16_ ? memory::data_type::bf16 : memory::data_type::f32;  // the products' operands
 
     // projections: rows [r, E] times W^T, W [out, in] read transposed through strides
     const MatView wt{{e, e}, {1, e}}, w{{e, e}, {e, 1}};
     const MatView xq{{rq, e}, {e, 1}}, xk{{rk, e}, {e, 1}};
-    proj_q_ = StridedMatmul(ctx, xq, wt, xq, 1.f, false, p_.has_bias);
-    proj_k_ = StridedMatmul(ctx, xk, wt, xk, 1.f, false, p_.has_bias);
+    proj_q_ = StridedMatmul(ctx, xq, wt, xq, 1.f, false, p_.has_bias, t);
+    proj_k_ = StridedMatmul(ctx, xk, wt, xk, 1.f, false, p_.has_bias, t);
     // scores [N, H, L, S] = Q_h K_h^T
     const MatView qh = heads(p_.l), kh = heads(p_.s), kt = heads_t(p_.s);
     const MatView scores{{p_.n, p_.heads, p_.l, p_.s}, {p_.heads * p_.l * p_.s, p_.l * p_.s, p_.s, 1}};
     const MatView scores_t{{p_.n, p_.heads, p_.s, p_.l}, {p_.heads * p_.l * p_.s, p_.l * p_.s, 1, p_.s}};
-    qk_ = StridedMatmul(ctx, qh, kt, scores, scale);
-    pv_ = StridedMatmul(ctx, scores, kh, qh);
+    qk_ = StridedMatmul(ctx, qh, kt, scores, scale, false, false, t);
+    pv_ = StridedMatmul(ctx, scores, kh, qh, 1.f, false, false, t);
     // backward
     const MatView xq_t{{e, rq}, {1, e}}, xk_t{{e, rk}, {1, e}};
-    dw_q_ = StridedMatmul(ctx, xq_t, xq, {{e, e}, {e, 1}}, 1.f, true);
-    dw_k_ = StridedMatmul(ctx, xk_t, xk, {{e, e}, {e, 1}}, 1.f, true);
-    dx_q_ = StridedMatmul(ctx, xq, w, xq);
-    dx_k_ = StridedMatmul(ctx, xk, w, xk, 1.f, p_.qkv == 1);  // self-attention: add to dq
-    dp_ = StridedMatmul(ctx, qh, kt, scores);                // dC_h V_h^T
-    dv_ = StridedMatmul(ctx, scores_t, qh, kh);              // P^T dC_h
-    dq_ = StridedMatmul(ctx, scores, kh, qh, scale);         // dS K_h
-    dk_ = StridedMatmul(ctx, scores_t, qh, kh, scale);       // dS^T Q_h
+    dw_q_ = StridedMatmul(ctx, xq_t, xq, {{e, e}, {e, 1}}, 1.f, true, false, t);
+    dw_k_ = StridedMatmul(ctx, xk_t, xk, {{e, e}, {e, 1}}, 1.f, true, false, t);
+    dx_q_ = StridedMatmul(ctx, xq, w, xq, 1.f, false, false, t);
+    dx_k_ = StridedMatmul(ctx, xk, w, xk, 1.f, p_.qkv == 1, false, t);  // self-attention: add to dq
+    dp_ = StridedMatmul(ctx, qh, kt, scores, 1.f, false, false, t);        // dC_h V_h^T
+    dv_ = StridedMatmul(ctx, scores_t, qh, kh, 1.f, false, false, t);      // P^T dC_h
+    dq_ = StridedMatmul(ctx, scores, kh, qh, scale, false, false, t);      // dS K_h
+    dk_ = StridedMatmul(ctx, scores_t, qh, kh, scale, false, false, t);    // dS^T Q_h
 
     memory::desc md({p_.n * p_.heads * p_.l, p_.s}, memory::data_type::f32, memory::format_tag::ab);
     const std::string key = cpu::spec_key(spec);
@@ -101,11 +113,17 @@ class AttentionKernel final : public Kernel {
     const float* w_out = args.params[p_.has_bias ? 2 : 1].data<float>();
     const float* b_out = p_.has_bias ? args.params[3].data<float>() : nullptr;
     const int64_t ee = p_.e * p_.e;
-    proj_q_.run(input(args.inputs, 0), w_in, qp_.data(), b_in);
-    proj_k_.run(input(args.inputs, 1), w_in + ee, kp_.data(), b_in ? b_in + p_.e : nullptr);
-    proj_k_.run(input(args.inputs, 2), w_in + 2 * ee, vp_.data(), b_in ? b_in + 2 * p_.e : nullptr);
+    const void* w_in16 = operand(w_in, 3 * ee, w_in16_);
+    const void* x[3];
+    inputs_as_operands(args.inputs, x);
+    proj_q_.run(x[0], w_in16, qp_.data(), b_in);
+    proj_k_.run(x[1], at(w_in16, ee), kp_.data(), b_in ? b_in + p_.e : nullptr);
+    proj_k_.run(x[2], at(w_in16, 2 * ee), vp_.data(), b_in ? b_in + 2 * p_.e : nullptr);
     scores_.resize(probs_.size());
-    qk_.run(qp_.data(), kp_.data(), scores_.data());
+    qp16_ = operand(qp_.data(), qp_.size(), qp_bf16_);
+    kp16_ = operand(kp_.data(), kp_.size(), kp_bf16_);
+    vp16_ = operand(vp_.data(), vp_.size(), vp_bf16_);
+    qk_.run(qp16_, kp16_, scores_.data());
     apply_masks(args.inputs, scores_.data());
     softmax_.set(sm_src_, scores_.data());
     softmax_.set(sm_dst_, probs_.data());
@@ -115,8 +133,11 @@ class AttentionKernel final : public Kernel {
       cpu::apply_dropout(probs_.data(), dropped_.data(), static_cast<int64_t>(probs_.size()), seed_,
                          static_cast<float>(p_.dropout));
     }
-    pv_.run(weights(), vp_.data(), ctx_buf_.data());
-    proj_q_.run(ctx_buf_.data(), w_out, args.outputs[0].data<float>(), b_out);  // same shapes as Q's projection
+    weights16_ = operand(weights(), probs_.size(), weights_bf16_);
+    pv_.run(weights16_, vp16_, ctx_buf_.data());
+    ctx16_ = operand(ctx_buf_.data(), ctx_buf_.size(), ctx_bf16_);
+    // same shapes as Q's projection
+    proj_q_.run(ctx16_, operand(w_out, p_.e * p_.e, w_out16_), args.outputs[0].data<float>(), b_out);
   }
 
   bool backward_reads_output() const override { return false; }  // Q, K, V, P, C are kept
@@ -130,16 +151,18 @@ class AttentionKernel final : public Kernel {
     float* db_out = p_.has_bias ? grad(args.grad_params, 3) : nullptr;
     const float* d_o = args.grad_outputs[0].data<float>();
     const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, ee = p_.e * p_.e;
+    const void* d_o16 = operand(d_o, rq * p_.e, grad_bf16_[0]);
 
-    if (dw_out) dw_q_.run(d_o, ctx_buf_.data(), dw_out);  // dWo += dO^T C (C has Q's rows)
+    if (dw_out) dw_q_.run(d_o16, ctx16_, dw_out);  // dWo += dO^T C (C has Q's rows)
     if (db_out) column_sums(d_o, rq, db_out);
     d_ctx_.resize(ctx_buf_.size());
-    dx_q_.run(d_o, w_out, d_ctx_.data());  // dC = dO Wo
+    dx_q_.run(d_o16, operand(w_out, ee, w_out16_), d_ctx_.data());  // dC = dO Wo
     d_scores_.resize(probs_.size());
     d_probs_.resize(probs_.size());
-    dp_.run(d_ctx_.data(), vp_.data(), d_probs_.data());
+    const void* d_ctx16 = operand(d_ctx_.data(), d_ctx_.size(), grad_bf16_[1]);
+    dp_.run(d_ctx16, vp16_, d_probs_.data());
     d_vp_.resize(vp_.size());
-    dv_.run(weights(), d_ctx_.data(), d_vp_.data());
+    dv_.run(weights16_, d_ctx16, d_vp_.data());
     if (dropping_)  // dP' -> dP through the same mask
       cpu::apply_dropout(d_probs_.data(), d_probs_.data(), static_cast<int64_t>(d_probs_.size()), seed_,
                          static_cast<float>(p_.dropout));
@@ -151,19 +174,24 @@ class AttentionKernel final : public Kernel {
       mask_grad(args.grad_inputs[static_cast<size_t>(p_.mask_slot)].data<float>());
     d_qp_.resize(qp_.size());
     d_kp_.resize(kp_.size());
-    dq_.run(d_scores_.data(), kp_.data(), d_qp_.data());
-    dk_.run(d_scores_.data(), qp_.data(), d_kp_.data());
+    const void* d_scores16 = operand(d_scores_.data(), d_scores_.size(), grad_bf16_[1]);  // over dC's, read no more
+    dq_.run(d_scores16, kp16_, d_qp_.data());
+    dk_.run(d_scores16, qp16_, d_kp_.data());
 
-    // the three projections: parameters, then inputs (self-attention sums into one)
+    // the three projections: parameters, then inputs (self-attention sums into one); the
+    // inputs' and weights' copies are made again, as the fp32 path reads them from args
+    const void* w_in16 = operand(w_in, 3 * ee, w_in16_);
+    const void* x[3];
+    inputs_as_operands(args.inputs, x);
     const float* dproj[3] = {d_qp_.data(), d_kp_.data(), d_vp_.data()};
     for (int p = 0; p < 3; ++p) {
-      const float* x = input(args.inputs, p);
+      const void* dproj16 = operand(dproj[p], (p == 0 ? rq : rk) * p_.e, grad_bf16_[0]);
       StridedMatmul& dw = p == 0 ? dw_q_ : dw_k_;
-      if (dw_in) dw.run(dproj[p], x, dw_in + p * ee);
+      if (dw_in) dw.run(dproj16, x[p], dw_in + p * ee);
       if (db_in) column_sums(dproj[p], p == 0 ? rq : rk, db_in + p * p_.e);
       const size_t slot = static_cast<size_t>(p_.qkv == 1 ? 0 : p);
       if (!args.grad_inputs[slot].defined()) continue;
-      (p == 0 ? dx_q_ : dx_k_).run(dproj[p], w_in + p * ee, args.grad_inputs[slot].data<float>());
+      (p == 0 ? dx_q_ : dx_k_).run(dproj16, at(w_in16, p * ee), args.grad_inputs[slot].data<float>());
     }
   }
 
@@ -188,6 +216,24 @@ class AttentionKernel final : public Kernel {
   }
 
   static float* grad(std::span<Tensor> grads, size_t i) { return grads[i].defined() ? grads[i].data<float>() : nullptr; }
+
+  /// `src` (n floats) as the products read it: itself in fp32; in bf16 its copy, cast into `copy`.
+  const void* operand(const float* src, int64_t n, std::vector<uint16_t>& copy) const {
+    if (!bf16_) return src;
+    copy.resize(static_cast<size_t>(n));
+    cpu::cast_to_bf16(src, copy.data(), n);
+    return copy.data();
+  }
+  /// The operand `elements` elements past `base`.
+  const void* at(const void* base, int64_t elements) const {
+    return static_cast<const char*>(base) + elements * (bf16_ ? 2 : 4);
+  }
+  /// query, key and value as operands (self-attention: one input, cast once).
+  void inputs_as_operands(std::span<const Tensor> inputs, const void* (&x)[3]) {
+    const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n;
+    x[0] = operand(input(inputs, 0), rq * p_.e, x_bf16_[0]);
+    for (int p = 1; p < 3; ++p) x[p] = p_.qkv == 1 ? x[0] : operand(input(inputs, p), rk * p_.e, x_bf16_[p]);
+  }
 
   /// out[j] += sum over rows of x[r, j].
   void column_sums(const float* x, int64_t rows, float* out) const {
@@ -236,6 +282,7 @@ class AttentionKernel final : public Kernel {
 
   CpuContext& ctx_;
   const AttentionPlan p_;  // shapes, masks and options
+  const bool bf16_;        // the products' operands are bf16 copies (above)
   bool dropping_ = false;  // the last forward dropped attention weights (backward follows it)
   uint64_t seed_ = 0;      // ... with this seed
   StridedMatmul proj_q_, proj_k_, qk_, pv_, dw_q_, dw_k_, dx_q_, dx_k_, dp_, dv_, dq_, dk_;
@@ -243,6 +290,15 @@ class AttentionKernel final : public Kernel {
   size_t sm_src_ = 0, sm_dst_ = 0, smb_dst_ = 0, smb_ddst_ = 0, smb_dsrc_ = 0;
   std::vector<float> qp_, kp_, vp_, scores_, probs_, dropped_, ctx_buf_;  // the last forward's
   std::vector<float> d_ctx_, d_probs_, d_scores_, d_qp_, d_kp_, d_vp_;  // backward scratch
+  // bf16 only: the operands' copies. The last forward's Q, K, V, P' and C are read again by
+  // backward (through the pointers below, the fp32 buffers themselves in fp32).
+  std::vector<uint16_t> x_bf16_[3], w_in16_, w_out16_, qp_bf16_, kp_bf16_, vp_bf16_, weights_bf16_, ctx_bf16_;
+  std::vector<uint16_t> grad_bf16_[2];  // backward's: two in use at once at most
+  const void* qp16_ = nullptr;
+  const void* kp16_ = nullptr;
+  const void* vp16_ = nullptr;
+  const void* weights16_ = nullptr;
+  const void* ctx16_ = nullptr;
 };
 
 }  // namespace

@@ -24,6 +24,7 @@
 
 #include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/ops/derived_params.h"
+#include "backends/cpu/ops/linear_backward.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 #include "backends/linear_plan.h"
@@ -47,7 +48,7 @@ class LinearKernel final : public Kernel {
     use_loop_ = m_ * n_ * k_ <= kLinearLoopMaxFlops || k_ == 0;
     if (!use_loop_) {
       make_primitive(spec);
-      make_backward_primitives(spec);
+      backward_ = cpu::LinearBackwardMatmuls(ctx_, cpu::spec_key(spec), m_, n_, k_, memory::data_type::f32);
     }
   }
 
@@ -93,20 +94,10 @@ class LinearKernel final : public Kernel {
       if (dx) std::fill(dx, dx + m_ * k_, 0.f);
       return;
     }
-    if (db) bias_backward(dy, db);
+    if (db) cpu::linear_bias_backward(dy, db, m_, n_);
     if (use_loop_) return backward_loop(x, w, dy, dx, dw);
-    if (dx) {
-      data_bwd_.set(data_dy_, dy);
-      data_bwd_.set(data_w_, w);
-      data_bwd_.set(data_dx_, dx);
-      data_bwd_.run(ctx_);
-    }
-    if (dw) {
-      weights_bwd_.set(weights_dy_, dy);
-      weights_bwd_.set(weights_x_, x);
-      weights_bwd_.set(weights_dw_, dw);
-      weights_bwd_.run(ctx_);
-    }
+    if (dx) backward_.data(dy, w, dx);
+    if (dw) backward_.weights(dy, x, dw);
   }
 
  private:
@@ -155,18 +146,6 @@ class LinearKernel final : public Kernel {
     return plain_;
   }
 
-  /// db[j] += sum over rows of dy[., j]; threads split the columns, so no two write one.
-  void bias_backward(const float* dy, float* db) const {
-    const int64_t m = m_, n = n_;
-    cpu::parallel_for(n, m, [&](int64_t begin, int64_t end) {
-      for (int64_t i = 0; i < m; ++i) {
-        const float* row = dy + i * n;
-#pragma omp simd
-        for (int64_t j = begin; j < end; ++j) db[j] += row[j];
-      }
-    });
-  }
-
   void backward_loop(const float* x, const float* w, const float* dy, float* dx, float* dw) const {
     const int64_t m = m_, n = n_, k = k_;
     if (dx) {
@@ -192,36 +171,6 @@ class LinearKernel final : public Kernel {
         }
       }
     }
-  }
-
-  /// dx = dy [M, N] @ W [N, K]; dW += dy^T [N, M] @ x [M, K], the += by a sum post-op.
-  void make_backward_primitives(const KernelSpec& spec) {
-    dnnl::engine& eng = ctx_.engine();
-    const auto f32 = memory::data_type::f32;
-    memory::desc dy_md({m_, n_}, f32, memory::format_tag::ab);
-    memory::desc w_md({n_, k_}, f32, memory::format_tag::ab);
-    memory::desc dx_md({m_, k_}, f32, memory::format_tag::ab);
-    memory::desc dyt_md({n_, m_}, f32, memory::format_tag::ba);
-    memory::desc x_md({m_, k_}, f32, memory::format_tag::ab);
-    memory::desc dw_md({n_, k_}, f32, memory::format_tag::ab);
-    std::optional<cpu::ScopedMaxThreads> one_thread;
-    if (m_ * n_ * k_ <= cpu::kSingleThreadMaxFlops) one_thread.emplace(1);
-    const std::string key = cpu::spec_key(spec);
-    dnnl::matmul::primitive_desc data_pd(dnnl::matmul::desc(dy_md, w_md, dx_md), user_scratchpad_attr(), eng);
-    data_bwd_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_data", [&] { return dnnl::matmul(data_pd); }));
-    data_dy_ = data_bwd_.bind(DNNL_ARG_SRC, dy_md, eng);
-    data_w_ = data_bwd_.bind(DNNL_ARG_WEIGHTS, w_md, eng);
-    data_dx_ = data_bwd_.bind(DNNL_ARG_DST, dx_md, eng);
-    dnnl::post_ops accumulate;
-    accumulate.append_sum(1.f);
-    dnnl::primitive_attr attr = user_scratchpad_attr();
-    attr.set_post_ops(accumulate);
-    dnnl::matmul::primitive_desc weights_pd(dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, eng);
-    weights_bwd_ =
-        cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd_weights", [&] { return dnnl::matmul(weights_pd); }));
-    weights_dy_ = weights_bwd_.bind(DNNL_ARG_SRC, dyt_md, eng);
-    weights_x_ = weights_bwd_.bind(DNNL_ARG_WEIGHTS, x_md, eng);
-    weights_dw_ = weights_bwd_.bind(DNNL_ARG_DST, dw_md, eng);
   }
 
   void forward_loop(const float* x, const float* w, const float* b, float* y) const {
@@ -267,8 +216,7 @@ class LinearKernel final : public Kernel {
   ForwardCall matmul_;  // on the weight in the layout the primitive prefers
   ForwardCall plain_;   // on the weight as it is, when matmul_ wants it reordered (training)
   cpu::DnnlCall reorder_;
-  cpu::DnnlCall data_bwd_, weights_bwd_;
-  size_t data_dy_ = 0, data_w_ = 0, data_dx_ = 0, weights_dy_ = 0, weights_x_ = 0, weights_dw_ = 0;
+  cpu::LinearBackwardMatmuls backward_;
   size_t reorder_src_ = 0;
   cpu::DerivedParams packed_;      // what the reordered weight was made from
   cpu::DerivedParams read_plain_;  // the version the last forward read as it is

@@ -21,6 +21,7 @@
 #include "backends/cpu/ops/bf16_cast.h"
 #include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/dnnl_relayout.h"
+#include "backends/cpu/ops/linear_backward.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 #include "backends/linear_plan.h"
@@ -82,24 +83,15 @@ class LinearBf16Kernel final : public Kernel {
       if (dx) std::fill(dx, dx + m_ * k_, 0.f);
       return;
     }
-    if (db) bias_backward(dy, db);
+    if (db) cpu::linear_bias_backward(dy, db, m_, n_);
     if (!dx && !dw) return;
     const void* dy16 = dy_in_.cast(dy);
     if (dx) {
       const std::span<const Tensor> weight = args.params.first(1);
       if (!plain_for_.current(args.params_version, weight)) cast_plain(args.params_version, weight);
-      data_bwd_.set(data_dy_, dy16);
-      data_bwd_.set(data_w_, plain_w_);
-      data_bwd_.set(data_dx_, dx);
-      data_bwd_.run(ctx_);
+      backward_.data(dy16, plain_w_, dx);
     }
-    if (dw) {
-      const void* x16 = x == last_x_ ? x_in_.last() : x_in_.cast(x);
-      weights_bwd_.set(weights_dy_, dy16);
-      weights_bwd_.set(weights_x_, x16);
-      weights_bwd_.set(weights_dw_, dw);
-      weights_bwd_.run(ctx_);
-    }
+    if (dw) backward_.weights(dy16, x == last_x_ ? x_in_.last() : x_in_.cast(x), dw);
   }
 
  private:
@@ -147,48 +139,15 @@ class LinearBf16Kernel final : public Kernel {
     w_plain_in_ = cpu::Bf16Cast(ctx_.engine(), n_ * k_);
   }
 
-  /// dx = dy16 [M, N] @ W16 [N, K]; dW += dy16^T [N, M] @ x16 [M, K], the += by a sum post-op.
+  /// dx = dy16 [M, N] @ W16 [N, K]; dW += dy16^T [N, M] @ x16 [M, K] (linear_backward.h).
   void make_backward() {
-    dnnl::engine& eng = ctx_.engine();
-    memory::desc dy_md({m_, n_}, kBf16, memory::format_tag::ab);
-    memory::desc w_md({n_, k_}, kBf16, memory::format_tag::ab);
-    memory::desc dx_md({m_, k_}, kF32, memory::format_tag::ab);
-    memory::desc dyt_md({n_, m_}, kBf16, memory::format_tag::ba);
-    memory::desc x_md({m_, k_}, kBf16, memory::format_tag::ab);
-    memory::desc dw_md({n_, k_}, kF32, memory::format_tag::ab);
-    dy_in_ = cpu::Bf16Cast(eng, m_ * n_);
-    dnnl::matmul::primitive_desc data_pd(dnnl::matmul::desc(dy_md, w_md, dx_md), user_scratchpad_attr(), eng);
-    data_bwd_ = cpu::DnnlCall(ctx_.cached_primitive(key_ + "#bwd_data", [&] { return dnnl::matmul(data_pd); }));
-    data_dy_ = data_bwd_.bind(DNNL_ARG_SRC, dy_md, eng);
-    data_w_ = data_bwd_.bind(DNNL_ARG_WEIGHTS, w_md, eng);
-    data_dx_ = data_bwd_.bind(DNNL_ARG_DST, dx_md, eng);
-    dnnl::post_ops accumulate;
-    accumulate.append_sum(1.f);
-    dnnl::primitive_attr attr = user_scratchpad_attr();
-    attr.set_post_ops(accumulate);
-    dnnl::matmul::primitive_desc weights_pd(dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, eng);
-    weights_bwd_ =
-        cpu::DnnlCall(ctx_.cached_primitive(key_ + "#bwd_weights", [&] { return dnnl::matmul(weights_pd); }));
-    weights_dy_ = weights_bwd_.bind(DNNL_ARG_SRC, dyt_md, eng);
-    weights_x_ = weights_bwd_.bind(DNNL_ARG_WEIGHTS, x_md, eng);
-    weights_dw_ = weights_bwd_.bind(DNNL_ARG_DST, dw_md, eng);
+    dy_in_ = cpu::Bf16Cast(ctx_.engine(), m_ * n_);
+    backward_ = cpu::LinearBackwardMatmuls(ctx_, key_, m_, n_, k_, kBf16);
   }
 
   void cast_plain(uint64_t version, std::span<const Tensor> weight) {
     plain_w_ = w_plain_in_.cast(weight[0].data<float>());
     plain_for_.mark(version, weight);
-  }
-
-  /// db[j] += sum over rows of dy[., j]; threads split the columns, so no two write one.
-  void bias_backward(const float* dy, float* db) const {
-    const int64_t m = m_, n = n_;
-    cpu::parallel_for(n, m, [&](int64_t begin, int64_t end) {
-      for (int64_t i = 0; i < m; ++i) {
-        const float* row = dy + i * n;
-#pragma omp simd
-        for (int64_t j = begin; j < end; ++j) db[j] += row[j];
-      }
-    });
   }
 
   CpuContext& ctx_;
@@ -198,8 +157,7 @@ class LinearBf16Kernel final : public Kernel {
   ForwardCall packed_call_, plain_call_;
   cpu::Bf16Cast x_in_, dy_in_, w_plain_in_;
   Relayout w_packed_in_;  // f32 [K, N] -> the forward's bf16 layout, a oneDNN reorder
-  cpu::DnnlCall data_bwd_, weights_bwd_;
-  size_t data_dy_ = 0, data_w_ = 0, data_dx_ = 0, weights_dy_ = 0, weights_x_ = 0, weights_dw_ = 0;
+  cpu::LinearBackwardMatmuls backward_;
   const void* packed_w_ = nullptr;  // w_packed_in_'s buffer, once filled
   const void* plain_w_ = nullptr;   // w_plain_in_'s buffer, once filled
   cpu::DerivedParams packed_for_;   // what packed_w_ was made from

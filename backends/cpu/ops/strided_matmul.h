@@ -2,6 +2,8 @@
 // strides, batched over leading dimensions. Attention reads the heads of a projected
 // [rows, E] tensor and transposed operands through strides, so no head is copied out:
 // the view is the descriptor. Built (and cached) at compile time; run() only sets pointers.
+// A and B are fp32 or, for a bf16 layer, both bf16 (the caller's copies); C and the bias
+// are fp32 either way, the products accumulated in fp32.
 #pragma once
 
 #include <string>
@@ -22,19 +24,21 @@ struct MatView {
 class StridedMatmul {
  public:
   StridedMatmul() = default;
-  /// `accumulate`: C += ...; `bias`: a row vector of C's last dimension added to each row.
+  /// `accumulate`: C += ...; `bias`: a row vector of C's last dimension added to each row;
+  /// `operands`: A's and B's data type, f32 or bf16.
   StridedMatmul(CpuContext& ctx, const MatView& a, const MatView& b, const MatView& c, float scale = 1.f,
-                bool accumulate = false, bool bias = false)
+                bool accumulate = false, bool bias = false,
+                dnnl::memory::data_type operands = dnnl::memory::data_type::f32)
       : ctx_(&ctx) {
     const auto f32 = dnnl::memory::data_type::f32;
-    dnnl::memory::desc a_md(a.dims, f32, a.strides), b_md(b.dims, f32, b.strides), c_md(c.dims, f32, c.strides);
+    dnnl::memory::desc a_md(a.dims, operands, a.strides), b_md(b.dims, operands, b.strides), c_md(c.dims, f32, c.strides);
     dnnl::memory::dims bias_dims(c.dims.size(), 1);
     bias_dims.back() = c.dims.back();
     dnnl::memory::dims bias_strides(c.dims.size(), c.dims.back());
     bias_strides.back() = 1;
     dnnl::memory::desc bias_md(bias_dims, f32, bias_strides);
     std::string key = "strided_matmul:" + view_str(a) + view_str(b) + view_str(c) + std::to_string(scale) +
-                      (accumulate ? "+=" : "=") + (bias ? "b" : "");
+                      (accumulate ? "+=" : "=") + (bias ? "b" : "") + (operands == f32 ? "" : "bf16");
     dnnl::primitive prim = ctx.cached_primitive(key, [&] {
       dnnl::primitive_attr attr = user_scratchpad_attr();
       if (scale != 1.f) attr.set_output_scales(0, {scale});
@@ -54,7 +58,8 @@ class StridedMatmul {
     has_bias_ = bias;
   }
 
-  void run(const float* a, const float* b, float* c, const float* bias = nullptr) {
+  /// `a` and `b` of the operands' type.
+  void run(const void* a, const void* b, float* c, const float* bias = nullptr) {
     call_.set(a_, a);
     call_.set(b_, b);
     call_.set(c_, c);
