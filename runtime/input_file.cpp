@@ -1,0 +1,95 @@
+#include "runtime/input_file.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/readable_file.h"
+#include "runtime/data/dataset.h"
+#include "runtime/io/file_kind.h"
+#include "runtime/io/npy.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/trainer.h"
+
+namespace tandem {
+namespace {
+
+constexpr const char* kReadableKinds = "inputs are read from safetensors, NumPy .npy or .npz, or CSV";
+
+std::string input_names(const Graph& graph) {
+  std::string names;
+  for (const GraphInput& in : graph.inputs) names += (names.empty() ? "" : ", ") + in.name;
+  return names;
+}
+
+/// numpy.savez(path, array) names its arrays arr_0, arr_1, ...: the model cannot know
+/// which is which, so the message says to name them.
+void check_npz_names(const TensorMap& arrays, const std::string& path, const Graph& graph) {
+  for (const auto& [name, t] : arrays) {
+    bool known = std::any_of(graph.inputs.begin(), graph.inputs.end(),
+                             [&](const GraphInput& in) { return in.name == name; });
+    if (!known)
+      throw UserError(path + ": array '" + name + "' is not an input of model '" + graph.name + "' (its inputs: " +
+                      input_names(graph) + "); name the arrays as the inputs, e.g. numpy.savez('" + path + "', " +
+                      graph.inputs.front().name + "=...)");
+  }
+}
+
+TensorMap read_csv_inputs(const std::string& path, const Graph& graph) {
+  DataSpec spec;
+  spec.path = path;
+  spec.format = "csv";
+  if (graph.training && graph.training->data && !graph.training->data->columns.empty()) {
+    const DataSpec& data = *graph.training->data;
+    spec.header = data.header;
+    for (const GraphInput& in : graph.inputs)
+      if (auto it = data.columns.find(in.name); it != data.columns.end()) spec.columns.insert(*it);
+  } else if (graph.training && graph.training->data) {
+    spec.header = graph.training->data->header;
+  }
+  std::vector<ColumnSpec> columns;
+  for (ColumnSpec& c : data_columns(graph))
+    if (std::any_of(graph.inputs.begin(), graph.inputs.end(), [&](const GraphInput& in) { return in.name == c.name; }))
+      columns.push_back(std::move(c));
+  Dataset data = load_dataset(spec, columns);
+  return to_model_layout(data.tensors(), columns);
+}
+
+}  // namespace
+
+TensorMap read_input_file(const std::string& path, const Graph& graph) {
+  FileKind kind;
+  {
+    ReadableFile file(path);
+    kind = kind_of_file(file);
+    if (kind == FileKind::gzip && !path.ends_with(".gz"))
+      throw UserError(wrong_kind_message(file, kind, "inputs Tandem reads") + "; " + kReadableKinds +
+                      " (a gzip-compressed CSV ends in .csv.gz)");
+    std::vector<std::byte> start(std::min<uint64_t>(file.size(), kFileKindProbeBytes));
+    start.resize(file.read_some_at(0, start.size(), start.data()));
+    const std::string described = describe_file_kind(kind, path, start);
+    // text that is not CSV by name or content is still tried as CSV: one column of numbers has no comma
+    const bool readable = kind == FileKind::safetensors || kind == FileKind::npy || kind == FileKind::npz ||
+                          kind == FileKind::gzip || (kind == FileKind::text && (described == "CSV" || described == "text"));
+    if (!readable) throw UserError(path + " is " + described + ", not inputs Tandem reads; " + kReadableKinds);
+  }
+  switch (kind) {
+    case FileKind::npy: {
+      if (graph.inputs.size() != 1)
+        throw UserError(path + " holds one array, but model '" + graph.name + "' has " +
+                        std::to_string(graph.inputs.size()) + " inputs (" + input_names(graph) +
+                        "); save them by name in an .npz: numpy.savez('inputs.npz', " + graph.inputs.front().name +
+                        "=...)");
+      return {{graph.inputs.front().name, read_npy(path)}};
+    }
+    case FileKind::npz: {
+      TensorMap arrays = read_npz(path);
+      check_npz_names(arrays, path, graph);
+      return arrays;
+    }
+    case FileKind::text:
+    case FileKind::gzip: return read_csv_inputs(path, graph);
+    default: return read_safetensors(path);
+  }
+}
+
+}  // namespace tandem
