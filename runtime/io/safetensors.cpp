@@ -358,8 +358,10 @@ struct FileHeader {
 };
 
 /// A file of another kind (CSV, numpy, torch.save) is named as what it is; a file that
-/// is no known kind goes on to be refused for what is wrong in it.
+/// is no known kind, or too short to hold the header's length, goes on to be refused for
+/// what is wrong in it.
 void check_kind(const ReadableFile& file) {
+  if (file.size() < 8) return;
   FileKind kind = kind_of_file(file);
   if (kind != FileKind::safetensors && kind != FileKind::unknown) fail(wrong_kind_message(file, kind, "safetensors"));
 }
