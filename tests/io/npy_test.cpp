@@ -117,7 +117,7 @@ TEST_CASE("npy: what Tandem cannot take is refused by name") {
              Catch::Contains("a.npy: .npy format version 4.0"));
 }
 
-TEST_CASE("zip: a stored member reads back; a wrong CRC or a cut archive is refused") {
+TEST_CASE("zip: a stored member reads back, and a wrong CRC or a cut archive is refused") {
   const auto array = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", raw<float>({1, 2}));
   const auto zip = stored_zip("x.npy", array);
   auto members = zip_members(zip, "a.npz");
