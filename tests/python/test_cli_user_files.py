@@ -213,3 +213,15 @@ def test_weights_that_do_not_fit_list_every_problem(digits, tmp_path):
     assert ", and 6 more" in text, text
     assert "2 of the wrong shape: 'fc1.weight' is [3, 64], the model's [128, 64], 'fc3.weight' is [10, 7]" in text, text
     assert "1 of the wrong dtype: 'norm.bias' is int64, the model's float32" in text, text
+
+
+def test_the_python_package_warns_of_the_stripped_prefix(tmp_path):
+    import tandem
+
+    module = DigitsMLP()
+    state = torch.nn.DataParallel(module).state_dict()
+    write_safetensors(tmp_path / "dp.safetensors", {k: v.numpy() for k, v in state.items()})
+    model = tandem.Model.load(config("digits_mlp.yaml"))
+    with pytest.warns(UserWarning, match="nn.DataParallel"):
+        model.load_weights(tmp_path / "dp.safetensors")
+    assert numpy.array_equal(numpy.asarray(model.state_dict()["fc2.weight"]), module.fc2.weight.detach().numpy())
