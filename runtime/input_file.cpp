@@ -1,6 +1,8 @@
 #include "runtime/input_file.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "core/readable_file.h"
@@ -34,17 +36,40 @@ void check_npz_names(const TensorMap& arrays, const std::string& path, const Gra
   }
 }
 
+/// Whether the first line of a plain CSV file holds a cell that is not a number: a header
+/// line, as pandas' to_csv and spreadsheets write, which training data declares with
+/// `header: true` but a file of inputs is read without a model file's say.
+bool has_header_line(const std::string& path) {
+  ReadableFile file(path);
+  std::string start(std::min<uint64_t>(file.size(), 1 << 16), '\0');
+  start.resize(file.read_some_at(0, start.size(), start.data()));
+  std::string_view line(start);
+  line = line.substr(0, line.find('\n'));
+  while (!line.empty()) {
+    size_t comma = line.find(',');
+    std::string cell(line.substr(0, comma));
+    std::erase_if(cell, [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+    char* end = nullptr;
+    std::strtod(cell.c_str(), &end);
+    if (!cell.empty() && end != cell.c_str() + cell.size()) return true;  // an empty cell is the reader's to refuse
+    if (comma == std::string_view::npos) break;
+    line.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 TensorMap read_csv_inputs(const std::string& path, const Graph& graph) {
   DataSpec spec;
   spec.path = path;
   spec.format = "csv";
+  spec.header = !path.ends_with(".gz") && has_header_line(path);
   if (graph.training && graph.training->data && !graph.training->data->columns.empty()) {
     const DataSpec& data = *graph.training->data;
-    spec.header = data.header;
+    spec.header = spec.header || data.header;
     for (const GraphInput& in : graph.inputs)
       if (auto it = data.columns.find(in.name); it != data.columns.end()) spec.columns.insert(*it);
   } else if (graph.training && graph.training->data) {
-    spec.header = graph.training->data->header;
+    spec.header = spec.header || graph.training->data->header;
   }
   std::vector<ColumnSpec> columns;
   for (ColumnSpec& c : data_columns(graph))

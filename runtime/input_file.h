@@ -15,8 +15,9 @@ namespace tandem {
 /// - .npz (numpy.savez / savez_compressed): its arrays by name;
 /// - .npy (numpy.save): the one array, for a model with exactly one input;
 /// - CSV (plain or gzip): one sample per line, the inputs in consecutive columns in
-///   declaration order, as training data's CSV without targets (docs/training.md); the
-///   model's `train: data:` header and columns settings apply when its data is CSV.
+///   declaration order, as training data's CSV without targets (docs/training.md); a first
+///   line holding a cell that is not a number is a header, skipped; the model's
+///   `train: data:` header and columns settings apply when its data is CSV.
 /// Float64 arrays become float32, narrower integers int64 (runtime/io/npy.h). UserError
 /// naming the file and what is wrong; the names and shapes are for Model::bind to check.
 TensorMap read_input_file(const std::string& path, const Graph& graph);

@@ -85,7 +85,10 @@ def test_npy_npz_and_csv_inputs_give_the_outputs_of_safetensors(digits, tmp_path
     numpy.savez(tmp_path / "stored.npz", x=x)
     numpy.savez_compressed(tmp_path / "deflated.npz", x=x)
     numpy.savetxt(tmp_path / "x.csv", x, delimiter=",", fmt="%.9g")  # 9 digits: float32 exactly
-    for name in ["x.npy", "stored.npz", "deflated.npz", "x.csv"]:
+    # a header line, as pandas and spreadsheets write it, is skipped
+    numpy.savetxt(tmp_path / "header.csv", x, delimiter=",", fmt="%.9g", comments="",
+                  header=",".join("pixel%d" % i for i in range(64)))
+    for name in ["x.npy", "stored.npz", "deflated.npz", "x.csv", "header.csv"]:
         assert outputs(model, "--weights", weights, "--inputs", tmp_path / name) == want, name
     # by content, not by name: an .npz named .bin reads as one
     os.rename(tmp_path / "deflated.npz", tmp_path / "inputs.bin")
