@@ -22,7 +22,7 @@
 
 namespace tandem {
 
-Model Model::load(const std::string& yaml_path) { return Model(load_graph(yaml_path)); }
+Model Model::load(const std::string& yaml_path, Start start) { return Model(load_graph(yaml_path), start); }
 
 namespace {
 
@@ -45,7 +45,7 @@ std::set<std::string> row_gradient_tables(const Graph& graph) {
 
 }  // namespace
 
-Model::Model(Graph graph)
+Model::Model(Graph graph, Start start)
     : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(open_cpu_compute()) {
   const std::set<std::string> row_tables = row_gradient_tables(*graph_);
   for (const ParamSpec& p : graph_->parameters()) {
@@ -60,7 +60,7 @@ Model::Model(Graph graph)
       throw UserError("parameter '" + p.name + "' of model '" + graph_->name + "': " + e.what());
     }
   }
-  init_parameters(0);
+  if (start == Start::seeded) init_parameters(0);
 }
 
 void Model::set_precision(Precision precision) {

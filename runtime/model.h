@@ -37,9 +37,14 @@ class MultiDeviceTraining;
 
 class Model {
  public:
-  /// Loads and validates a YAML model; parameters are initialised from seed 0.
-  static Model load(const std::string& yaml_path);
-  explicit Model(Graph graph);
+  /// What the parameters hold once a model is made: PyTorch's draws from seed 0, or
+  /// nothing yet, for a caller that calls load_weights() or init_parameters() next (drawing
+  /// a 2 GiB table only to overwrite it took seconds of a load).
+  enum class Start { seeded, weights_follow };
+  /// Loads and validates a YAML model; parameters are initialised from seed 0 unless
+  /// `start` says weights follow.
+  static Model load(const std::string& yaml_path, Start start = Start::seeded);
+  explicit Model(Graph graph, Start start = Start::seeded);
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();

@@ -114,7 +114,7 @@ int run_inference(const RunOptions& o) {
   check_output_paths({{"--outputs", o.outputs}, {"--save-weights", o.save_weights}, {"--trace", o.trace}},
                      {{"the model file", o.model}, {"--weights", o.weights}, {"--inputs", o.inputs}});
   start_trace(o.trace);
-  Model model = Model::load(o.model);
+  Model model = Model::load(o.model, o.weights.empty() ? Model::Start::seeded : Model::Start::weights_follow);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   std::vector<std::string> notes;  // the plan's notes join these after the forward
   if (!o.weights.empty()) notes = model.load_weights(o.weights);
