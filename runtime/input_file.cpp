@@ -87,8 +87,8 @@ TensorMap read_input_file(const std::string& path, const Graph& graph) {
     ReadableFile file(path);
     kind = kind_of_file(file);
     if (kind == FileKind::gzip && !path.ends_with(".gz"))
-      throw UserError(wrong_kind_message(file, kind, "inputs Tandem reads") + "; " + kReadableKinds +
-                      " (a gzip-compressed CSV ends in .csv.gz)");
+      throw UserError(path + " is a gzip file; " + kReadableKinds + ", and a gzip-compressed CSV is read by its "
+                      "name ending in .gz: rename it");
     std::vector<std::byte> start(std::min<uint64_t>(file.size(), kFileKindProbeBytes));
     start.resize(file.read_some_at(0, start.size(), start.data()));
     const std::string described = describe_file_kind(kind, path, start);

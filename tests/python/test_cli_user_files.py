@@ -159,6 +159,10 @@ def test_a_file_of_the_wrong_kind_is_named_as_what_it_is(digits, tmp_path):
     numpy.savez(tmp_path / "w.npz", x=x)
     refused("w.npz is a NumPy archive (.npz, numpy.savez), not safetensors", model, "--weights", tmp_path / "w.npz")
     refused("digits_mlp.yaml is YAML, not inputs Tandem reads", model, "--inputs", model)
+    import gzip
+    (tmp_path / "x.data").write_bytes(gzip.compress(b"1,2\n"))
+    refused("x.data is a gzip file; inputs are read from", model, "--inputs", tmp_path / "x.data")
+    refused("x.data is a gzip file, not safetensors", model, "--weights", tmp_path / "x.data")
 
 
 class DigitsMLP(torch.nn.Module):
