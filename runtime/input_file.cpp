@@ -17,6 +17,9 @@ namespace {
 
 constexpr const char* kReadableKinds = "inputs are read from safetensors, NumPy .npy or .npz, or CSV";
 
+/// An input's name for an example in a message.
+std::string example_input(const Graph& graph) { return graph.inputs.empty() ? "x" : graph.inputs.front().name; }
+
 std::string input_names(const Graph& graph) {
   std::string names;
   for (const GraphInput& in : graph.inputs) names += (names.empty() ? "" : ", ") + in.name;
@@ -32,7 +35,7 @@ void check_npz_names(const TensorMap& arrays, const std::string& path, const Gra
     if (!known)
       throw UserError(path + ": array '" + name + "' is not an input of model '" + graph.name + "' (its inputs: " +
                       input_names(graph) + "); name the arrays as the inputs, e.g. numpy.savez('" + path + "', " +
-                      graph.inputs.front().name + "=...)");
+                      example_input(graph) + "=...)");
   }
 }
 
@@ -92,9 +95,13 @@ TensorMap read_input_file(const std::string& path, const Graph& graph) {
     std::vector<std::byte> start(std::min<uint64_t>(file.size(), kFileKindProbeBytes));
     start.resize(file.read_some_at(0, start.size(), start.data()));
     const std::string described = describe_file_kind(kind, path, start);
-    // text that is not CSV by name or content is still tried as CSV: one column of numbers has no comma
+    // Text that is not CSV by name or content is still tried as CSV (one column of numbers
+    // has no comma), unless its name says it is a binary format. A file of no kind known is
+    // read as safetensors, whose reader says what is wrong with it (a truncated file, say).
+    const bool binary_name = path.ends_with(".safetensors") || path.ends_with(".npy") || path.ends_with(".npz");
     const bool readable = kind == FileKind::safetensors || kind == FileKind::npy || kind == FileKind::npz ||
-                          kind == FileKind::gzip || (kind == FileKind::text && (described == "CSV" || described == "text"));
+                          kind == FileKind::gzip || kind == FileKind::unknown ||
+                          (kind == FileKind::text && !binary_name && (described == "CSV" || described == "text"));
     if (!readable) throw UserError(path + " is " + described + ", not inputs Tandem reads; " + kReadableKinds);
   }
   switch (kind) {
@@ -102,8 +109,7 @@ TensorMap read_input_file(const std::string& path, const Graph& graph) {
       if (graph.inputs.size() != 1)
         throw UserError(path + " holds one array, but model '" + graph.name + "' has " +
                         std::to_string(graph.inputs.size()) + " inputs (" + input_names(graph) +
-                        "); save them by name in an .npz: numpy.savez('inputs.npz', " + graph.inputs.front().name +
-                        "=...)");
+                        "); save them by name in an .npz: numpy.savez('inputs.npz', " + example_input(graph) + "=...)");
       return {{graph.inputs.front().name, read_npy(path)}};
     }
     case FileKind::npz: {

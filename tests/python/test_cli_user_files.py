@@ -163,6 +163,11 @@ def test_a_file_of_the_wrong_kind_is_named_as_what_it_is(digits, tmp_path):
     (tmp_path / "x.data").write_bytes(gzip.compress(b"1,2\n"))
     refused("x.data is a gzip file; inputs are read from", model, "--inputs", tmp_path / "x.data")
     refused("x.data is a gzip file, not safetensors", model, "--weights", tmp_path / "x.data")
+    # a cut safetensors file is still refused for what is wrong in it
+    (tmp_path / "cut.safetensors").write_bytes(weights.read_bytes()[:200])
+    refused("cut.safetensors: header length", model, "--inputs", tmp_path / "cut.safetensors")
+    (tmp_path / "words.safetensors").write_text("not a safetensors file at all")
+    refused("words.safetensors is text, not inputs Tandem reads", model, "--inputs", tmp_path / "words.safetensors")
 
 
 class DigitsMLP(torch.nn.Module):
