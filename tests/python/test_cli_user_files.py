@@ -19,8 +19,9 @@ from conftest import CLI, assert_close, config
 DTYPES = {numpy.dtype("float32"): "F32", numpy.dtype("int64"): "I64"}
 
 
-def write_safetensors(path, tensors):
-    """The format by hand (the safetensors package is not a dependency): header, then data."""
+def write_safetensors(path, tensors, misalign=False):
+    """The format by hand (the safetensors package is not a dependency): header, then data.
+    `misalign`: data starting at an odd byte, as the format allows (other writers do not pad)."""
     header, offset, blobs = {}, 0, []
     for name, array in sorted(tensors.items()):
         array = numpy.ascontiguousarray(array)
@@ -29,7 +30,7 @@ def write_safetensors(path, tensors):
         offset += len(blob)
         blobs.append(blob)
     text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
+    text += b" " * ((8 - len(text) % 8) % 8 + (1 if misalign else 0))
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
@@ -205,6 +206,14 @@ def test_weights_saved_through_data_parallel_load_with_a_note(tmp_path, rng):
     mixed["fc1.bias"] = mixed.pop("module.fc1.bias")
     write_safetensors(tmp_path / "mixed.safetensors", mixed)
     refused("strip the prefix", config("digits_mlp.yaml"), "--weights", tmp_path / "mixed.safetensors")
+
+
+def test_weights_stored_at_odd_offsets_load_as_aligned_ones(digits, tmp_path):
+    # mapped weights are views of the file where aligned, copies where not: the same values
+    model, weights, x, want = digits
+    write_safetensors(tmp_path / "odd.safetensors", read_safetensors(weights), misalign=True)
+    numpy.save(tmp_path / "x.npy", x)
+    assert outputs(model, "--weights", tmp_path / "odd.safetensors", "--inputs", tmp_path / "x.npy") == want
 
 
 def test_weights_that_do_not_fit_list_every_problem(digits, tmp_path):
