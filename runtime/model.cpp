@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include "backends/optimizer_update.h"
 #include "graph/load_graph.h"
@@ -21,7 +23,7 @@
 
 namespace tandem {
 
-Model Model::load(const std::string& yaml_path) { return Model(load_graph(yaml_path)); }
+Model Model::load(const std::string& yaml_path, Start start) { return Model(load_graph(yaml_path), start); }
 
 namespace {
 
@@ -44,7 +46,7 @@ std::set<std::string> row_gradient_tables(const Graph& graph) {
 
 }  // namespace
 
-Model::Model(Graph graph)
+Model::Model(Graph graph, Start start)
     : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(open_cpu_compute()) {
   const std::set<std::string> row_tables = row_gradient_tables(*graph_);
   for (const ParamSpec& p : graph_->parameters()) {
@@ -59,7 +61,7 @@ Model::Model(Graph graph)
       throw UserError("parameter '" + p.name + "' of model '" + graph_->name + "': " + e.what());
     }
   }
-  init_parameters(0);
+  if (start == Start::seeded) init_parameters(0);
 }
 
 void Model::set_precision(Precision precision) {
@@ -107,34 +109,79 @@ void Model::init_parameters(uint64_t seed) {
   if (device_params_) device_params_->host_written();
 }
 
+namespace {
+
+/// How many names of each kind of mismatch a message lists before it counts the rest.
+constexpr size_t kListedMismatches = 20;
+
+/// "N WHAT: a, b, and 3 more".
+std::string counted_list(const std::vector<std::string>& items, const std::string& what) {
+  std::string s = std::to_string(items.size()) + " " + what + ": ";
+  for (size_t i = 0; i < items.size() && i < kListedMismatches; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > kListedMismatches) s += ", and " + std::to_string(items.size() - kListedMismatches) + " more";
+  return s;
+}
+
+std::string quoted(const std::string& name) { return "'" + name + "'"; }
+
+constexpr std::string_view kDataParallelPrefix = "module.";
+
+/// torch's nn.DataParallel saves a wrapped model's state_dict under "module.". When every
+/// name carries it and the names match the model better without it, it is taken off and
+/// a note says so; otherwise the names are left for set_weights to judge.
+std::optional<std::string> strip_data_parallel_prefix(TensorMap& weights, const TensorMap& params,
+                                                      const std::string& source) {
+  if (weights.empty()) return std::nullopt;
+  size_t as_is = 0, stripped = 0;
+  for (const auto& [name, t] : weights) {
+    if (!name.starts_with(kDataParallelPrefix)) return std::nullopt;
+    as_is += params.count(name);
+    stripped += params.count(name.substr(kDataParallelPrefix.size()));
+  }
+  if (stripped <= as_is) return std::nullopt;
+  TensorMap renamed;
+  for (auto& [name, t] : weights) renamed.emplace(name.substr(kDataParallelPrefix.size()), std::move(t));
+  weights = std::move(renamed);
+  return source + ": every name began with 'module.' (saved from torch's nn.DataParallel); loaded without it";
+}
+
+}  // namespace
+
 void Model::set_weights(const TensorMap& weights, const std::string& source) {
-  std::vector<std::string> missing, extra, names;
-  for (const auto& [name, t] : params_) {
+  // Every mismatch is listed, not only the first: a file from another version of the
+  // model differs in many places at once, and fixing them one run at a time is slow.
+  std::vector<std::string> missing, unknown, names, shapes, dtypes, unknown_names;
+  for (const auto& [name, target] : params_) {
     names.push_back(name);
-    if (!weights.count(name)) missing.push_back(name);
+    auto it = weights.find(name);
+    if (it == weights.end())
+      missing.push_back(quoted(name));
+    else if (it->second.shape() != target.shape())
+      shapes.push_back(quoted(name) + " is " + shape_str(it->second.shape()) + ", the model's " +
+                       shape_str(target.shape()));
+    else if (it->second.dtype() != target.dtype())
+      dtypes.push_back(quoted(name) + " is " + std::string(dtype_name(it->second.dtype())) + ", the model's " +
+                       std::string(dtype_name(target.dtype())));
   }
   for (const auto& [name, t] : weights)
-    if (!params_.count(name)) extra.push_back(name);
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", " : "") + ("'" + v[i] + "'");
-    if (v.size() > 8) s += ", and " + std::to_string(v.size() - 8) + " more";
-    return s;
-  };
-  if (!missing.empty())
-    throw UserError(source + ": missing " + std::to_string(missing.size()) + " parameter(s) of model '" + graph_->name +
-                    "': " + list(missing));
-  if (!extra.empty())
-    throw UserError(source + ": tensor(s) that model '" + graph_->name + "' does not have: " + list(extra) +
-                    did_you_mean(extra[0], names));
-  for (const auto& [name, target] : params_) {
-    const Tensor& w = weights.at(name);
-    if (w.shape() != target.shape())
-      throw UserError(source + ": tensor '" + name + "' has shape " + shape_str(w.shape()) + " but the model expects " +
-                      shape_str(target.shape()));
-    if (w.dtype() != target.dtype())
-      throw UserError(source + ": tensor '" + name + "' is " + std::string(dtype_name(w.dtype())) + " but the model expects " +
-                      std::string(dtype_name(target.dtype())));
+    if (!params_.count(name)) unknown.push_back(quoted(name)), unknown_names.push_back(name);
+  if (!missing.empty() || !unknown.empty() || !shapes.empty() || !dtypes.empty()) {
+    std::vector<std::string> parts;
+    if (!missing.empty()) parts.push_back(counted_list(missing, "parameter(s) missing"));
+    if (!unknown.empty())
+      parts.push_back(counted_list(unknown, "tensor(s) the model does not have") +
+                      (unknown.size() == 1 ? did_you_mean(unknown_names[0], names) : ""));
+    if (!shapes.empty()) parts.push_back(counted_list(shapes, "of the wrong shape"));
+    if (!dtypes.empty()) parts.push_back(counted_list(dtypes, "of the wrong dtype"));
+    std::string message = source + " does not fit model '" + graph_->name + "': ";
+    for (size_t i = 0; i < parts.size(); ++i) message += (i ? "; " : "") + parts[i];
+    bool prefixed = std::any_of(unknown_names.begin(), unknown_names.end(),
+                                [](const std::string& n) { return n.starts_with(kDataParallelPrefix); });
+    if (prefixed)
+      message += ". Names beginning with 'module.' come from torch's nn.DataParallel: save "
+                 "model.module.state_dict() instead, or strip the prefix "
+                 "({k.removeprefix('module.'): v for k, v in state_dict.items()})";
+    throw UserError(message);
   }
   // copy in place: compiled kernels keep referring to the same storage
   for (auto& [name, target] : params_) std::memcpy(target.raw_data(), weights.at(name).raw_data(), target.nbytes());
@@ -142,14 +189,18 @@ void Model::set_weights(const TensorMap& weights, const std::string& source) {
   if (device_params_) device_params_->host_written();
 }
 
-void Model::load_weights(const std::string& path) {
-  TensorMap tensors = read_safetensors(path);
+std::vector<std::string> Model::load_weights(const std::string& path) {
+  // mapped, not read: the tensors are views of the file, copied once into the parameters
+  TensorMap tensors = map_safetensors(path);
   // a training checkpoint holds the optimizer's state (and fp16's loss scaler's) beside the weights
   if (is_checkpoint_metadata(read_safetensors_metadata(path)))
     std::erase_if(tensors, [](const auto& entry) {
       return entry.first.starts_with("optimizer.") || entry.first.starts_with("loss_scaler.");
     });
+  std::vector<std::string> notes;
+  if (auto note = strip_data_parallel_prefix(tensors, params_, path)) notes.push_back(*note);
   set_weights(tensors, path);
+  return notes;
 }
 
 void Model::save_weights(const std::string& path) const {

@@ -37,9 +37,14 @@ class MultiDeviceTraining;
 
 class Model {
  public:
-  /// Loads and validates a YAML model; parameters are initialised from seed 0.
-  static Model load(const std::string& yaml_path);
-  explicit Model(Graph graph);
+  /// What the parameters hold once a model is made: PyTorch's draws from seed 0, or
+  /// nothing yet, for a caller that calls load_weights() or init_parameters() next (drawing
+  /// a 2 GiB table only to overwrite it took seconds of a load).
+  enum class Start { seeded, weights_follow };
+  /// Loads and validates a YAML model; parameters are initialised from seed 0 unless
+  /// `start` says weights follow.
+  static Model load(const std::string& yaml_path, Start start = Start::seeded);
+  explicit Model(Graph graph, Start start = Start::seeded);
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();
@@ -57,10 +62,14 @@ class Model {
   const TensorMap& parameters() const;
   /// Draws every parameter from the distribution PyTorch uses for its module.
   void init_parameters(uint64_t seed);
-  /// Copies `weights` into the parameters. Every parameter must be there with its shape;
-  /// a missing, extra or mis-shaped tensor is named in the UserError.
+  /// Copies `weights` into the parameters. Every parameter must be there with its shape
+  /// and dtype; the UserError lists every missing, unknown, mis-shaped and mis-typed
+  /// tensor (the first 20 of each, then a count).
   void set_weights(const TensorMap& weights, const std::string& source = "weights");
-  void load_weights(const std::string& safetensors_path);
+  /// set_weights from a safetensors file, memory-mapped. Names that all begin with
+  /// nn.DataParallel's "module." are loaded without it when the model's names lack it;
+  /// returns notes on such changes, for the user to see.
+  std::vector<std::string> load_weights(const std::string& safetensors_path);
   void save_weights(const std::string& safetensors_path) const;
 
   /// The symbol values these inputs imply, after checking names, dtypes and shapes.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer programs of tests/fuzz, each for SECONDS (default 30), under ASan and
 # UBSan, from their seeds and from the corpus earlier runs grew (build-asan/fuzz-corpus/):
-#   scripts/fuzz.sh                  all four targets, 30 s each
+#   scripts/fuzz.sh                  all five targets, 30 s each
 #   scripts/fuzz.sh 3600 csv         one target for an hour
-# Targets: yaml_model safetensors csv command_line. A crash, a hang past 10 s or a run past
+# Targets: yaml_model safetensors csv command_line numpy. A crash, a hang past 10 s or a run past
 # 2 GiB is saved as tests/fuzz/regressions/TARGET/crash-* (timeout-*, oom-*) and the script
 # fails: fix it and commit the file, which ctest then replays in every build.
 set -euo pipefail
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(yaml_model safetensors csv command_line)
+((${#targets[@]})) || targets=(yaml_model safetensors csv command_line numpy)
 scripts/setup.sh
 dir=$(scripts/configure_sanitized.sh address)
 cmake --build "$dir" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"

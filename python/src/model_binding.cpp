@@ -341,10 +341,17 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
       .def(
           "load_weights",
           [](PyModel& self, const std::filesystem::path& path) {
-            py::gil_scoped_release nogil;
-            self.model->load_weights(path.string());
+            std::vector<std::string> notes;
+            {
+              py::gil_scoped_release nogil;
+              notes = self.model->load_weights(path.string());
+            }
+            // e.g. nn.DataParallel's "module." taken off: a Python user sees it as a warning
+            for (const std::string& note : notes)
+              if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) != 0) throw py::error_already_set();
           },
-          "path"_a, "Loads a safetensors file of weights (or a checkpoint's).")
+          "path"_a, "Loads a safetensors file of weights (or a checkpoint's); names saved through "
+          "nn.DataParallel ('module.') load with a warning.")
       .def(
           "save_weights",
           [](const PyModel& self, const std::filesystem::path& path) {

@@ -18,6 +18,7 @@
 #include "runtime/cli/precision_option.h"
 #include "runtime/cli/trace_option.h"
 #include "runtime/device_registry.h"
+#include "runtime/input_file.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/model.h"
 
@@ -113,9 +114,10 @@ int run_inference(const RunOptions& o) {
   check_output_paths({{"--outputs", o.outputs}, {"--save-weights", o.save_weights}, {"--trace", o.trace}},
                      {{"the model file", o.model}, {"--weights", o.weights}, {"--inputs", o.inputs}});
   start_trace(o.trace);
-  Model model = Model::load(o.model);
+  Model model = Model::load(o.model, o.weights.empty() ? Model::Start::seeded : Model::Start::weights_follow);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
-  if (!o.weights.empty()) model.load_weights(o.weights);
+  std::vector<std::string> notes;  // the plan's notes join these after the forward
+  if (!o.weights.empty()) notes = model.load_weights(o.weights);
   else model.init_parameters(o.seed);
   apply_placement_flags(model, o.placement, o.report);
   if (!o.save_weights.empty()) model.save_weights(o.save_weights);
@@ -123,7 +125,7 @@ int run_inference(const RunOptions& o) {
   TensorMap inputs;
   Bindings requested = parse_bindings(o, model.graph());
   if (!o.inputs.empty()) {
-    inputs = read_safetensors(o.inputs);
+    inputs = read_input_file(o.inputs, model.graph());
     Bindings actual = model.bind(inputs);
     for (const auto& [name, value] : requested)
       if (actual.count(name) && actual[name] != value)
@@ -137,6 +139,8 @@ int run_inference(const RunOptions& o) {
   Bindings bindings = model.bind(inputs);
 
   TensorMap outputs = model.forward(inputs);
+  const std::vector<std::string>& plan_notes = model.last_plan().notes;
+  notes.insert(notes.end(), plan_notes.begin(), plan_notes.end());
   std::vector<double> times_ms;
   if (o.repeat > 0) {
     for (int i = 0; i < std::min(o.repeat, 3); ++i) model.forward(inputs);  // warm caches
@@ -162,7 +166,7 @@ int run_inference(const RunOptions& o) {
       j["policy"] = model.last_plan().policy;
       j["devices"] = devices_json(model.device_report());
     }
-    j["notes"] = model.last_plan().notes;
+    j["notes"] = notes;
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -184,7 +188,7 @@ int run_inference(const RunOptions& o) {
     fmt::print("forward: median {:.4f} ms, min {:.4f} ms over {} runs\n", median, sorted.front(), o.repeat);
   if (!o.outputs.empty()) fmt::print("outputs written to {}\n", o.outputs);
   if (o.report) print_device_report(model.device_report(), "last forward");
-  for (const std::string& note : model.last_plan().notes) fmt::print("note: {}\n", note);
+  for (const std::string& note : notes) fmt::print("note: {}\n", note);
   return 0;
 }
 
@@ -197,7 +201,7 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--batch", o->batch, "value of the symbol 'batch' for random inputs (default 1)");
   sub->add_option("--bind", o->binds, "value of another symbol, NAME=VALUE (repeatable)");
   sub->add_option("--weights", o->weights, "safetensors file with every parameter (state_dict names)");
-  sub->add_option("--inputs", o->inputs, "safetensors file with the graph inputs by name");
+  sub->add_option("--inputs", o->inputs, "the graph inputs: safetensors or NumPy .npz by name, .npy for a one-input model, or CSV (one sample a line)");
   sub->add_option("--outputs", o->outputs, "write the outputs to this safetensors file");
   sub->add_option("--save-weights", o->save_weights, "write the (initialised or loaded) weights to this file");
   sub->add_option("--seed", o->seed, "seed for weight initialisation and random inputs (default 0)");

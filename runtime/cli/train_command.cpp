@@ -145,15 +145,16 @@ void check_train_outputs(const TrainOptions& o, const TrainingSpec& spec) {
 
 int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   take_gpu_share(*group, o.placement);  // before anything starts CUDA
-  Model model = Model::load(o.model);
+  Model model = Model::load(o.model, Model::Start::weights_follow);  // drawn from spec.seed or loaded below
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
   if (o.no_save && !o.save.empty()) throw UserError("--no-save and --save " + o.save + " contradict each other: give one");
   if (group->rank() == 0) check_train_outputs(o, spec);  // rank 0 alone writes
   start_trace(o.trace, group->rank(), group->size());   // each rank its own file
-  model.init_parameters(spec.seed);
-  if (!o.weights.empty()) model.load_weights(o.weights);
+  std::vector<std::string> weight_notes;  // said once the trainer knows which rank speaks
+  if (!o.weights.empty()) weight_notes = model.load_weights(o.weights);
+  else model.init_parameters(spec.seed);
   if (o.bench_steps > 0) return bench_training(model, spec, o, std::move(group));
   if (!o.binds.empty())  // training takes its shapes from the data
     throw UserError("--bind applies to --bench-steps only (training takes every size from its data); drop it, or add "
@@ -166,6 +167,12 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     if (o.json) notes.push_back(text);
     else fmt::print("note: {}\n", text);
   });
+  if (speaks) {
+    for (const std::string& note : weight_notes) {
+      if (o.json) notes.push_back(note);
+      else fmt::print("note: {}\n", note);
+    }
+  }
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
   model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused before the data loads
   Dataset all = load_dataset(*spec.data, data_columns(model.graph()));

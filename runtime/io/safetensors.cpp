@@ -19,7 +19,9 @@
 #include <utility>
 
 #include "core/readable_file.h"
+#include "runtime/io/file_kind.h"
 #include "runtime/io/json_members.h"
+#include "runtime/io/mapped_file.h"
 
 // The format is little-endian and so are the machines Tandem runs on (x86-64, aarch64);
 // reading the data with memcpy relies on that.
@@ -355,7 +357,17 @@ struct FileHeader {
   uint64_t data_start;
 };
 
+/// A file of another kind (CSV, numpy, torch.save) is named as what it is; a file that
+/// is no known kind, or too short to hold the header's length, goes on to be refused for
+/// what is wrong in it.
+void check_kind(const ReadableFile& file) {
+  if (file.size() < 8) return;
+  FileKind kind = kind_of_file(file);
+  if (kind != FileKind::safetensors && kind != FileKind::unknown) fail(wrong_kind_message(file, kind, "safetensors"));
+}
+
 FileHeader read_file_header(const ReadableFile& file) {
+  check_kind(file);
   std::byte length_bytes[8] = {};
   if (file.size() >= 8) file.read_at(0, 8, length_bytes);
   uint64_t n = header_length(length_bytes, file.size(), file.path());
@@ -481,10 +493,37 @@ std::map<std::string, std::string> parse_safetensors_metadata(std::span<const st
 
 TensorMap read_safetensors(const std::string& path) {
   ReadableFile file(path);
-  FileHeader fh = read_file_header(file);
-  return load_all(fh.header, [&](uint64_t offset, size_t count, std::byte* dst) {
-    file.read_at(fh.data_start + offset, count, dst);
-  });
+  check_kind(file);
+  MappedFile mapped(file);
+  return parse_safetensors(mapped.bytes(), path);
+}
+
+TensorMap map_safetensors(const std::string& path) {
+  ReadableFile file(path);
+  check_kind(file);
+  auto mapped = std::make_shared<MappedFile>(file);
+  std::span<const std::byte> bytes = mapped->bytes();
+  uint64_t n = header_length(bytes, bytes.size(), path);
+  std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+  const uint64_t data_start = 8 + n;
+  Header header = parse_header(text, bytes.size() - data_start, path);
+  // One Storage for the whole mapping: it is unmapped when the last view goes. Its bytes
+  // are read-only (PROT_READ): the views are for copying from.
+  auto storage = std::make_shared<Storage>(const_cast<std::byte*>(bytes.data()), bytes.size(), Device::cpu(),
+                                           [mapped](void*, size_t) mutable { mapped.reset(); });
+  TensorMap tensors;
+  for (const Entry& e : header.entries) {
+    const uint64_t offset = data_start + e.begin;
+    const bool same_layout = e.dtype->id == FileDType::F32 || e.dtype->id == FileDType::I64;
+    if (same_layout && offset % e.dtype->itemsize == 0 && e.end > e.begin) {
+      tensors.emplace(e.name, Tensor::from_storage(storage, e.shape, e.dtype->target, offset));
+    } else {
+      tensors.emplace(e.name, load_tensor(e, [&](uint64_t at, size_t count, std::byte* dst) {
+                        std::memcpy(dst, bytes.data() + data_start + at, count);
+                      }));
+    }
+  }
+  return tensors;
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {

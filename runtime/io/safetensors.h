@@ -22,9 +22,17 @@ namespace tandem {
 /// Named tensors, ordered by name (a safetensors file keeps no meaningful order).
 using TensorMap = std::map<std::string, Tensor>;
 
-/// Reads a safetensors file into fresh host tensors. Throws UserError naming the file
-/// and what is wrong with it: missing, not a regular file, malformed, or truncated.
+/// Reads a safetensors file into fresh host tensors, copying from the file mapped into
+/// memory. Throws UserError naming the file and what is wrong with it: missing, not a
+/// regular file, of another kind ("x.csv is CSV, not safetensors"), malformed, or truncated.
 TensorMap read_safetensors(const std::string& path);
+
+/// As read_safetensors, for a caller that copies the tensors elsewhere at once (loading
+/// weights into a model): the F32 and I64 tensors are views of the file's read-only
+/// mapping where their bytes are aligned, so that nothing is copied twice and no memory
+/// the file's size is allocated. Writing to such a view faults; the mapping lives as long
+/// as any view of it, and it sees the file change if another program writes it meanwhile.
+TensorMap map_safetensors(const std::string& path);
 
 /// Parses the bytes of a safetensors file; `what_for_messages` (usually the path)
 /// begins every error message. The result owns its memory; `bytes` may be freed after.

@@ -1,6 +1,7 @@
 """Writes the fuzz targets' seed inputs that configs/ and the tests do not hold as files:
 safetensors files (weights, each dtype, a checkpoint's metadata), CSV files with the
-settings byte fuzz_csv.cpp reads first, and command lines with NUL-separated arguments.
+settings byte fuzz_csv.cpp reads first, command lines with NUL-separated arguments, and
+NumPy files (.npy of each dtype Tandem reads, .npz stored and deflated) written by numpy.
 Deterministic; run from anywhere: /usr/bin/python3 tests/fuzz/make_seeds.py"""
 import gzip
 import json
@@ -111,5 +112,23 @@ def main():
         write("command_line", name, "\0".join(args).encode())
 
 
+def numpy_seeds():
+    import io
+    import numpy
+
+    def saved(save, *args, **kwargs):
+        buffer = io.BytesIO()
+        save(buffer, *args, **kwargs)
+        return buffer.getvalue()
+
+    values = numpy.arange(6, dtype=numpy.float64).reshape(2, 3) - 2.5
+    for dtype in ["<f4", "<f8", "<f2", "<i8", "<i4", "|i1", "|u1", "|b1"]:
+        write("numpy", "array_%s.npy" % dtype.strip("<|"), saved(numpy.save, values.astype(dtype)))
+    write("numpy", "scalar.npy", saved(numpy.save, numpy.float32(1.5)))
+    write("numpy", "stored.npz", saved(numpy.savez, x=values.astype("<f4"), ids=numpy.arange(4)))
+    write("numpy", "deflated.npz", saved(numpy.savez_compressed, x=values.astype("<f4"), ids=numpy.arange(4)))
+
+
 if __name__ == "__main__":
     main()
+    numpy_seeds()

@@ -154,11 +154,11 @@ def test_state_dict_errors():
     model = tandem.Model.load(config("digits_mlp.yaml"))
     state = {k: numpy.array(v) for k, v in model.state_dict().items()}
     for change, message in [
-        (lambda s: s.pop("fc1.bias"), "state_dict: missing 1 parameter(s) of model 'digits_mlp': 'fc1.bias'"),
+        (lambda s: s.pop("fc1.bias"), "state_dict does not fit model 'digits_mlp': 1 parameter(s) missing: 'fc1.bias'"),
         (lambda s: s.update({"fc9.weight": s["fc1.weight"]}),
-         "state_dict: tensor(s) that model 'digits_mlp' does not have: 'fc9.weight'"),
+         "state_dict does not fit model 'digits_mlp': 1 tensor(s) the model does not have: 'fc9.weight'"),
         (lambda s: s.update({"fc1.bias": numpy.zeros(3, numpy.float32)}),
-         "state_dict: tensor 'fc1.bias' has shape [3] but the model expects [128]"),
+         "state_dict does not fit model 'digits_mlp': 1 of the wrong shape: 'fc1.bias' is [3], the model's [128]"),
         (lambda s: s.update({"fc1.bias": numpy.zeros(128)}),
          "state_dict['fc1.bias'] is a float64 array, but the model takes float32 there"),
     ]:

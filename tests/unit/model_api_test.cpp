@@ -136,14 +136,32 @@ TEST_CASE("weights round-trip through safetensors and bad weights are named", "[
   TensorMap w = read_safetensors(path.string());
   TensorMap missing = w;
   missing.erase("block2.bias");
-  REQUIRE_THROWS_WITH(other.set_weights(missing), Catch::Contains("missing 1 parameter") && Catch::Contains("'block2.bias'"));
+  REQUIRE_THROWS_WITH(other.set_weights(missing), Catch::Contains("1 parameter(s) missing") && Catch::Contains("'block2.bias'"));
   TensorMap extra = w;
   extra["block4.weight"] = Tensor::zeros({2, 2}, DType::float32);
   REQUIRE_THROWS_WITH(other.set_weights(extra), Catch::Contains("'block4.weight'"));
   TensorMap wrong = w;
   wrong["block1.weight"] = Tensor::zeros({20, 11}, DType::float32);
-  REQUIRE_THROWS_WITH(other.set_weights(wrong), Catch::Contains("'block1.weight' has shape [20, 11]") &&
-                                                    Catch::Contains("expects [20, 10]"));
+  REQUIRE_THROWS_WITH(other.set_weights(wrong), Catch::Contains("1 of the wrong shape: 'block1.weight' is [20, 11], "
+                                                                  "the model's [20, 10]"));
+  // all at once: a missing, an unknown and a mis-shaped tensor in one message
+  wrong.erase("block2.bias");
+  wrong["block4.weight"] = Tensor::zeros({2, 2}, DType::float32);
+  REQUIRE_THROWS_WITH(other.set_weights(wrong), Catch::Contains("1 parameter(s) missing: 'block2.bias'; 1 tensor(s) the "
+                                                                  "model does not have: 'block4.weight'") &&
+                                                    Catch::Contains("; 1 of the wrong shape: 'block1.weight'"));
+
+  // saved through torch's nn.DataParallel: every name under "module."
+  TensorMap wrapped;
+  for (const auto& [name, t] : w) wrapped.emplace("module." + name, t);
+  write_safetensors(path.string(), wrapped);
+  std::vector<std::string> notes = other.load_weights(path.string());
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::Contains("every name began with 'module.'"));
+  CHECK(other.parameters().at("block1.weight").to_vector<float>() == w.at("block1.weight").to_vector<float>());
+  wrapped.emplace("block1.weight", w.at("block1.weight"));  // not all prefixed: not guessed
+  write_safetensors(path.string(), wrapped);
+  REQUIRE_THROWS_WITH(other.load_weights(path.string()), Catch::Contains("strip the prefix"));
   std::filesystem::remove(path);
 }
 
@@ -231,5 +249,5 @@ TEST_CASE("buffers are saved and loaded but get no gradient", "[model][weights][
   TensorMap as_float = saved;
   as_float["bn.num_batches_tracked"] = Tensor::zeros({}, DType::float32);
   REQUIRE_THROWS_WITH(again.set_weights(as_float),
-                      Catch::Contains("'bn.num_batches_tracked' is float32 but the model expects int64"));
+                      Catch::Contains("'bn.num_batches_tracked' is float32, the model's int64"));
 }
