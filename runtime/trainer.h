@@ -104,6 +104,10 @@ class Trainer {
   size_t optimizer_state_bytes() const;
   /// The loss of the last step() (before its update): what a progress callback reports.
   double last_loss() const { return last_loss_; }
+  /// The learning rate the last step() applied (current_lr() is the next one's).
+  double last_lr() const { return last_lr_; }
+  /// The samples fit()'s last step took over the job (an epoch's last batch may be short).
+  int64_t last_samples() const { return last_samples_; }
   /// Total optimizer steps of the run, for schedules; set by fit() or by the caller.
   void set_total_steps(int64_t steps) {
     total_steps_ = steps;
@@ -135,6 +139,8 @@ class Trainer {
   bool total_from_checkpoint_ = false;  // total_steps_ is a resumed run's, not yet this run's
   std::function<void(const std::string&)> notice_;
   double last_loss_ = 0;
+  double last_lr_ = 0;
+  int64_t last_samples_ = 0;
   std::vector<std::string> unreached_;  // parameters with a gradient that the loss does not reach
   std::unique_ptr<DistributedDataParallel> ddp_;
 

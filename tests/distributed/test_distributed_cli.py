@@ -85,7 +85,8 @@ def train(ranks, model, data, *flags, timeout=120, json_output=True):
 
 def result(done):
     assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout[done.stdout.index("{"):])
+    # JSON lines as the run goes, the summary last (what mpirun adds comes before)
+    return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
