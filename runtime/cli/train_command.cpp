@@ -15,6 +15,7 @@
 #include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
+#include "runtime/cli/slow_step_note.h"
 #include "runtime/cli/trace_option.h"
 #include "runtime/cli/training_log.h"
 #include "core/readable_file.h"
@@ -153,8 +154,15 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   if (o.no_save && !o.save.empty()) throw UserError("--no-save and --save " + o.save + " contradict each other: give one");
   if (group->rank() == 0) check_train_outputs(o, spec);  // rank 0 alone writes
   start_trace(o.trace, group->rank(), group->size());   // each rank its own file
-  model.init_parameters(spec.seed);
-  if (!o.weights.empty()) model.load_weights(o.weights);
+  const bool first_rank = group->rank() == 0;  // the slow steps' notes: one rank says them for all
+  {
+    SlowStepNote note("initialising the weights of '" + model.graph().name + "'", first_rank);
+    model.init_parameters(spec.seed);
+  }
+  if (!o.weights.empty()) {
+    SlowStepNote note("loading weights " + file_with_size(o.weights), first_rank);
+    model.load_weights(o.weights);
+  }
   if (o.bench_steps > 0) return bench_training(model, spec, o, std::move(group));
   if (!o.binds.empty())  // training takes its shapes from the data
     throw UserError("--bind applies to --bench-steps only (training takes every size from its data); drop it, or add "
@@ -169,9 +177,15 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   });
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
   model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused before the data loads
-  Dataset all = load_dataset(*spec.data, data_columns(model.graph()));
+  Dataset all = [&] {
+    SlowStepNote note("reading the training data " + file_with_size(spec.data->path), speaks);
+    return load_dataset(*spec.data, data_columns(model.graph()));
+  }();
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
-  if (!o.resume.empty()) trainer.load_checkpoint(o.resume);
+  if (!o.resume.empty()) {
+    SlowStepNote note("loading the checkpoint " + file_with_size(o.resume), speaks);
+    trainer.load_checkpoint(o.resume);
+  }
   const int64_t steps_before = trainer.steps_done();  // the checkpoint's: the summary counts this run's
   const std::string save = checkpoint_path(o);
 

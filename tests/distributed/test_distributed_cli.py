@@ -125,6 +125,23 @@ def test_accumulation_trains_as_the_larger_batch_and_the_log_says_the_global_bat
     assert text.stdout.count("training 'cli_ddp'") == 1
 
 
+def test_rank_0_alone_writes_the_json_lines_and_the_log_dir(scratch):
+    directory, data = scratch
+    model = write_model(directory)
+    logs = directory / "logs"
+    done = train(2, model, data, "--no-shuffle", "--drop-last", "--batch", "4", "--epochs", "2", "--log-every", "1",
+                 "--log-dir", str(logs))
+    summary = result(done)
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")][:-1]
+    steps = [r["step"] for r in records if r["event"] == "step"]
+    assert steps == list(range(1, summary["steps"] + 1))  # each step once: rank 1 writes none
+    assert [r["epoch"] for r in records if r["event"] == "epoch"] == [1, 2]
+    # the epoch records are the whole job's, as the summary's
+    assert [r["train_loss"] for r in records if r["event"] == "epoch"] == [e["train_loss"] for e in summary["epochs"]]
+    assert len((logs / "metrics.csv").read_text().splitlines()) == 1 + len(records)
+    assert len(list(logs.glob("events.out.tfevents.*"))) == 1
+
+
 def test_resume_restores_every_rank_from_rank_0s_checkpoint(scratch):
     directory, data = scratch
     model = write_model(directory, optimizer="adam", lr=0.003)

@@ -213,3 +213,32 @@ def test_a_log_dir_that_cannot_be_one_is_refused_before_any_work(tmp_path, where
 def test_log_every_below_one_is_refused():
     run = train("--no-save", "--log-every", "0")
     assert run.returncode == 2 and "--log-every" in run.stderr
+
+
+BIG_MODEL = """name: big
+inputs:
+  x: {shape: [batch, 4096]}
+layers:
+  - {name: a, op: linear, in_features: 4096, out_features: 4096}
+  - {name: b, op: linear, in_features: 4096, out_features: 4096}
+"""
+
+
+def test_a_slow_step_before_the_work_says_so_and_a_fast_one_says_nothing(tmp_path):
+    model = tmp_path / "big.yaml"
+    model.write_text(BIG_MODEL)
+    weights = tmp_path / "big.safetensors"
+    # 33.6 M parameters: initialising them and loading their 128 MiB take tens of milliseconds
+    env = {"TANDEM_NOTE_AFTER": "0.002", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    made = subprocess.run([CLI, "run", str(model), "--batch", "1", "--save-weights", str(weights)], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert made.returncode == 0, made.stderr
+    assert "note: initialising the weights of 'big' takes a while" in made.stderr
+    assert "note: initialising the weights of 'big': done in " in made.stderr
+    loaded = subprocess.run([CLI, "run", str(model), "--batch", "1", "--weights", str(weights)], capture_output=True,
+                            text=True, timeout=300, env=env)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "note: loading weights '%s' (128.0 MiB) takes a while" % weights in loaded.stderr
+    # by default (2 seconds) the digits run is too quick for any note
+    quick = train("--no-save", epochs=1)
+    assert quick.returncode == 0 and "note:" not in quick.stderr, quick.stderr
