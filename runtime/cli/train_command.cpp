@@ -152,6 +152,9 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
   if (o.no_save && !o.save.empty()) throw UserError("--no-save and --save " + o.save + " contradict each other: give one");
+  if (o.bench_steps > 0 && (!o.log_dir.empty() || o.log_every > 0))  // a timing has no run to follow
+    throw UserError(std::string(o.log_dir.empty() ? "--log-every" : "--log-dir") +
+                    " follows a training run; --bench-steps times steps and logs none: drop one of them");
   if (group->rank() == 0) check_train_outputs(o, spec);  // rank 0 alone writes
   start_trace(o.trace, group->rank(), group->size());   // each rank its own file
   const bool first_rank = group->rank() == 0;  // the slow steps' notes: one rank says them for all

@@ -215,6 +215,14 @@ def test_log_every_below_one_is_refused():
     assert run.returncode == 2 and "--log-every" in run.stderr
 
 
+@pytest.mark.parametrize("flag, value", [("--log-dir", "logs"), ("--log-every", "5")])
+def test_a_log_flag_with_bench_steps_is_refused(tmp_path, flag, value):
+    run = train("--bench-steps", "2", flag, str(tmp_path / value) if flag == "--log-dir" else value)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "%s follows a training run; --bench-steps times steps and logs none" % flag in run.stderr
+    assert not (tmp_path / "logs").exists()
+
+
 BIG_MODEL = """name: big
 inputs:
   x: {shape: [batch, 4096]}
