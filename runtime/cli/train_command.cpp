@@ -338,7 +338,7 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--log-every", o->log_every,
                   "a step record (JSON line, CSV row, a text line where stdout is no terminal) every N steps "
                   "(default: one a second at most; text lines one each 10 seconds)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
   sub->add_option("--log-dir", o->log_dir,
                   "write metrics.csv and a TensorBoard event file of the step and epoch records into this directory");
   add_precision_flag(*sub, o->precision);
