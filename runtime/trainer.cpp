@@ -240,7 +240,8 @@ double Trainer::step(const TensorMap& batch) {
                     "(train: clip_grad_norm), or check the data");
   optimizer_->set_devices(devices);
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_, devices);
-  optimizer_->step_rows(updated_.params, updated_.grads, updated_.rows, current_lr());
+  last_lr_ = current_lr();
+  optimizer_->step_rows(updated_.params, updated_.grads, updated_.rows, last_lr_);
   if (sharding_) sharding_->share_parameters(params_, "the parameters each rank updated");
   if (ddp_) ddp_->share_buffers();
   model_.parameters_changed();
@@ -376,6 +377,7 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     while (auto batch = loader.next()) {
       const int64_t n = batch->begin()->second.size(0);  // before the layout moves the sample dimension
       samples += n;
+      last_samples_ = n * ranks();
       report.step_losses.push_back(step(to_model_layout(std::move(*batch), columns)));
       step_weights.push_back(by_samples ? static_cast<double>(n) : 1.0);
       loss_sum += step_weights.back() * report.step_losses.back();

@@ -108,6 +108,10 @@ class Trainer {
   size_t optimizer_state_bytes() const;
   /// The loss of the last step() (before its update): what a progress callback reports.
   double last_loss() const { return last_loss_; }
+  /// The learning rate the last step() applied (current_lr() is the next one's).
+  double last_lr() const { return last_lr_; }
+  /// The samples fit()'s last step took over the job (an epoch's last batch may be short).
+  int64_t last_samples() const { return last_samples_; }
   /// Total optimizer steps of the run, for schedules; set by fit() or by the caller.
   void set_total_steps(int64_t steps) {
     total_steps_ = steps;
@@ -158,6 +162,8 @@ class Trainer {
   int64_t skipped_steps_ = 0;
   int64_t skipped_in_a_row_ = 0;
   bool last_step_skipped_ = false;
+  double last_lr_ = 0;
+  int64_t last_samples_ = 0;
   std::vector<std::string> unreached_;  // parameters with a gradient that the loss does not reach
   std::unique_ptr<DistributedDataParallel> ddp_;
 

@@ -47,6 +47,27 @@ void check_one(const NamedPath& out) {
 
 }  // namespace
 
+void check_output_directory(const NamedPath& dir) {
+  if (dir.path.empty()) return;
+  auto fail = [&](const std::string& why) {
+    throw UserError(dir.flag + " '" + printable_text(dir.path) + "': " + why);
+  };
+  // the directory, or the nearest of its ancestors that exists: the one the run writes in
+  fs::path existing = dir.path;
+  struct stat st {};
+  while (::stat(existing.c_str(), &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) fail("'" + printable_text(existing.string()) + "' cannot be read (" + std::strerror(errno) + ")");
+    fs::path parent = existing.parent_path();
+    if (parent.empty() || parent == existing) parent = ".";
+    existing = parent;
+  }
+  if (!S_ISDIR(st.st_mode))
+    fail(existing == fs::path(dir.path) ? "is a file, not a directory; give a directory (it is created when missing)"
+                                        : "'" + printable_text(existing.string()) + "' is not a directory");
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    fail("the directory '" + printable_text(existing.string()) + "' cannot be written in (" + std::strerror(errno) + ")");
+}
+
 void check_output_paths(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const NamedPath& out = outputs[i];

@@ -20,4 +20,9 @@ struct NamedPath {
 /// name) nor another output. Writes nothing.
 void check_output_paths(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
+/// UserError "--log-dir 'PATH': ..." (exit code 2) unless `dir` (skipped when empty) is a
+/// directory that may be written in, or one that can be created: its nearest existing
+/// ancestor is a directory that may be written in. Creates nothing.
+void check_output_directory(const NamedPath& dir);
+
 }  // namespace tandem::cli

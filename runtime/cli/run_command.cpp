@@ -16,6 +16,7 @@
 #include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
+#include "runtime/cli/slow_step_note.h"
 #include "runtime/cli/trace_option.h"
 #include "runtime/device_registry.h"
 #include "runtime/input_file.h"
@@ -117,8 +118,13 @@ int run_inference(const RunOptions& o) {
   Model model = Model::load(o.model, o.weights.empty() ? Model::Start::seeded : Model::Start::weights_follow);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
   std::vector<std::string> notes;  // the plan's notes join these after the forward
-  if (!o.weights.empty()) notes = model.load_weights(o.weights);
-  else model.init_parameters(o.seed);
+  if (!o.weights.empty()) {
+    SlowStepNote note("loading weights " + file_with_size(o.weights));
+    notes = model.load_weights(o.weights);
+  } else {
+    SlowStepNote note("initialising the weights of '" + model.graph().name + "'");
+    model.init_parameters(o.seed);
+  }
   apply_placement_flags(model, o.placement, o.report);
   if (!o.save_weights.empty()) model.save_weights(o.save_weights);
 

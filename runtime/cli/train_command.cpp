@@ -15,7 +15,9 @@
 #include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
+#include "runtime/cli/slow_step_note.h"
 #include "runtime/cli/trace_option.h"
+#include "runtime/cli/training_log.h"
 #include "core/readable_file.h"
 #include "runtime/device_registry.h"
 #include "runtime/trainer.h"
@@ -36,6 +38,8 @@ struct TrainOptions {
   bool json = false;
   bool report = false;
   std::string trace;  // --trace
+  std::string log_dir;    // --log-dir
+  int64_t log_every = 0;  // --log-every; 0: by the clock (runtime/cli/training_log.h)
   PlacementFlags placement;
   DistributedFlags distributed;
 };
@@ -103,7 +107,8 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
     j["skipped_steps"] = trainer.skipped_steps();  // warm-up included
     j["loss_scale"] = trainer.loss_scale();
   }
-  if (o.json) fmt::print("{}\n", j.dump(2));
+  j["event"] = "summary";
+  if (o.json) fmt::print("{}\n", j.dump());  // one line, as train's summary
   else fmt::print("training step: median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
                   ms[ms.size() / 2], ms.front(), o.bench_steps, cpu_allocator().peak_bytes() / double(1 << 20));
   if (o.report && !o.json) print_device_report(model.device_totals(), "every step, warm-up included");
@@ -141,6 +146,7 @@ void check_train_outputs(const TrainOptions& o, const TrainingSpec& spec) {
   if (spec.data) inputs.push_back({"the training data", spec.data->path});
   if (save != o.resume) inputs.push_back({"--resume", o.resume});
   check_output_paths({{save_flag, save}, {"--save-weights", o.save_weights}, {"--trace", o.trace}}, inputs);
+  check_output_directory({"--log-dir", o.log_dir});
 }
 
 int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
@@ -150,11 +156,20 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   apply_placement_flags(model, o.placement, o.report);
   TrainingSpec spec = training_spec(model.graph(), o);
   if (o.no_save && !o.save.empty()) throw UserError("--no-save and --save " + o.save + " contradict each other: give one");
+  if (o.bench_steps > 0 && (!o.log_dir.empty() || o.log_every > 0))  // a timing has no run to follow
+    throw UserError(std::string(o.log_dir.empty() ? "--log-every" : "--log-dir") +
+                    " follows a training run; --bench-steps times steps and logs none: drop one of them");
   if (group->rank() == 0) check_train_outputs(o, spec);  // rank 0 alone writes
   start_trace(o.trace, group->rank(), group->size());   // each rank its own file
-  std::vector<std::string> weight_notes;  // said once the trainer knows which rank speaks
-  if (!o.weights.empty()) weight_notes = model.load_weights(o.weights);
-  else model.init_parameters(spec.seed);
+  const bool first_rank = group->rank() == 0;  // the slow steps' notes: one rank says them for all
+  std::vector<std::string> weight_notes;      // said once the trainer knows which rank speaks
+  if (!o.weights.empty()) {
+    SlowStepNote note("loading weights " + file_with_size(o.weights), first_rank);
+    weight_notes = model.load_weights(o.weights);
+  } else {
+    SlowStepNote note("initialising the weights of '" + model.graph().name + "'", first_rank);
+    model.init_parameters(spec.seed);
+  }
   if (o.bench_steps > 0) return bench_training(model, spec, o, std::move(group));
   if (!o.binds.empty())  // training takes its shapes from the data
     throw UserError("--bind applies to --bench-steps only (training takes every size from its data); drop it, or add "
@@ -175,15 +190,26 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   }
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
   model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused before the data loads
-  Dataset all = load_dataset(*spec.data, data_columns(model.graph()));
+  Dataset all = [&] {
+    SlowStepNote note("reading the training data " + file_with_size(spec.data->path), speaks);
+    return load_dataset(*spec.data, data_columns(model.graph()));
+  }();
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
-  if (!o.resume.empty()) trainer.load_checkpoint(o.resume);
+  if (!o.resume.empty()) {
+    SlowStepNote note("loading the checkpoint " + file_with_size(o.resume), speaks);
+    trainer.load_checkpoint(o.resume);
+  }
   const int64_t steps_before = trainer.steps_done();  // the checkpoint's: the summary counts this run's
   const std::string save = checkpoint_path(o);
 
   // mpirun hands its ranks a terminal even when its own output goes to a file: no progress
   // bar there, the epochs' lines only
   const bool tty = speaks && trainer.ranks() == 1 && !o.json && isatty(STDOUT_FILENO);
+  // rank 0 alone follows the run; where no terminal shows a bar, a log gets lines
+  std::optional<TrainingLog> log;
+  if (speaks)
+    log.emplace(TrainingLogOptions{.json = o.json, .text_steps = !o.json && !tty, .every = o.log_every, .dir = o.log_dir,
+                                   .resumed = !o.resume.empty(), .epochs = spec.epochs});
   if (speaks && !o.json)
     fmt::print("training '{}' on {} samples ({} for validation), {}, {} epochs, {} lr {}{}\n", model.graph().name,
                train.size(), validation.size(), batch_text(spec, trainer), spec.epochs, spec.optimizer.name,
@@ -193,8 +219,14 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   auto epoch_start = run_start;
   ProgressFn progress;
   auto last_draw = run_start;
+  if (log && log->wants_steps())
+    progress = [&](int64_t done, int64_t total, double) {
+      log->step(trainer.epochs_done() + 1, trainer.steps_done(), done, total, trainer.last_loss(), trainer.last_lr(),
+                trainer.last_samples());
+    };
   if (tty)
-    progress = [&](int64_t done, int64_t total, double loss) {
+    progress = [&, log_step = progress](int64_t done, int64_t total, double loss) {
+      if (log_step) log_step(done, total, loss);
       auto now = std::chrono::steady_clock::now();
       if (done < total && now - last_draw < std::chrono::milliseconds(100)) return;  // a terminal needs no more
       last_draw = now;
@@ -231,6 +263,11 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
       }
     }
     epochs.push_back(e);
+    if (log) {
+      nlohmann::json metrics = e;
+      metrics.erase("step_losses");  // the summary has them; a line per epoch stays short
+      log->epoch(std::move(metrics), trainer.steps_done());
+    }
     if (o.json || !speaks) return;
     if (tty) fmt::print("\r");
     fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}{}\n", r.epoch + 1, spec.epochs, r.train_loss, val,
@@ -242,7 +279,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (!speaks) return 0;
   if (o.json) {
-    nlohmann::json j{{"model", model.graph().name}, {"epochs", epochs}, {"steps", steps},
+    nlohmann::json j{{"event", "summary"}, {"model", model.graph().name}, {"epochs", epochs}, {"steps", steps},
                      {"batch", spec.batch}, {"accumulate", spec.accumulate}, {"ranks", trainer.ranks()},
                      {"global_batch", trainer.global_batch()}, {"optimizer_state_bytes", trainer.optimizer_state_bytes()},
                      {"seconds", seconds}, {"train_samples", train.size()}, {"validation_samples", validation.size()}};
@@ -256,7 +293,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
       j["loss_scale"] = trainer.loss_scale();
     }
     if (model.placed()) j["devices"] = devices_json(model.device_totals());  // the whole run, validation too
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump());  // one line, the last: JSON lines end with the summary
   } else {
     std::string accuracy;
     if (!epochs.empty() && epochs.back().contains("validation_accuracy"))
@@ -320,7 +357,14 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training")
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
-  sub->add_flag("--json", o->json, "print a machine-readable result");
+  sub->add_flag("--json", o->json,
+                "print JSON lines as the run goes (step and epoch records), the last one the run's summary");
+  sub->add_option("--log-every", o->log_every,
+                  "a step record (JSON line, CSV row, a text line where stdout is no terminal) every N steps "
+                  "(default: one a second at most; text lines one each 10 seconds)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  sub->add_option("--log-dir", o->log_dir,
+                  "write metrics.csv and a TensorBoard event file of the step and epoch records into this directory");
   add_precision_flag(*sub, o->precision);
   add_device_flags(*sub, o->placement, "train placed over the cpu and N simulated GPUs");
   add_policy_flags(*sub, o->placement);

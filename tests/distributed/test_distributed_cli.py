@@ -85,7 +85,8 @@ def train(ranks, model, data, *flags, timeout=120, json_output=True):
 
 def result(done):
     assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout[done.stdout.index("{"):])
+    # JSON lines as the run goes, the summary last (what mpirun adds comes before)
+    return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
@@ -122,6 +123,23 @@ def test_accumulation_trains_as_the_larger_batch_and_the_log_says_the_global_bat
     assert "batch 4 x accumulate 3 per rank x 2 ranks = global batch 24" in text.stdout
     # rank 0 alone speaks
     assert text.stdout.count("training 'cli_ddp'") == 1
+
+
+def test_rank_0_alone_writes_the_json_lines_and_the_log_dir(scratch):
+    directory, data = scratch
+    model = write_model(directory)
+    logs = directory / "logs"
+    done = train(2, model, data, "--no-shuffle", "--drop-last", "--batch", "4", "--epochs", "2", "--log-every", "1",
+                 "--log-dir", str(logs))
+    summary = result(done)
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")][:-1]
+    steps = [r["step"] for r in records if r["event"] == "step"]
+    assert steps == list(range(1, summary["steps"] + 1))  # each step once: rank 1 writes none
+    assert [r["epoch"] for r in records if r["event"] == "epoch"] == [1, 2]
+    # the epoch records are the whole job's, as the summary's
+    assert [r["train_loss"] for r in records if r["event"] == "epoch"] == [e["train_loss"] for e in summary["epochs"]]
+    assert len((logs / "metrics.csv").read_text().splitlines()) == 1 + len(records)
+    assert len(list(logs.glob("events.out.tfevents.*"))) == 1
 
 
 def test_resume_restores_every_rank_from_rank_0s_checkpoint(scratch):

@@ -21,6 +21,7 @@
 #include "runtime/model.h"
 #include "multidevice_support.h"
 #include "runtime/trainer.h"
+#include "../unit/unit_test_support.h"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -230,8 +231,8 @@ TEST_CASE("tandem train --sim-gpus 2 --placement balanced reaches the cpu run's 
   REQUIRE(cpu.code == 0);
   Result placed = run_cli("train " + args + " --sim-gpus 2 --placement balanced");
   REQUIRE(placed.code == 0);
-  auto a = nlohmann::json::parse(cpu.output);
-  auto b = nlohmann::json::parse(placed.output);
+  auto a = nlohmann::json::parse(tandem::testing::json_summary(cpu.output));
+  auto b = nlohmann::json::parse(tandem::testing::json_summary(placed.output));
   REQUIRE(a.contains("validation_accuracy"));
   CHECK(b["validation_accuracy"].get<double>() == a["validation_accuracy"].get<double>());
   CHECK(b["steps"] == a["steps"]);

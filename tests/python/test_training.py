@@ -16,13 +16,18 @@ from conftest import CLI, assert_close, config
 DIGITS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
 
 
+def summary_of(stdout):
+    """`tandem train --json`'s summary: the last of its JSON lines."""
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
 def cli_train(*args, weights=None):
     command = [CLI, "train", config("digits_mlp.yaml"), "--json", *args]
     if weights:
         command += ["--save-weights", str(weights)]
     run = subprocess.run(command, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout)
+    return summary_of(run.stdout)
 
 
 def weights_of(path):
@@ -113,7 +118,7 @@ def test_fit_again_with_more_epochs_continues(tmp_path):
     run = subprocess.run([CLI, "train", str(path), "--json", "--epochs", "2", "--shuffle"], capture_output=True,
                          text=True)
     assert run.returncode == 0, run.stderr
-    cli = json.loads(run.stdout)
+    cli = summary_of(run.stdout)
     trainer = tandem.Trainer(tandem.Model.load(path))
     first = trainer.fit(epochs=1)
     second = trainer.fit(epochs=2)

@@ -11,6 +11,7 @@
 
 #include "unit_test_support.h"
 
+using tandem::testing::json_summary;
 using tandem::testing::run_cli;
 using tandem::testing::seeded_rng;
 
@@ -43,7 +44,7 @@ TEST_CASE("an epoch's train_loss is its step losses weighted by their samples", 
     const std::string out = run_cli("train " + model + " --epochs 2 --json", &code);
     INFO(out);
     REQUIRE(code == 0);
-    for (const auto& epoch : nlohmann::json::parse(out)["epochs"]) {
+    for (const auto& epoch : nlohmann::json::parse(json_summary(out))["epochs"]) {
       const std::vector<double> l = epoch["step_losses"].get<std::vector<double>>();
       REQUIRE(l.size() == 3);  // 10 samples in batches of 4: 4, 4 and 2
       const double expected = reduction == "mean" ? (4 * l[0] + 4 * l[1] + 2 * l[2]) / 10 : (l[0] + l[1] + l[2]) / 3;

@@ -88,7 +88,7 @@ train: {batch: 4, shuffle: false, data: {path: )" << data << "}}\n";
     const std::string out = run_cli("train " + file + " --sim-gpus 2 --json", &code, "env -u TANDEM_SIM_GPUS ");
     INFO(out);
     REQUIRE(code == 0);
-    const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
+    const nlohmann::json j = nlohmann::json::parse(json_summary(out));
     std::map<std::string, size_t> peak;
     for (const auto& d : j.at("devices")) peak[d.at("device")] = d.at("peak_bytes");
     return std::make_pair(peak, j.at("epochs")[0].at("step_losses").get<std::vector<double>>());

@@ -107,7 +107,7 @@ inline Outcome train_cli(const std::string& model_path, const std::string& flags
                                   "env -u TANDEM_SIM_GPUS ");
   INFO("tandem train " << model_path << " " << flags << "\n" << out);
   REQUIRE(code == 0);
-  const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
+  const nlohmann::json j = nlohmann::json::parse(json_summary(out));
   Outcome o;
   o.steps = j.at("steps");
   o.train_samples = j.at("train_samples");

@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_precision.h"
 #include "unit_test_support.h"
 
+using tandem::testing::json_summary;
 using tandem::testing::run_cli;
 
 namespace {
@@ -23,7 +24,7 @@ double validation_accuracy(const std::string& config, const std::string& precisi
                                   &code);
   INFO(out);
   REQUIRE(code == 0);
-  const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
+  const nlohmann::json j = nlohmann::json::parse(json_summary(out));
   return j["epochs"].back()["validation_accuracy"].get<double>();
 }
 

@@ -20,6 +20,7 @@
 #include "unit_test_support.h"
 
 using namespace tandem;
+using tandem::testing::json_summary;
 using tandem::testing::run_cli;
 using tandem::testing::seeded_rng;
 
@@ -147,7 +148,7 @@ TEST_CASE("a resumed run goes on saving to its checkpoint, counts its own steps 
   CHECK(meta.at("step") == "12");
   CHECK(meta.at("total_steps") == "12");
 
-  const nlohmann::json j = nlohmann::json::parse(succeeds("train " + model + " --epochs 5 --json --no-save --resume " + ckpt));
+  const nlohmann::json j = nlohmann::json::parse(json_summary(succeeds("train " + model + " --epochs 5 --json --no-save --resume " + ckpt)));
   CHECK(j["steps"] == 3);
   CHECK(j["resumed_at_step"] == 12);
   CHECK_FALSE(j.contains("checkpoint"));
@@ -229,12 +230,12 @@ TEST_CASE("a model file's relative data path is found next to it, from any direc
   // from another directory, with the model named relatively and absolutely
   for (const std::string& named : {std::string("../models/model.yaml"), model}) {
     const nlohmann::json j =
-        nlohmann::json::parse(succeeds("train " + named + " --json", "sh -c 'cd " + s.path("elsewhere") + " && exec \"$0\" \"$@\"' "));
+        nlohmann::json::parse(json_summary(succeeds("train " + named + " --json", "sh -c 'cd " + s.path("elsewhere") + " && exec \"$0\" \"$@\"' ")));
     CHECK(j["train_samples"] == 10);
   }
   // a flag's path stays relative to the working directory
-  const nlohmann::json j = nlohmann::json::parse(
-      succeeds("train " + model + " --json --data ../models/data/train.csv", "sh -c 'cd " + s.path("elsewhere") + " && exec \"$0\" \"$@\"' "));
+  const nlohmann::json j = nlohmann::json::parse(json_summary(
+      succeeds("train " + model + " --json --data ../models/data/train.csv", "sh -c 'cd " + s.path("elsewhere") + " && exec \"$0\" \"$@\"' ")));
   CHECK(j["train_samples"] == 10);
 
   // a file that cannot be opened is reported where the model file names it: line 14, column 11

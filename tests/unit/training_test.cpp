@@ -20,6 +20,7 @@
 #include "unit_test_support.h"
 
 using namespace tandem;
+using tandem::testing::json_summary;
 using tandem::testing::run_cli;
 
 namespace {
@@ -105,7 +106,7 @@ TEST_CASE("the digits MLP reaches 97% validation accuracy", "[train][digits]") {
   int code = 0;
   std::string out = run_cli("train " + config("digits_mlp.yaml") + " --json", &code);
   REQUIRE(code == 0);
-  auto json = nlohmann::json::parse(out);
+  auto json = nlohmann::json::parse(json_summary(out));
   INFO(out);
   CHECK(json["validation_samples"] == 359);
   CHECK(json["train_samples"] == 1438);
@@ -173,7 +174,7 @@ TEST_CASE("tandem train --json reports every step's loss and a checkpoint that t
                                 " --validation-split 0 --json --save " + ckpt,
                             &code);
   REQUIRE(code == 0);
-  auto json = nlohmann::json::parse(out);
+  auto json = nlohmann::json::parse(json_summary(out));
   CHECK(json["steps"] == 16);  // 1797 samples in batches of 256: 8 per epoch
   CHECK(json["epochs"][0]["step_losses"].size() == 8);
   CHECK(json["epochs"][1]["step_losses"].size() == 8);
@@ -186,7 +187,7 @@ TEST_CASE("tandem train --json reports every step's loss and a checkpoint that t
                     " --validation-split 0 --json --resume " + ckpt,
                 &code);
   CHECK(code == 0);
-  CHECK(nlohmann::json::parse(out)["epochs"].empty());
+  CHECK(nlohmann::json::parse(json_summary(out))["epochs"].empty());
   std::filesystem::remove(ckpt);
 }
 
@@ -299,7 +300,7 @@ TEST_CASE("tandem train reports a click model's validation AUC, and says when it
   std::string out = run_cli("train " + yaml + " --data " + data + " --seed " + std::to_string(rng() % 1000) + " --json", &code);
   INFO(out);
   REQUIRE(code == 0);
-  auto json = nlohmann::json::parse(out);
+  auto json = nlohmann::json::parse(json_summary(out));
   REQUIRE(json["epochs"].size() == 3);
   for (const auto& e : json["epochs"]) CHECK(e["validation_auc"].get<double>() > 0.5);
   CHECK(json["validation_auc"].get<double>() > 0.85);  // the Bayes AUC of this signal is about 0.93
@@ -314,7 +315,7 @@ TEST_CASE("tandem train reports a click model's validation AUC, and says when it
   CHECK_THAT(out, Catch::Contains("val auc undefined (every target is 1: the AUC needs both classes)"));
   out = run_cli("train " + yaml + " --data " + one_class + " --epochs 1 --json", &code);
   CHECK(code == 0);
-  json = nlohmann::json::parse(out);
+  json = nlohmann::json::parse(json_summary(out));
   CHECK(json["epochs"][0]["validation_auc"].is_null());
   CHECK_THAT(json["epochs"][0]["validation_auc_undefined"].get<std::string>(), Catch::Contains("every target is 1"));
   for (const std::string& f : {yaml, data, one_class}) std::filesystem::remove(f);

@@ -40,4 +40,18 @@ inline std::string run_cli(const std::string& args, int* code, int deadline_seco
   return run_cli(args, code, "", deadline_seconds);
 }
 
+/// The summary of a `--json` run: its output's last line that starts with "{" (train's
+/// JSON lines end with it; notes on stderr, folded in, come before).
+inline std::string json_summary(const std::string& output) {
+  size_t end = output.size();
+  while (end > 0) {
+    const size_t start = output.rfind('\n', end - 1);
+    const size_t from = start == std::string::npos ? 0 : start + 1;
+    if (from < end && output[from] == '{') return output.substr(from, end - from);
+    if (start == std::string::npos) break;
+    end = start;
+  }
+  return output;  // no JSON line: the parse that follows fails showing the output
+}
+
 }  // namespace tandem::testing

@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../unit/unit_test_support.h"
+
 namespace {
 
 struct Result {
@@ -76,7 +78,7 @@ TEST_CASE("the digits CNN reaches 98% validation accuracy on the digits MLP's sp
   Result r = run(std::string(TANDEM_CLI) + " train " + source("configs/digits_cnn.yaml") + " --json");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  auto json = nlohmann::json::parse(r.output);
+  auto json = nlohmann::json::parse(tandem::testing::json_summary(r.output));
   CHECK(json["train_samples"] == 1438);
   CHECK(json["validation_samples"] == 359);
   CHECK(json["validation_accuracy"].get<double>() >= 0.98);
@@ -95,7 +97,7 @@ TEST_CASE("the char GRU's validation loss falls epoch by epoch", "[zoo][char_gru
                  " --epochs 3 --seed " + std::to_string(seed) + " --json");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  auto json = nlohmann::json::parse(r.output);
+  auto json = nlohmann::json::parse(tandem::testing::json_summary(r.output));
   const auto& epochs = json["epochs"];
   REQUIRE(epochs.size() == 3);
   std::vector<double> loss;
@@ -134,7 +136,7 @@ std::vector<double> bert_mini_losses(const std::string& data, const std::string&
                  " --epochs 2 " + flags + " --json");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  auto json = nlohmann::json::parse(r.output);
+  auto json = nlohmann::json::parse(tandem::testing::json_summary(r.output));
   std::vector<double> loss;
   for (const auto& e : json["epochs"]) loss.push_back(e["validation_loss"].get<double>());
   return loss;
@@ -209,7 +211,7 @@ DlrmRun train_dlrm(const std::string& yaml, const std::string& data, uint32_t se
                  " " + flags + " --json");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  auto json = nlohmann::json::parse(r.output);
+  auto json = nlohmann::json::parse(tandem::testing::json_summary(r.output));
   DlrmRun out;
   for (const auto& e : json["epochs"]) {
     out.auc.push_back(e["validation_auc"].get<double>());
