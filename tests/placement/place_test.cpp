@@ -528,7 +528,7 @@ TEST_CASE("the placement key is parsed and applied") {
   Graph bad_size = load(std::string(kMlp6) + "placement: {policy: balanced, max_memory: 8 parsecs}\n");
   PlacementPolicy q;
   CHECK_THROWS_WITH(apply_placement_spec(*bad_size.placement, q),
-                    StartsWith("test.yaml:12:43: placement max_memory: ") && Contains("8 parsecs"));
+                    StartsWith("test.yaml:12:43: placement max_memory '8 parsecs': ") && Contains("8 parsecs"));
 }
 
 TEST_CASE("the dot drawing has a cluster per device and dashed copies") {
