@@ -141,7 +141,7 @@ TEST_CASE("tandem plan refuses a plan whose peak passes a device's capacity, say
   CHECK(code == 0);
 }
 
-TEST_CASE("--max-memory takes budgets per device, the cpu's included, and a bare size for every GPU") {
+TEST_CASE("max-memory budgets per device, the cpu's included, and a bare size for every GPU") {
   auto rng = seeded_rng("--max-memory takes budgets per device");
   const int mib = std::uniform_int_distribution<int>(1, 900)(rng);
   const std::string model = write_model("budgets.yaml", mlp({8, 16, 4}));
@@ -187,7 +187,7 @@ TEST_CASE("--max-memory takes budgets per device, the cpu's included, and a bare
   CHECK_THAT(out, Contains("placement max_memory 'cpux=1GiB': 'cpux' is not a device"));
 }
 
-TEST_CASE("--place that cannot take effect, on a layer of a data_parallel block, is refused saying why") {
+TEST_CASE("a --place that cannot take effect, on a layer of a data_parallel block, is refused saying why") {
   const std::string model = std::string(TANDEM_SOURCE_DIR) + "/configs/dp_classifier.yaml";
   for (const char* pattern : {"net.hidden=cpu", "net=cuda:1", "net.*=cpu"}) {
     int code = 0;
@@ -251,7 +251,7 @@ TEST_CASE("tandem plan --svg and --png render the plan with Graphviz, or say how
   std::filesystem::remove(png);
 }
 
-TEST_CASE("--report sets the plan's predicted peak beside the measured one, per device") {
+TEST_CASE("the report sets the plan's predicted peak beside the measured one, per device") {
   const std::string model = std::string(TANDEM_SOURCE_DIR) + "/configs/seed_mixed.yaml";
   int code = 0;
   std::string out = run_cli("run " + model + " --sim-gpus 1 --batch 4 --report", &code);
