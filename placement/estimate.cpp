@@ -1,7 +1,8 @@
 // Pass 5: bytes per device (docs/placement.md: memory estimate), where the runtime keeps
 // them: the master copy of every parameter, its gradient and the optimizer's state on the
 // host (the cpu); on a GPU, a copy of each parameter its layers use and, in training, a
-// gradient buffer for it, once per device however many layers share it.
+// gradient buffer for it, once per device however many layers share it; a GPU that holds a
+// parameter no cpu layer reads also keeps that parameter's optimizer state.
 //
 // Training keeps every activation for backward: the activations of a device are all the
 // buffers it holds (its layers' outputs, the copies it receives, and on the cpu the graph
@@ -82,11 +83,23 @@ void pass5_estimate(PlaceContext& ctx) {
   // host, each GPU's own once.
   std::map<std::string, const ParamSpec*> every;
   std::map<Device, std::map<std::string, const ParamSpec*>> on_device;
+  std::map<std::string, bool> read_on_cpu;
   for (const OpStep& s : plan.steps)
     for (const ParamSpec& p : g.nodes[s.node].params) {
       every.emplace(p.name, &p);
       if (s.device != Device::cpu()) on_device[s.device].emplace(p.name, &p);
+      read_on_cpu[p.name] = read_on_cpu[p.name] || s.device == Device::cpu();
     }
+  // A trainable parameter that no cpu layer reads is held by its GPUs in training, each with
+  // its own optimizer state (runtime/device_parameter_cache.h: where a master lives); the
+  // host's copy and state stay as well.
+  auto held_state = [&](Device d) {
+    size_t bytes = 0;
+    if (on_device.count(d))
+      for (const auto& [name, p] : on_device[d])
+        if (p->trainable && !read_on_cpu[name]) bytes += param_bytes(*p);
+    return static_cast<size_t>(bytes * ctx.optimizer_factor);
+  };
   auto sum = [&](const std::map<std::string, const ParamSpec*>& params, bool trainable_only) {
     size_t bytes = 0;
     for (const auto& [name, p] : params)
@@ -118,6 +131,7 @@ void pass5_estimate(PlaceContext& ctx) {
         e.optimizer_bytes = static_cast<size_t>(trainable * ctx.optimizer_factor);
       } else {
         e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
+        e.optimizer_bytes = held_state(info.device);
       }
     } else if (!host) {
       // A GPU runs its layers from a queue the host submits ahead of it, and a buffer goes

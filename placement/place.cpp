@@ -23,15 +23,53 @@ const std::vector<std::string>& placement_policy_names() {
 void apply_placement_spec(const PlacementSpec& spec, PlacementPolicy& policy) {
   policy.name = spec.policy;
   if (spec.max_memory) {
+    try {
+      parse_max_memory(*spec.max_memory, policy);
+    } catch (const UserError& e) {
+      throw UserError(spec.location.str() + ": placement max_memory " + e.what());
+    }
+  }
+}
+
+void parse_max_memory(std::string_view text, PlacementPolicy& policy) {
+  if (text.empty()) throw UserError("is empty; write a size such as 8GiB, or DEVICE=SIZE items such as cuda:0=6GiB,cpu=20GiB");
+  std::set<Device> named;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item(text.substr(start, comma - start));
+    start = comma + 1;
+    const size_t eq = item.find('=');
+    const std::string size_text = eq == std::string::npos ? item : item.substr(eq + 1);
+    std::optional<Device> device;
+    if (eq != std::string::npos) {
+      device = Device::parse(item.substr(0, eq));
+      if (!device)
+        throw UserError("'" + item + "': '" + item.substr(0, eq) + "' is not a device; write cpu or cuda:N, such as cuda:0=6GiB");
+      if (!named.insert(*device).second) throw UserError("'" + item + "': " + device->str() + " is given a budget twice");
+    }
     size_t bytes = 0;
     try {
-      bytes = parse_memory_size(*spec.max_memory);
+      bytes = parse_memory_size(size_text);
     } catch (const UserError& e) {
-      throw UserError(spec.location.str() + ": placement max_memory: " + e.what());
+      throw UserError("'" + item + "': " + e.what());
     }
-    if (bytes == 0) throw UserError(spec.location.str() + ": placement max_memory must be more than 0 bytes");
-    policy.max_memory = bytes;
+    if (bytes == 0) throw UserError("'" + item + "': a budget must be more than 0 bytes");
+    if (device)
+      policy.device_max_memory[*device] = bytes;
+    else
+      policy.max_memory = bytes;
   }
+}
+
+size_t memory_budget(const PlacementPolicy& policy, Device device, size_t capacity) {
+  size_t budget = 0;
+  if (auto own = policy.device_max_memory.find(device); own != policy.device_max_memory.end())
+    budget = own->second;
+  else if (device.kind == DeviceKind::cuda && policy.max_memory)
+    budget = *policy.max_memory;
+  if (budget == 0) return capacity;
+  return capacity ? std::min(budget, capacity) : budget;
 }
 
 bool glob_match(std::string_view p, std::string_view t) {
@@ -154,12 +192,38 @@ bool matches_path_or_block(const Graph& g, const Node& n, const std::string& pat
   return false;
 }
 
-/// A --place pattern that matches no layer and no block would change nothing: a typo.
+/// The data_parallel block whose replica, scatter or gather `n` is, when `pattern` names
+/// it as the user wrote it: its path without the replica's "@k" ("net.fc" for
+/// "net.fc@1"), or the block or a block around it; -1 otherwise.
+int data_parallel_block_named(const Graph& g, const Node& n, const std::string& pattern) {
+  if (!n.replica) return -1;
+  if (glob_match(pattern, n.path) || glob_match(pattern, n.path.substr(0, n.path.find('@')))) return n.replica->block;
+  for (int b = n.replica->block; b >= 0; b = g.blocks[b].parent)
+    if (glob_match(pattern, g.blocks[b].path)) return n.replica->block;
+  return -1;
+}
+
+/// A --place pattern that matches no layer and no block would change nothing: a typo. One
+/// that matches only layers of data_parallel blocks would change nothing either: their
+/// replicas run on the block's devices, whatever --place says.
 void check_overrides_match(const Graph& g, const std::vector<std::pair<std::string, Device>>& overrides) {
   for (const auto& [pattern, device] : overrides) {
     bool matched = false;
-    for (const Node& n : g.nodes) matched = matched || matches_path_or_block(g, n, pattern);
+    for (const Node& n : g.nodes) matched = matched || (!n.replica && matches_path_or_block(g, n, pattern));
     if (matched) continue;
+    int block = -1;
+    for (const Node& n : g.nodes)
+      if (block < 0) block = data_parallel_block_named(g, n, pattern);
+    if (block >= 0 && pattern != "*") {  // '*' is the whole model: run and train move it as one (--place '*=cpu')
+      const DataParallelSpec& dp = *g.blocks[block].data_parallel;
+      std::string devices;
+      for (Device d : dp.devices) devices += (devices.empty() ? "" : ", ") + d.str();
+      throw UserError("--place '" + pattern + "=" + device.str() + "' cannot take effect: it matches only layers of "
+                      "data_parallel block '" + g.blocks[block].path + "', whose replicas run on its devices (" +
+                      devices + ") and whose output is gathered on its output_device (" + dp.output_device.str() +
+                      "); change those in the model file, or run the whole model on the cpu with --place '*=cpu'");
+    }
+    if (block >= 0) continue;
     std::vector<std::string> paths;
     for (const Node& n : g.nodes)
       if (!n.replica) paths.push_back(n.path);
@@ -285,8 +349,7 @@ class GpuFiller {
   GpuFiller(PlaceContext& ctx, std::string label) : ctx_(ctx), label_(std::move(label)) {
     for (const DeviceInfo& d : ctx.inventory.devices)
       if (d.device.kind == DeviceKind::cuda) {
-        size_t budget = d.memory_bytes;
-        if (ctx.policy.max_memory) budget = budget ? std::min(budget, *ctx.policy.max_memory) : *ctx.policy.max_memory;
+        size_t budget = memory_budget(ctx.policy, d.device, d.memory_bytes);
         if (auto cut = ctx.budget_cut.find(d.device); cut != ctx.budget_cut.end() && budget != 0)
           budget -= std::min(budget - 1, cut->second);  // 1 byte: a budget of 0 would mean "no limit"
         gpus_.push_back({d.device, budget});
@@ -303,6 +366,7 @@ class GpuFiller {
 
   void place(int node) {
     Decision& d = ctx_.decisions[node];
+    if (follow_producer(node)) return;
     for (size_t k = cursor_; k < gpus_.size(); ++k) {
       Gpu& gpu = gpus_[k];
       Gpu after = gpu;
@@ -328,6 +392,41 @@ class GpuFiller {
     std::set<int> held;              // values it holds: made there or received
     size_t charged() const { return used + largest + second; }
   };
+
+  /// A layer without parameters (an activation, a reshape, a norm without affine) costs
+  /// nothing to run where its input already is and a copy anywhere else: it goes with the
+  /// layer that produces its first input, the cpu included, unless that GPU's budget
+  /// forbids. Without this, a layer the balancer sent to the cpu was followed by its
+  /// activation back on the GPU, and the next layer on the cpu again: a 4-layer MLP made
+  /// 7 copies per batch instead of 2. The cursor stays: the layers after it fill the GPUs
+  /// as before.
+  bool follow_producer(int node) {
+    const Node& n = ctx_.graph.nodes[node];
+    if (ctx_.param_bytes[node] != 0 || n.inputs.empty()) return false;
+    const int producer = ctx_.graph.values[n.inputs[0]].producer;
+    if (producer < 0 || !ctx_.decisions[producer].device) return false;  // a graph input: fill as usual
+    const Device where = *ctx_.decisions[producer].device;
+    Decision& d = ctx_.decisions[node];
+    const std::string& from = ctx_.graph.nodes[producer].path;
+    if (where.kind == DeviceKind::cpu) {
+      d.device = where;
+      d.reason = label_ + ": no parameters, stays with '" + from + "' on cpu";
+      return true;
+    }
+    for (Gpu& gpu : gpus_) {
+      if (gpu.device != where) continue;
+      Gpu after = gpu;
+      take(after, node);
+      if (gpu.budget != 0 && after.charged() > gpu.budget) return false;
+      gpu = std::move(after);
+      d.device = where;
+      d.reason = label_ + ": no parameters, stays with '" + from + "' on " + where.str() + " (" +
+                 format_bytes(gpu.charged()) + (gpu.budget ? " of " + format_bytes(gpu.budget) : std::string(", no limit")) +
+                 ")";
+      return true;
+    }
+    return false;
+  }
 
   /// Charges `gpu` for `node`: its footprint and the inputs it does not hold yet.
   void take(Gpu& gpu, int node) const {
@@ -429,11 +528,14 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
   using namespace placement_detail;
   TANDEM_ASSERT(inventory.has(Device::cpu()), "a device inventory always has the cpu");
   if (policy.batch < 1) throw UserError("--batch must be at least 1; got " + std::to_string(policy.batch));
+  for (const auto& [device, bytes] : policy.device_max_memory)
+    if (!inventory.has(device))
+      throw UserError("max_memory gives " + device.str() + " a budget of " + format_bytes(bytes) +
+                      ", but this machine has " + placement_detail::inventory_list(inventory) +
+                      "; name a device it has (or simulate GPUs with --sim-gpus N)");
   auto memory_of = [&](Device d) -> size_t {
     const DeviceInfo* info = inventory.find(d);
-    size_t bytes = info ? info->memory_bytes : 0;
-    if (policy.max_memory && d.kind == DeviceKind::cuda) bytes = bytes ? std::min(bytes, *policy.max_memory) : *policy.max_memory;
-    return bytes;
+    return memory_budget(policy, d, info ? info->memory_bytes : 0);
   };
   std::shared_ptr<const Graph> replicated =
       replicate_data_parallel(original, planned_bindings(original, policy), policy.training, memory_of);
@@ -459,6 +561,7 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
     }
     pass4_partition(ctx);
     pass5_estimate(ctx);
+    for (DeviceEstimate& e : ctx.plan.estimates) e.budget_bytes = memory_of(e.device);
     bool replan = false;
     for (const DeviceEstimate& e : ctx.plan.estimates) {
       const size_t budget = memory_of(e.device);

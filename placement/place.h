@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,6 +39,11 @@ struct PlacementPolicy {
   /// Budget per GPU for the balancing policies; default each device's capacity. Never
   /// more than the capacity when that is known.
   std::optional<size_t> max_memory;
+  /// Budgets of single devices, the cpu included (--max-memory cuda:0=6GiB,cpu=20GiB, as
+  /// accelerate's max_memory): a GPU named here gets its own instead of max_memory. The
+  /// balancer fills a GPU up to its budget; `tandem plan` refuses a plan whose predicted
+  /// peak on a device passes its budget.
+  std::map<Device, size_t> device_max_memory;
   /// --place PATTERN=DEVICE, in command-line order: later ones win. See glob_match.
   std::vector<std::pair<std::string, Device>> place_overrides;
   /// Training: gradients and optimizer state count, activations are kept for backward,
@@ -59,6 +65,15 @@ const std::vector<std::string>& placement_policy_names();
 /// Takes a model's `placement:` key into `policy` (name, and max_memory parsed as a byte
 /// size). Throws UserError "FILE:LINE:COLUMN: ..." for a size that is not one.
 void apply_placement_spec(const PlacementSpec& spec, PlacementPolicy& policy);
+
+/// Reads a max_memory text into `policy`: a size for every GPU ("8GiB"), or items
+/// separated by commas, each a size for every GPU or DEVICE=SIZE ("cuda:0=6GiB,cpu=20GiB").
+/// Throws UserError naming the item that is not one (the caller adds the flag or line).
+void parse_max_memory(std::string_view text, PlacementPolicy& policy);
+
+/// The bytes `device` may use under `policy`: its own budget, else for a GPU max_memory,
+/// never more than `capacity` when that is known (not 0); 0 when nothing limits it.
+size_t memory_budget(const PlacementPolicy& policy, Device device, size_t capacity);
 
 /// Places every layer of `graph` on a device of `inventory`. Throws UserError for a
 /// placement that cannot work (a device that does not exist, a layer pinned to a device

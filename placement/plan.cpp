@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/memory_size.h"
+
 namespace tandem {
 
 bool DeviceInventory::has(Device d) const { return find(d) != nullptr; }
@@ -9,6 +11,18 @@ bool DeviceInventory::has(Device d) const { return find(d) != nullptr; }
 const DeviceInfo* DeviceInventory::find(Device d) const {
   auto it = std::find_if(devices.begin(), devices.end(), [&](const DeviceInfo& info) { return info.device == d; });
   return it == devices.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> over_budget(const Plan& plan) {
+  std::vector<std::string> lines;
+  for (const DeviceEstimate& e : plan.estimates) {
+    if (e.budget_bytes == 0 || e.peak_bytes <= e.budget_bytes) continue;
+    const bool capacity = e.capacity_bytes != 0 && e.budget_bytes >= e.capacity_bytes;
+    lines.push_back(e.device.str() + " is predicted to need " + format_bytes(e.peak_bytes) + " at its peak, but " +
+                    (capacity ? "has " + format_bytes(e.capacity_bytes)
+                              : "its budget (max_memory) is " + format_bytes(e.budget_bytes)));
+  }
+  return lines;
 }
 
 Plan plan_on_cpu(const Graph& graph) {

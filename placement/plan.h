@@ -71,6 +71,7 @@ struct DeviceEstimate {
   size_t optimizer_bytes = 0;   // training: optimizer state (Adam: 2x the parameters)
   size_t peak_bytes = 0;        // the sum of the above
   size_t capacity_bytes = 0;    // the inventory's capacity (0: unknown)
+  size_t budget_bytes = 0;      // what the policy lets it use: its max_memory, else the capacity (0: no limit)
 };
 
 struct Plan {
@@ -87,6 +88,10 @@ struct Plan {
   bool training = false;
   int64_t batch = 1;
 };
+
+/// One line per device whose predicted peak passes its budget: "cuda:0 is predicted to
+/// need 9.3 MiB at its peak, but its budget (--max-memory) is 8.0 MiB". Empty: it fits.
+std::vector<std::string> over_budget(const Plan& plan);
 
 /// The graph whose nodes `plan`'s steps index: its replicated graph, or `given`, the one
 /// it was placed from.

@@ -14,6 +14,7 @@ packages=(
   python3-torch python3-numpy python3-yaml libopenblas0-pthread   # the PyTorch oracle and peer
   python3-dev pybind11-dev libdlpack-dev  # `import tandem` (python/), built for /usr/bin/python3
   python3-pytest python3-matplotlib       # its tests, and the example's loss curve
+  graphviz                                # tandem plan --svg/--png renders the plan with its dot
   clang-14 libclang-rt-14-dev libfuzzer-14-dev libomp-14-dev        # sanitizers and fuzzing (scripts/sanitize.sh, fuzz.sh)
 )
 

@@ -72,7 +72,15 @@ void place_model(Model& model, const PlaceArguments& arguments) {
                       "'): not a policy; write annotations, embeddings-on-cpu or balanced");
     policy.name = *arguments.policy;
   }
-  if (arguments.max_memory) policy.max_memory = size_argument(*arguments.max_memory, "max_memory");
+  if (arguments.max_memory) {  // the CLI's --max-memory text: "8GiB" or "cuda:0=6GiB,cpu=20GiB"; it replaces the file's
+    policy.max_memory.reset();
+    policy.device_max_memory.clear();
+    try {
+      parse_max_memory(*arguments.max_memory, policy);
+    } catch (const UserError& e) {
+      throw UserError("place(max_memory=" + *arguments.max_memory + "): " + e.what());
+    }
+  }
   for (const auto& [pattern, device] : arguments.patterns) {
     if (pattern.empty()) throw UserError("place(place=...): an empty pattern for " + device + "; write a glob such as 'encoder.*'");
     policy.place_overrides.emplace_back(pattern, parse_device_argument(device, "place(place={'" + pattern + "': ...})"));

@@ -19,7 +19,8 @@ void add_device_flags(CLI::App& app, PlacementFlags& flags, const std::string& s
 
 void add_policy_flags(CLI::App& app, PlacementFlags& flags) {
   app.add_option("--placement", flags.placement, "policy: annotations, embeddings-on-cpu or balanced (overrides placement:)");
-  app.add_option("--max-memory", flags.max_memory, "budget per GPU for the balancing policies, such as 8GiB");
+  app.add_option("--max-memory", flags.max_memory, "memory budgets, as accelerate's max_memory: a size for every GPU (8GiB) and/or DEVICE=SIZE items, "
+                 "the cpu included (cuda:0=6GiB,cpu=20GiB); the balancer fills each GPU up to its budget");
   app.add_option("--place", flags.place, "PATTERN=DEVICE: layers (or blocks) matching the glob go there; later ones win");
 }
 
@@ -52,7 +53,16 @@ PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph
       throw UserError("--placement '" + flags.placement + "' is not a policy; write annotations, embeddings-on-cpu or balanced");
     p.name = flags.placement;
   }
-  if (!flags.max_memory.empty()) p.max_memory = size_option(flags.max_memory, "--max-memory", /*device_memory=*/false);
+  if (!flags.max_memory.empty()) {
+    // the flag's budgets replace the file's, all of them
+    p.max_memory.reset();
+    p.device_max_memory.clear();
+    try {
+      parse_max_memory(flags.max_memory, p);
+    } catch (const UserError& e) {
+      throw UserError("--max-memory " + std::string(e.what()));
+    }
+  }
   for (const std::string& item : flags.place) {
     size_t eq = item.find('=');
     // one '=': a layer path never holds one, so a second is a typo, not part of the pattern

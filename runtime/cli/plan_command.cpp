@@ -2,7 +2,9 @@
 // and the predicted memory per device. Runs nothing: placement is a pure function.
 #include <fmt/core.h>
 
+#include <cstdio>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -12,6 +14,7 @@
 #include "placement/plan_dot.h"
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/graphviz_render.h"
 #include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
@@ -25,18 +28,27 @@ struct PlanOptions {
   std::string precision;  // --precision, checked by parse_precision_option
   std::string model;
   PlacementFlags placement;
-  int64_t batch = 1;
+  std::optional<int64_t> batch;  // unset: the batch the run would use (see planned_batch)
   std::vector<std::string> binds;
   bool train = false;
   bool json = false;
   std::string dot;
+  std::string svg;
+  std::string png;
 };
+
+/// The batch `tandem train` or `tandem run` would use: the model's train: batch for a
+/// training plan, 1 (run's default) for inference; --batch over either.
+int64_t planned_batch(const PlanOptions& o, const Graph& g) {
+  if (o.batch) return *o.batch;
+  return o.train && g.training ? g.training->batch : 1;
+}
 
 PlacementPolicy make_policy(const PlanOptions& o, const Graph& g) {
   PlacementPolicy p = placement_policy(o.placement, g);
   for (const auto& [name, value] : parse_bind_options(o.binds, g)) p.bindings[name] = value;
   p.training = o.train;
-  p.batch = o.batch;
+  p.batch = planned_batch(o, g);
   return p;
 }
 
@@ -79,7 +91,9 @@ nlohmann::json to_json(const Graph& given, const Plan& plan) {
                             {"gradient_bytes", e.gradient_bytes},
                             {"optimizer_bytes", e.optimizer_bytes},
                             {"peak_bytes", e.peak_bytes},
-                            {"capacity_bytes", e.capacity_bytes}});
+                            {"capacity_bytes", e.capacity_bytes},
+                            {"budget_bytes", e.budget_bytes},
+                            {"fits", e.budget_bytes == 0 || e.peak_bytes <= e.budget_bytes}});
   j["notes"] = plan.notes;
   return j;
 }
@@ -100,18 +114,22 @@ void print_table(const Graph& given, const Plan& plan) {
     fmt::print("  {:<8} {:<24} {:>7} -> {:<7} {:>12}  {}\n", c.forward ? "forward" : "backward", g.values[c.value].name,
                c.from.str(), c.to.str(), format_bytes(c.bytes), c.reason);
   fmt::print("\npredicted peak memory per device:\n");
-  fmt::print("  {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device", "parameters", "activations", "gradients",
-             "optimizer", "peak", "capacity");
+  fmt::print("  {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device", "parameters", "activations",
+             "gradients", "optimizer", "peak", "capacity", "budget");
   for (const DeviceEstimate& e : plan.estimates)
-    fmt::print("  {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", e.device.str(), format_bytes(e.parameter_bytes),
-               format_bytes(e.activation_bytes), format_bytes(e.gradient_bytes),
+    fmt::print("  {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}{}\n", e.device.str(),
+               format_bytes(e.parameter_bytes), format_bytes(e.activation_bytes), format_bytes(e.gradient_bytes),
                format_bytes(e.optimizer_bytes), format_bytes(e.peak_bytes),
-               e.capacity_bytes ? format_bytes(e.capacity_bytes) : std::string("?"));
+               e.capacity_bytes ? format_bytes(e.capacity_bytes) : std::string("?"),
+               e.budget_bytes == e.capacity_bytes ? std::string("-") : format_bytes(e.budget_bytes),
+               e.budget_bytes != 0 && e.peak_bytes > e.budget_bytes ? "  DOES NOT FIT" : "");
   for (const std::string& note : plan.notes) fmt::print("note: {}\n", note);
 }
 
 int run_plan(const PlanOptions& o) {
-  check_output_paths({{"--dot", o.dot}}, {{"the model file", o.model}});
+  check_output_paths({{"--dot", o.dot}, {"--svg", o.svg}, {"--png", o.png}}, {{"the model file", o.model}});
+  if (!o.svg.empty()) require_dot_program("--svg");
+  if (!o.png.empty()) require_dot_program("--png");
   Graph g = load_graph(o.model);
   if (auto precision = parse_precision_option(o.precision)) g.precision = *precision;
   DeviceRegistry registry(device_options(o.placement));
@@ -123,11 +141,21 @@ int run_plan(const PlanOptions& o) {
     out << plan_to_dot(g, plan);
     if (!out) throw UserError("cannot write --dot file '" + o.dot + "'");
   }
+  if (!o.svg.empty()) render_dot(plan_to_dot(g, plan), "svg", o.svg, "--svg");
+  if (!o.png.empty()) render_dot(plan_to_dot(g, plan), "png", o.png, "--png");
   if (o.json)
     fmt::print("{}\n", to_json(g, plan).dump(2));
   else
     print_table(g, plan);
-  return 0;
+  // The plan is shown either way, so that the user sees what does not fit; then it is
+  // refused like any other impossible placement.
+  const std::vector<std::string> over = over_budget(plan);
+  if (over.empty()) return 0;
+  std::fflush(stdout);
+  for (const std::string& line : over) fmt::print(stderr, "error: {}\n", line);
+  fmt::print(stderr, "error: the plan does not fit (exit code 2); use a smaller --batch, --placement balanced, more or "
+                     "larger devices (--sim-gpus, --sim-gpu-memory), or move layers with --place\n");
+  return 2;
 }
 
 }  // namespace
@@ -137,7 +165,9 @@ Command add_plan_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("plan", "Show where each layer would run and why, the copies, and memory per device");
   sub->add_option("model", o->model, "the model's YAML file")->required();
   add_device_flags(*sub, o->placement, "plan for the cpu and N simulated GPUs instead of this machine's");
-  sub->add_option("--batch", o->batch, "value of the symbol 'batch' for byte estimates (default 1)")
+  sub->add_option("--batch", o->batch,
+                  "value of the symbol 'batch' for byte estimates (default: the batch the run would use, the model's "
+                  "train: batch with --train, else 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub->add_option("--bind", o->binds, "value of another symbol, NAME=VALUE (repeatable)");
   sub->add_flag("--train", o->train, "plan for training: gradients, optimizer state, backward copies");
@@ -145,6 +175,8 @@ Command add_plan_command(CLI::App& app) {
   add_precision_flag(*sub, o->precision);
   sub->add_flag("--json", o->json, "print the plan as JSON");
   sub->add_option("--dot", o->dot, "write the plan as Graphviz to this file");
+  sub->add_option("--svg", o->svg, "render the plan as SVG to this file (needs Graphviz's dot)");
+  sub->add_option("--png", o->png, "render the plan as PNG to this file (needs Graphviz's dot)");
   return [o] { return run_plan(*o); };
 }
 

@@ -170,7 +170,7 @@ int run_inference(const RunOptions& o) {
       j["timing"] = {{"repeat", o.repeat}, {"median_ms", median}, {"min_ms", sorted.front()}, {"max_ms", sorted.back()}};
     if (model.placed()) {
       j["policy"] = model.last_plan().policy;
-      j["devices"] = devices_json(model.device_report());
+      j["devices"] = devices_json(model.device_report(), model.last_plan());
     }
     j["notes"] = notes;
     fmt::print("{}\n", j.dump(2));
@@ -193,7 +193,7 @@ int run_inference(const RunOptions& o) {
   if (!times_ms.empty())
     fmt::print("forward: median {:.4f} ms, min {:.4f} ms over {} runs\n", median, sorted.front(), o.repeat);
   if (!o.outputs.empty()) fmt::print("outputs written to {}\n", o.outputs);
-  if (o.report) print_device_report(model.device_report(), "last forward");
+  if (o.report) print_device_report(model.device_report(), model.last_plan(), "last forward");
   for (const std::string& note : notes) fmt::print("note: {}\n", note);
   return 0;
 }

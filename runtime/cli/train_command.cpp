@@ -81,6 +81,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
   b["batch"] = spec.batch;
   TensorMap batch = model.random_inputs(b, spec.seed);
   batch.merge(model.random_targets(b, spec.seed));
+  const Plan predicted = model.plan_for(b, /*training=*/true);  // the report's prediction
   Trainer trainer(model, spec);
   trainer.distribute(std::move(group), distributed_options(o.distributed));  // each rank its own random batch
   trainer.set_total_steps(o.bench_steps + 3);
@@ -102,7 +103,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
                    {"loss", loss},
                    {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
                    {"peak_bytes", cpu_allocator().peak_bytes()}};
-  if (model.placed()) j["devices"] = devices_json(model.device_totals());
+  if (model.placed()) j["devices"] = devices_json(model.device_totals(), predicted);
   if (trainer.scales_loss()) {
     j["skipped_steps"] = trainer.skipped_steps();  // warm-up included
     j["loss_scale"] = trainer.loss_scale();
@@ -111,7 +112,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
   if (o.json) fmt::print("{}\n", j.dump());  // one line, as train's summary
   else fmt::print("training step: median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
                   ms[ms.size() / 2], ms.front(), o.bench_steps, cpu_allocator().peak_bytes() / double(1 << 20));
-  if (o.report && !o.json) print_device_report(model.device_totals(), "every step, warm-up included");
+  if (o.report && !o.json) print_device_report(model.device_totals(), predicted, "every step, warm-up included");
   return 0;
 }
 
@@ -189,7 +190,9 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     }
   }
   if (!spec.data) throw UserError("no training data: give --data FILE or a data: entry in the model's train: section");
-  model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused before the data loads
+  // a device the machine lacks is refused before the data loads; the report sets this
+  // plan's predicted peaks beside the measured ones
+  const Plan predicted = model.plan_for({{"batch", spec.batch}}, /*training=*/true);
   Dataset all = [&] {
     SlowStepNote note("reading the training data " + file_with_size(spec.data->path), speaks);
     return load_dataset(*spec.data, data_columns(model.graph()));
@@ -292,7 +295,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
       j["skipped_steps"] = trainer.skipped_steps();
       j["loss_scale"] = trainer.loss_scale();
     }
-    if (model.placed()) j["devices"] = devices_json(model.device_totals());  // the whole run, validation too
+    if (model.placed()) j["devices"] = devices_json(model.device_totals(), predicted);  // the whole run, validation too
     fmt::print("{}\n", j.dump());  // one line, the last: JSON lines end with the summary
   } else {
     std::string accuracy;
@@ -307,7 +310,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     fmt::print("done: {} steps{} in {:.1f}s{}{}{}\n", steps, skipped, seconds,
                o.resume.empty() ? "" : fmt::format(" (steps {} to {} of the run)", steps_before + 1, trainer.steps_done()),
                accuracy, save.empty() ? "" : ", checkpoint " + save);
-    if (o.report) print_device_report(model.device_totals(), "whole run: training steps and validation");
+    if (o.report) print_device_report(model.device_totals(), predicted, "whole run: training steps and validation");
   }
   return 0;
 }
