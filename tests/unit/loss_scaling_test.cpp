@@ -314,7 +314,7 @@ TEST_CASE("tandem train reports the steps fp16 loss scaling skipped, in its line
   const std::string out = run_cli("train " + base + ".yaml --json", &code);
   INFO(out);
   REQUIRE(code == 0);
-  const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
+  const nlohmann::json j = nlohmann::json::parse(tandem::testing::json_summary(out));
   const int64_t skipped = j["skipped_steps"].get<int64_t>();
   CHECK(skipped >= 4);
   CHECK(skipped < j["steps"].get<int64_t>());
