@@ -10,6 +10,7 @@
 
 #include "core/readable_file.h"
 #include "runtime/io/mapped_file.h"
+#include "runtime/io/widen_elements.h"
 #include "runtime/io/zip_archive.h"
 
 static_assert(std::endian::native == std::endian::little, ".npy reading assumes a little-endian host");
@@ -161,27 +162,6 @@ NpyDType parse_descr(const std::string& descr, const std::string& what) {
   if (it != kTypes.end()) return it->second;
   fail(what + ": dtype '" + descr + "' is not supported; " + kReadable +
        ". Convert the array before saving (e.g. array.astype('float32') or array.astype('int64')).");
-}
-
-float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu;
-  uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0) {
-    float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  uint32_t bits = exponent == 31 ? sign | 0x7f800000u | (mantissa << 13) : sign | ((exponent + 112) << 23) | (mantissa << 13);
-  return std::bit_cast<float>(bits);
-}
-
-template <class From, class To, class Convert>
-void convert_each(const std::byte* src, To* dst, int64_t n, Convert convert) {
-  for (int64_t i = 0; i < n; ++i) {
-    From v;
-    std::memcpy(&v, src + i * sizeof(From), sizeof(From));
-    dst[i] = convert(v);
-  }
 }
 
 void convert_into(Source source, const std::byte* src, const Tensor& t) {

@@ -22,6 +22,7 @@
 #include "runtime/io/file_kind.h"
 #include "runtime/io/json_members.h"
 #include "runtime/io/mapped_file.h"
+#include "runtime/io/widen_elements.h"
 
 // The format is little-endian and so are the machines Tandem runs on (x86-64, aarch64);
 // reading the data with memcpy relies on that.
@@ -244,28 +245,6 @@ uint64_t header_length(std::span<const std::byte> first_bytes, uint64_t file_byt
 }
 
 // ---- data ----------------------------------------------------------------------------
-
-float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu;
-  uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
-    float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  uint32_t bits = exponent == 31 ? sign | 0x7f800000u | (mantissa << 13)  // inf / nan
-                                 : sign | ((exponent + 112) << 23) | (mantissa << 13);
-  return std::bit_cast<float>(bits);
-}
-
-template <class From, class To, class Convert>
-void convert_each(const std::byte* src, To* dst, int64_t n, Convert convert) {
-  for (int64_t i = 0; i < n; ++i) {
-    From v;
-    std::memcpy(&v, src + i * sizeof(From), sizeof(From));
-    dst[i] = convert(v);
-  }
-}
 
 /// Widens `src` (the file's bytes for `e`) into `t`.
 void convert_into(const Entry& e, const std::byte* src, const Tensor& t) {
