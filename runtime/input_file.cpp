@@ -29,7 +29,8 @@ std::string input_names(const Graph& graph) {
 /// numpy.savez(path, array) names its arrays arr_0, arr_1, ...: the model cannot know
 /// which is which, so the message says to name them.
 void check_npz_names(const TensorMap& arrays, const std::string& path, const Graph& graph) {
-  for (const auto& [name, t] : arrays) {
+  for (const auto& entry : arrays) {
+    const std::string& name = entry.first;  // a plain name: clang 14 lambdas cannot capture a structured binding
     bool known = std::any_of(graph.inputs.begin(), graph.inputs.end(),
                              [&](const GraphInput& in) { return in.name == name; });
     if (!known)

@@ -40,13 +40,15 @@ nlohmann::json shape_json(const SymShape& shape) {
 /// Attributes as a JSON object with their YAML types (null, bool, number, text, lists).
 nlohmann::json attributes_json(const Attributes& attrs) {
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& [name, value] : attrs.values())
+  for (const auto& [name, value] : attrs.values()) {
+    nlohmann::json& slot = out[name];  // named outside the lambda: clang 14 cannot capture a structured binding
     std::visit(
-        [&](const auto& v) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) out[name] = nullptr;
-          else out[name] = v;
+        [&slot](const auto& v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) slot = nullptr;
+          else slot = v;
         },
         value);
+  }
   return out;
 }
 
