@@ -44,7 +44,8 @@ TEST_CASE("an epoch's train_loss is its step losses weighted by their samples", 
     const std::string out = run_cli("train " + model + " --epochs 2 --json", &code);
     INFO(out);
     REQUIRE(code == 0);
-    for (const auto& epoch : nlohmann::json::parse(json_summary(out))["epochs"]) {
+    const nlohmann::json summary = nlohmann::json::parse(json_summary(out));  // alive through the loop
+    for (const auto& epoch : summary["epochs"]) {
       const std::vector<double> l = epoch["step_losses"].get<std::vector<double>>();
       REQUIRE(l.size() == 3);  // 10 samples in batches of 4: 4, 4 and 2
       const double expected = reduction == "mean" ? (4 * l[0] + 4 * l[1] + 2 * l[2]) / 10 : (l[0] + l[1] + l[2]) / 3;
