@@ -41,9 +41,9 @@ std::string compute_threads_reason() {
 std::string thread_wait_policy() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spins = std::getenv("GOMP_SPINCOUNT");
-  std::string out = policy && *policy ? "OMP_WAIT_POLICY=" + std::string(policy) : "OpenMP's default (spin, then sleep)";
-  if (spins && *spins) out += ", GOMP_SPINCOUNT=" + std::string(spins);
-  return out;
+  if (policy && *policy) return "OMP_WAIT_POLICY=" + std::string(policy);
+  if (spins && *spins) return "spin " + std::string(spins) + " rounds, then sleep (GOMP_SPINCOUNT=" + spins + ")";
+  return "OpenMP's default (spin 300000 rounds, then sleep)";
 }
 
 }  // namespace tandem

@@ -8,18 +8,24 @@
 // threads on each core, and its arenas would buy nothing that one team does not.
 //
 // Note [waiting threads]: a thread of an OpenMP team that waits at a barrier spins by
-// default (libgomp: some 300,000 rounds) before it sleeps. On a machine where other
-// processes keep the cores busy, a spinning thread takes a core that the thread it waits
-// for needs, and every barrier costs a scheduler time slice: a GRU language model's step
-// took 357 ms instead of 23 ms beside other work. The CLI therefore starts with
-// OMP_WAIT_POLICY=passive unless the environment chooses a policy (runtime/cli/main.cpp);
-// libgomp reads it only when it loads, so the CLI sets it and starts itself again, and a
-// program of one's own (or Python) sets it before it starts (the Python package does).
+// default (libgomp: 300,000 rounds) before it sleeps. On a machine where other processes
+// keep the cores busy, a spinning thread takes a core that the thread it waits for needs,
+// and every barrier costs a scheduler time slice: an epoch of the character GRU took 69 s
+// beside two busy processes instead of 0.42 s quiet. Sleeping at once (passive) costs a
+// wake-up at every parallel region instead: 1.06 s quiet. 1,000 rounds (a few
+// microseconds) keep the quiet machine's 0.43 s and take 1.6 s beside the busy ones
+// (bench/bench_threads.py). The CLI therefore starts with GOMP_SPINCOUNT=1000 unless the
+// environment chooses (OMP_WAIT_POLICY or GOMP_SPINCOUNT: runtime/cli/main.cpp); libgomp
+// reads it only when it loads, so the CLI sets it and starts itself again, and a program
+// of one's own (or Python) sets it before it starts (the Python package does).
 #pragma once
 
 #include <string>
 
 namespace tandem {
+
+/// What the CLI and the Python package set GOMP_SPINCOUNT to (Note [waiting threads]).
+inline constexpr char kSpinsBeforeSleeping[] = "1000";
 
 /// The threads the cpu computes with from now on (each device's kernels are made after
 /// this): omp_set_num_threads. `by` names the caller in messages and in
@@ -29,8 +35,9 @@ void set_threads(int threads, const std::string& by = "set_threads()");
 /// run on)", "1 (OMP_NUM_THREADS)", "3 (--threads)".
 int compute_threads();
 std::string compute_threads_reason();
-/// How the team's threads wait, as the environment chose it: "OMP_WAIT_POLICY=passive",
-/// or "OpenMP's default (spin, then sleep)".
+/// How the team's threads wait, as the environment chose it: "spin 1000 rounds, then sleep
+/// (GOMP_SPINCOUNT=1000)", "OMP_WAIT_POLICY=passive", or "OpenMP's default (spin 300000
+/// rounds, then sleep)".
 std::string thread_wait_policy();
 /// The cores this process may run on (its affinity mask).
 int usable_cores();

@@ -14,11 +14,11 @@ Errors a user can cause raise tandem.ModelError with the message the CLI prints.
 """
 import os as _os
 
-# Note [waiting threads] (runtime/threads.h): OpenMP's threads wait passively unless the
-# environment chooses otherwise, as the CLI's do; libgomp reads this when it loads, which is
-# now unless something imported before (torch, say) loaded it already.
+# Note [waiting threads] (runtime/threads.h): OpenMP's threads spin 1,000 rounds, then
+# sleep, unless the environment chooses otherwise, as the CLI's do; libgomp reads this when
+# it loads, which is now unless something imported before (torch, say) loaded it already.
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
-    _os.environ["OMP_WAIT_POLICY"] = "passive"
+    _os.environ["GOMP_SPINCOUNT"] = "1000"
 
 from ._tandem import InternalError, Model, ModelError, devices, set_threads, threads
 from .display import DeviceReport, Plan

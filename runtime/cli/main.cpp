@@ -5,14 +5,15 @@
 #include <iostream>
 
 #include "runtime/cli/cli_app.h"
+#include "runtime/threads.h"
 
 int main(int argc, char** argv) {
-  // Note [waiting threads] (runtime/threads.h): OpenMP's threads wait passively unless the
-  // environment says otherwise. libgomp read the environment when it loaded, before
-  // main(): set the policy and start again (the same process, the same pid, under mpirun
-  // too). Should the exec fail, the run goes on with OpenMP's default.
+  // Note [waiting threads] (runtime/threads.h): OpenMP's threads spin briefly, then sleep,
+  // unless the environment says otherwise. libgomp read the environment when it loaded,
+  // before main(): set the spin count and start again (the same process, the same pid,
+  // under mpirun too). Should the exec fail, the run goes on with OpenMP's default.
   if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("GOMP_SPINCOUNT", tandem::kSpinsBeforeSleeping, 1);
     execv("/proc/self/exe", argv);
   }
   tandem::cli::CliApp cli = tandem::cli::make_cli_app();

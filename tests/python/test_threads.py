@@ -9,8 +9,8 @@ import tandem
 def test_threads_are_set_reported_and_bounded(tmp_path):
     start = tandem.threads()
     assert start["threads"] >= 1 and start["usable_cores"] >= 1
-    # the package chose passive waiting before OpenMP loaded (ctest sets no policy)
-    assert start["wait_policy"] == "OMP_WAIT_POLICY=passive"
+    # the package chose a short spin before OpenMP loaded (ctest sets no policy)
+    assert start["wait_policy"] == "spin 1000 rounds, then sleep (GOMP_SPINCOUNT=1000)"
     model_file = tmp_path / "m.yaml"
     model_file.write_text("name: m\ninputs:\n  x: {shape: [batch, 6]}\nlayers:\n"
                           "  - {name: fc, op: linear, in_features: 6, out_features: 3}\n")
