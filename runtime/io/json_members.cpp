@@ -31,6 +31,7 @@ class MemberSax : public nlohmann::json_sax<json> {
   bool end_array() override { return close(); }
 
   bool key(string_t& k) override {
+    if (skipping_) return true;  // inside an outer array: nothing is built, only depth counts
     if (depth_ == 1) {
       if (!outer_keys_.insert(k).second) duplicate(k);
       member_key_ = std::move(k);
