@@ -2,6 +2,8 @@
 #pragma GCC optimize("fp-contract=off")
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -70,26 +72,69 @@ TouchedRows* partial_rows(std::span<TouchedRows* const> rows, size_t i) {
 
 }  // namespace
 
-void scale_gradients(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows,
-                     ParameterDevices& devices) {
-  // Rows outside the touched ones are zero, and stay so whatever the factor that is not NaN.
+namespace {
+
+/// Every value of `grads` that can be other than zero: on_host(values, n) for each host
+/// span (a row gradient's rows, a dense gradient's touched rows, or all of it; rows outside
+/// the touched ones are zero), on_device(gradient) for a gradient a device holds.
+template <class OnHost, class OnDevice>
+void for_each_gradient_part(std::span<Tensor> grads, std::span<TouchedRows* const> rows, ParameterDevices& devices,
+                            OnHost on_host, OnDevice on_device) {
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) {
-      for (int64_t r : rows[i]->list()) scale_host(rows[i]->values_of(r), rows[i]->width(), factor);
+      for (int64_t r : rows[i]->list()) on_host(rows[i]->values_of(r), rows[i]->width());
       continue;
     }
     if (grads[i].device() != Device::cpu() || devices.holds(grads[i])) {
-      devices.scale(grads[i], factor);
+      on_device(grads[i]);
       continue;
     }
     float* g = grads[i].data<float>();
     if (TouchedRows* touched = partial_rows(rows, i)) {
       const int64_t width = grads[i].numel() / touched->rows();
-      for (int64_t r : touched->list()) scale_host(g + r * width, width, factor);
+      for (int64_t r : touched->list()) on_host(g + r * width, width);
     } else {
-      scale_host(g, grads[i].numel(), factor);
+      on_host(g, grads[i].numel());
     }
   }
+}
+
+/// x[0, n) *= factor; whether every x was finite before. An inf or NaN is a float whose
+/// exponent bits are all ones; testing them with integer operations and no branch keeps
+/// the loop vectorized.
+bool scale_host_checking_finite(float* x, int64_t n, float factor) {
+  constexpr uint32_t kExponent = 0x7f800000u;
+  uint32_t not_finite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    not_finite |= static_cast<uint32_t>((std::bit_cast<uint32_t>(v) & kExponent) == kExponent);
+    x[i] = v * factor;
+  }
+  return not_finite == 0;
+}
+
+}  // namespace
+
+void scale_gradients(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows,
+                     ParameterDevices& devices) {
+  // zero stays zero whatever the factor that is not NaN
+  for_each_gradient_part(
+      grads, rows, devices, [&](float* x, int64_t n) { scale_host(x, n, factor); },
+      [&](Tensor& g) { devices.scale(g, factor); });
+}
+
+bool scale_gradients_checking_finite(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows,
+                                     ParameterDevices& devices) {
+  bool finite = true;
+  for_each_gradient_part(
+      grads, rows, devices, [&](float* x, int64_t n) { finite &= scale_host_checking_finite(x, n, factor); },
+      [&](Tensor& g) {
+        // a sum of squares in double is finite exactly when every value is (a float's
+        // square stays below 1.2e77)
+        finite &= std::isfinite(devices.sum_of_squares(g));
+        devices.scale(g, factor);
+      });
+  return finite;
 }
 
 double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<TouchedRows* const> rows,

@@ -104,5 +104,9 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
 /// micro-batches. `rows` as there; a gradient on a device is scaled there.
 void scale_gradients(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows = {},
                      ParameterDevices& devices = host_parameter_devices());
+/// scale_gradients, and whether every value was finite before it (the check of fp16 loss
+/// scaling's unscale: torch._amp_foreach_non_finite_check_and_unscale_).
+bool scale_gradients_checking_finite(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows,
+                                     ParameterDevices& devices);
 
 }  // namespace tandem
