@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/memory_size.h"
 #include "core/printable_text.h"
 
 namespace tandem::cli {
@@ -62,9 +63,7 @@ std::string file_with_size(const std::string& path) {
   const auto bytes = std::filesystem::file_size(path, ec);
   const std::string name = "'" + printable_text(path) + "'";
   if (ec) return name;
-  if (bytes >= (1ull << 30)) return fmt::format("{} ({:.1f} GiB)", name, bytes / double(1ull << 30));
-  if (bytes >= (1ull << 20)) return fmt::format("{} ({:.1f} MiB)", name, bytes / double(1ull << 20));
-  return fmt::format("{} ({} bytes)", name, bytes);
+  return name + " (" + format_bytes(static_cast<size_t>(bytes)) + ")";
 }
 
 }  // namespace tandem::cli

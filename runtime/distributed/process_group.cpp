@@ -315,12 +315,12 @@ ProcessGroup::Request ProcessGroup::start_all_reduce_sum(void* data, int64_t cou
   Request r;
   if (!mpi_ || size_ == 1 || count == 0) return r;
   TANDEM_ASSERT(count <= INT32_MAX, "an all-reduce of more than 2^31 elements: split it into buckets");
+  // the element's MPI type and bytes, and the sum (bf16's is a user op, bf16_sum())
+  const MPI_Datatype element = type == SumOf::float32 ? MPI_FLOAT : type == SumOf::float64 ? MPI_DOUBLE : MPI_UINT16_T;
+  const size_t element_bytes = type == SumOf::float32 ? sizeof(float) : type == SumOf::float64 ? sizeof(double) : 2;
   auto* request = new MPI_Request;
-  const int code = type == SumOf::float32
-                       ? MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                                        request)
-                       : MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_UINT16_T, bf16_sum(),
-                                        MPI_COMM_WORLD, request);
+  const int code = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), element,
+                                  type == SumOf::bfloat16 ? bf16_sum() : MPI_SUM, MPI_COMM_WORLD, request);
   if (code != MPI_SUCCESS) {
     delete request;
     abort(what + " could not start: " + mpi_error(code));
@@ -328,7 +328,7 @@ ProcessGroup::Request ProcessGroup::start_all_reduce_sum(void* data, int64_t cou
   r.group_ = this;
   r.what_ = std::move(what);
   r.started_ = std::chrono::steady_clock::now();
-  r.bytes_ = static_cast<size_t>(count) * (type == SumOf::float32 ? sizeof(float) : sizeof(uint16_t));
+  r.bytes_ = static_cast<size_t>(count) * element_bytes;
   r.request_ = request;
   return r;
 }
@@ -338,11 +338,7 @@ void ProcessGroup::all_reduce_sum(float* data, int64_t count, const std::string&
 }
 
 void ProcessGroup::all_reduce_sum(double* data, int64_t count, const std::string& what) {
-  if (!mpi_ || size_ == 1 || count == 0) return;
-  MPI_Request request;
-  const int code = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request);
-  if (code != MPI_SUCCESS) abort(what + " could not start: " + mpi_error(code));
-  wait_for(&request, what, std::chrono::steady_clock::now(), static_cast<size_t>(count) * sizeof(double));
+  start_all_reduce_sum(data, count, SumOf::float64, what).wait();
 }
 
 void ProcessGroup::broadcast(void* data, size_t bytes, int root, const std::string& what) {

@@ -98,7 +98,7 @@ class ProcessGroup {
  private:
   ProcessGroup(int rank, int size, int local_rank, int local_size, std::string host, bool mpi,
                std::chrono::milliseconds timeout);
-  enum class SumOf { float32, bfloat16 };
+  enum class SumOf { float32, float64, bfloat16 };
   Request start_all_reduce_sum(void* data, int64_t count, SumOf type, std::string what);
   /// Waits for `request` to finish within the deadline, naming `what` if it does not.
   void wait_for(void* request, const std::string& what, std::chrono::steady_clock::time_point started,
