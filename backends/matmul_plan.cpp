@@ -24,7 +24,7 @@ MatmulPlan plan_matmul(const Shape& a_in, const Shape& b_in) {
   for (size_t i = 0; i + 2 < rank; ++i) {
     if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
       throw UserError("matmul: batch dims of " + shape_str(a_in) + " and " + shape_str(b_in) + " do not broadcast");
-    out[i] = std::max(a[i], b[i]);
+    out[i] = a[i] == 1 ? b[i] : a[i];  // a 1 broadcasts to the other, 0 included (torch: 0 with 1 is 0)
     p.batches *= out[i];
     p.a_broadcast = p.a_broadcast || (a[i] == 1 && out[i] != 1);
     p.b_broadcast = p.b_broadcast || (b[i] == 1 && out[i] != 1);

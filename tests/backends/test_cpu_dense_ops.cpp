@@ -115,6 +115,9 @@ TEST_CASE("matmul follows torch.matmul", "[cpu][matmul]") {
       {{300, 200}, {200}, {300}},              // 1-D, oneDNN path
       {{3, 0}, {0, 4}, {3, 4}},                // empty inner dim: zeros
       {{0, 3}, {3, 4}, {0, 4}},                // empty rows
+      {{0, 5, 6}, {6, 7}, {0, 5, 7}},          // empty batch against a broadcast matrix
+      {{1, 4, 3}, {0, 3, 5}, {0, 4, 5}},       // a batch of 1 broadcast to an empty batch
+      {{2, 1, 4, 3}, {0, 3, 5}, {2, 0, 4, 5}}, // empty batch dimension inside
   };
   for (const MM& m : cases) {
     INFO("a " << shape_str(m.a) << " @ b " << shape_str(m.b));

@@ -33,7 +33,9 @@ TEST_CASE("conv2d on a GPU matches the CPU", "[gpu][conv2d]") {
   check_gpu_against_cpu(conv_case(gen, {2, 3, 17, 15}, 5, 5, 2, 2, 1, 1, false), gen);
   check_gpu_against_cpu(conv_case(gen, {2, 4, 16, 16}, 6, 3, 1, 2, 2, 2, true), gen);  // dilated, grouped
   check_gpu_against_cpu(conv_case(gen, {3, 9, 9}, 4, 1, 1, 0, 1, 1, true), gen);        // unbatched 1x1
-  check_gpu_against_cpu(conv_case(gen, {32, 64, 28, 28}, 64, 3, 1, 1, 1, 1, true), gen, 2e-5);
+  // the weight gradient sums 32 x 28 x 28 products per element, in another order on each
+  // side: fp32 rounding alone reaches 2.3e-5 of the largest (seen once in 2 runs on an H200)
+  check_gpu_against_cpu(conv_case(gen, {32, 64, 28, 28}, 64, 3, 1, 1, 1, 1, true), gen, 1e-4);
 }
 
 TEST_CASE("conv2d padding cuDNN cannot express is unsupported, not wrong", "[gpu][conv2d]") {

@@ -83,7 +83,7 @@ void matmul_backward(const BackwardArgs& args) {
   for (size_t i = 0; i < batch_rank; ++i) {
     int64_t da = i + as.size() >= batch_rank + 2 ? as[i + as.size() - 2 - batch_rank] : 1;
     int64_t db = i + bs.size() >= batch_rank + 2 ? bs[i + bs.size() - 2 - batch_rank] : 1;
-    batch[i] = std::max(da, db);
+    batch[i] = da == 1 ? db : da;  // a 1 broadcasts to the other, 0 included
   }
   const float* a = args.inputs[0].data<float>();
   const float* b = args.inputs[1].data<float>();

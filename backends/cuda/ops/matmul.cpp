@@ -103,6 +103,8 @@ class MatmulKernel final : public Kernel {
     const void* b = da ? input(args.inputs[1], b_half(), b_numel_) : nullptr;
     const void* dy = input(args.grad_outputs[0], dy_half(), batches_ * m_ * n_);
     const cudaStream_t stream = ctx_.stream().get();
+    if (a_numel_ == 0) da = nullptr;  // nothing to write (a dim of 0)
+    if (b_numel_ == 0) db = nullptr;
     if (batches_ == 0) {  // empty sums: zeros
       if (da && a_numel_ > 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(da, 0, sizeof(float) * a_numel_, stream));
       if (db && b_numel_ > 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(db, 0, sizeof(float) * b_numel_, stream));
