@@ -50,8 +50,22 @@ struct PinnedPool::State {
   std::multimap<size_t, void*> free_buffers;  // size class -> buffer
   std::vector<WaitingBuffer> waiting;          // given back, their stream still using them
   std::map<int, std::vector<cudaEvent_t>> spare_events;  // by device (an event records on its device's streams)
-  size_t cached = 0;
+  size_t cached = 0;      // every buffer the pool allocated and has not freed
+  size_t free_bytes = 0;  // of which in free_buffers
   PinnedPoolStats stats;
+
+  // Called with `mutex` held. The limit is on the free buffers alone: buffers in use (a
+  // large pinned tensor, say) must not make every staging chunk that comes back be freed
+  // and pinned again (cudaHostAlloc takes milliseconds).
+  void keep_or_free(void* data, size_t bytes) {
+    if (free_bytes + bytes > max_cached) {
+      cudaFreeHost(data);
+      cached -= bytes;
+      return;
+    }
+    free_buffers.emplace(bytes, data);
+    free_bytes += bytes;
+  }
 
   // Called with `mutex` held.
   void collect_waiting() {
@@ -63,7 +77,7 @@ struct PinnedPool::State {
       }
       if (status != cudaSuccess) cudaGetLastError();
       spare_events[waiting[i].device].push_back(waiting[i].event);
-      free_buffers.emplace(waiting[i].bytes, waiting[i].data);
+      keep_or_free(waiting[i].data, waiting[i].bytes);
       waiting[i] = waiting.back();
       waiting.pop_back();
     }
@@ -96,6 +110,7 @@ PinnedBuffer PinnedPool::acquire(size_t bytes) {
     if (it != state_->free_buffers.end()) {
       void* data = it->second;
       state_->free_buffers.erase(it);
+      state_->free_bytes -= rounded;
       ++state_->stats.reuses;
       return PinnedBuffer(this, data, rounded);
     }
@@ -146,12 +161,7 @@ void PinnedPool::give_back(void* data, size_t bytes, cudaStream_t stream, bool a
     if (event) s.spare_events[device].push_back(event);
     cudaStreamSynchronize(stream);
   }
-  if (s.cached > s.max_cached) {
-    cudaFreeHost(data);
-    s.cached -= bytes;
-    return;
-  }
-  s.free_buffers.emplace(bytes, data);
+  s.keep_or_free(data, bytes);
 }
 
 PinnedPoolStats PinnedPool::stats() const {

@@ -45,6 +45,20 @@ TEST_CASE("staging buffers are reused across copies", "[gpu][copies]") {
   CHECK(pool.stats().reuses >= 5);
 }
 
+TEST_CASE("pinned buffers held in use do not make staging buffers be pinned again", "[gpu][copies]") {
+  cuda::PinnedPool pool(size_t{16} << 20);
+  cuda::PinnedBuffer held = pool.acquire(size_t{32} << 20);  // in use, and over the cache's limit alone
+  cuda::CudaContext& ctx = gpu();
+  std::vector<unsigned char> host = pattern(12 << 20, 7), back(12 << 20);
+  auto device = ctx.allocator().allocate(host.size());
+  for (int i = 0; i < 4; ++i) {
+    cuda::copy_to_device(device->data(), host.data(), host.size(), ctx.stream().get(), pool);
+    cuda::copy_to_host(back.data(), device->data(), back.size(), ctx.stream().get(), pool);
+  }
+  CHECK(back == host);
+  CHECK(pool.stats().allocations <= 4);  // the held buffer and a few chunks, then reuse
+}
+
 TEST_CASE("pinned memory copies asynchronously, ordered by an event", "[gpu][copies]") {
   cuda::CudaContext& ctx = gpu();
   const size_t bytes = 1 << 20;
