@@ -23,8 +23,11 @@ void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float*
 
 /// The sum of squares of x[0, n) in double, over blocks of kNormBlock elements summed in
 /// order (each over 8 lanes added in a fixed order), so that the result does not depend on
-/// how the work is split: the gradient norm of clip_grad_norm.
-inline constexpr int64_t kNormBlock = 16384;
+/// how the work is split: the gradient norm of clip_grad_norm. A GPU sums each block in
+/// one thread (the lanes' order is the host's), so blocks are small enough to give it
+/// thousands of threads per million elements (with 16384, a 1024 x 1024 gradient was 64
+/// threads, each walking 64 KiB alone).
+inline constexpr int64_t kNormBlock = 1024;
 double sum_of_squares_host(const float* x, int64_t n);
 /// Block `b` of that sum (x[b * kNormBlock, ...) up to n), for sums over some rows only.
 double block_sum_of_squares_host(const float* x, int64_t n, int64_t b);

@@ -342,7 +342,7 @@ TEST_CASE("placed training updates the cpu's table row by row and takes GPU grad
   const TrainingSpec spec = *reference.graph().training;
   Trainer expected(reference, spec), got(model, spec);
   // a NaN in a table row no batch looks up: neither zeroing nor the update may read it
-  // (clipping may: its exact norm sums the 16384-element blocks that hold a touched row)
+  // (clipping may: its exact norm sums the kNormBlock-element blocks that hold a touched row)
   const Tensor& grad = model.gradients().at("table.weight");
   grad.data<float>()[99999 * 8] = std::nanf("");
   for (int step = 0; step < 5; ++step) {

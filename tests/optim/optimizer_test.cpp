@@ -417,7 +417,7 @@ TEST_CASE("SGD without momentum writes no row outside the touched ones; with mom
 
 TEST_CASE("clip_grad_norm over touched rows gives the dense norm and scaling to the bit", "[optim][touched_rows]") {
   auto rng = make_rng("clip touched rows");
-  // rows of odd widths straddle the sum's 16384-element blocks
+  // rows of odd widths straddle the sum's blocks of kNormBlock elements
   const int64_t rows = 20000 + static_cast<int64_t>(rng() % 5000), width = 3 + static_cast<int64_t>(rng() % 90);
   TouchedRows table_rows(rows), dense_rows(40);
   dense_rows.mark_all();

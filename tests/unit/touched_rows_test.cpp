@@ -81,7 +81,7 @@ TEST_CASE("a step on a million-row table zeroes and updates only the rows its ba
 
   // A NaN in the gradient of a row no batch looks up: zeroing the whole gradient would clear
   // it, a dense update would spread it into the weight. Neither may happen. (Clipping may
-  // read it, when a looked-up row shares its 16384-element block of the exact norm's sum:
+  // read it, when a looked-up row shares its kNormBlock-element block of the exact norm's sum:
   // then it does not clip, which the checks below do not depend on.)
   int64_t untouched = 1 + static_cast<int64_t>(rng() % (rows - 1));
   while (looked_up.count(untouched)) untouched = 1 + (untouched % (rows - 1));
