@@ -161,6 +161,11 @@ class Model {
   /// Whether passes run placed (use_devices, to() a GPU, or a model that names GPUs once
   /// it has run).
   bool placed() const { return registry_ != nullptr; }
+  /// Host memory that batches for this model are best gathered into: pinned memory when it
+  /// runs on real GPUs (cuda:0's backend's host_allocator(); pinned memory serves every GPU),
+  /// so that a batch goes up in one asynchronous transfer with no staging copy on the step's
+  /// path, as torch's DataLoader(pin_memory=True) does when asked; the host's otherwise.
+  Allocator& batch_memory();
   /// The plan a pass with `bindings` runs (training or inference), placing the model first
   /// if its file names GPUs: what a caller checks before work starts. UserError when the
   /// model names a device this machine lacks.

@@ -39,6 +39,11 @@ bool Model::runs_placed() {
   return placed();
 }
 
+Allocator& Model::batch_memory() {
+  if (!runs_placed() || !registry_->has(Device::cuda(0))) return cpu_allocator();
+  return registry_->backend(Device::cuda(0)).host_allocator();
+}
+
 void Model::leave_devices() {
   sync_parameters();  // masters on GPUs come home before the GPUs go
   if (parameter_devices_) parameter_devices_->sync_state_to_host();

@@ -88,7 +88,7 @@ void MultiDeviceForward::run_action(size_t index, uint64_t params_version) {
   PlanDevice& dev = *s.devices[a.device];
   if (a.kind == PlacedAction::Kind::copy) {
     const Tensor& src = slots_[a.src_slot];
-    Tensor dst = allocate(src.shape(), src.dtype(), dev.backend->allocator(), a.context);
+    Tensor dst = allocate(src.shape(), src.dtype(), s.allocator_for(a.dst_slot, a.device), a.context);
     TraceLabel label(a.context, "copy");
     TraceArgs args(Trace::active() ? copy_trace_args(s.devices[a.from_device]->device, dev.device, src) : std::string());
     Lane& lane = queue_copy(*s.devices[a.from_device], dev, src, dst, ready_lane_[a.src_slot], ready_[a.src_slot]);
@@ -109,7 +109,7 @@ void MultiDeviceForward::run_action(size_t index, uint64_t params_version) {
   }
   std::vector<Tensor> inputs;
   for (int slot : a.in_slots) inputs.push_back(slots_[slot]);
-  Tensor out = allocate(out_shape, graph_.values[node.output].type.dtype, dev.backend->allocator(), a.context);
+  Tensor out = allocate(out_shape, graph_.values[node.output].type.dtype, s.allocator_for(a.out_slot, a.device), a.context);
   slots_[a.out_slot] = out;
   for (int slot : a.in_slots)  // the host never waits: the lane does
     if (ready_lane_[slot] != &lane) lane.wait(ready_[slot]);

@@ -172,7 +172,8 @@ void MultiDeviceTraining::add_on_device(int device, const Tensor& into, const Te
   after_submit();
 }
 
-Tensor MultiDeviceTraining::allocate_on(int device, const Shape& shape, DType dtype, const std::string& context) {
+Tensor MultiDeviceTraining::allocate_on(int device, const Shape& shape, DType dtype, const std::string& context,
+                                        Allocator* memory) {
   PlanDevice& dev = *schedule_->devices[device];
   Allocator& allocator = dev.backend->allocator();
   // The host runs ahead of the lanes, and a buffer it has let go of returns to its pool
@@ -180,13 +181,16 @@ Tensor MultiDeviceTraining::allocate_on(int device, const Shape& shape, DType dt
   // the lanes, so that running ahead never costs memory.
   if (!lockstep_ && allocator.current_bytes() + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget_[device])
     synchronize_devices(schedule_->devices);
-  return allocate(shape, dtype, allocator, context);
+  return allocate(shape, dtype, memory ? *memory : allocator, context);
 }
 
 Tensor MultiDeviceTraining::copy_between(const Tensor& src, int from, int to, const std::string& context) {
   PlanDevice& f = *schedule_->devices[from];
   PlanDevice& t = *schedule_->devices[to];
-  Tensor dst = allocate_on(to, src.shape(), src.dtype(), context);
+  // a GPU's tensor lands on the host in that GPU's host memory (pinned for CUDA): one
+  // asynchronous transfer, no staging (PlacedSchedule::allocator_for)
+  const bool to_host = t.device == Device::cpu() && f.device != Device::cpu();
+  Tensor dst = allocate_on(to, src.shape(), src.dtype(), context, to_host ? &f.backend->host_allocator() : nullptr);
   TraceLabel label(context, "copy");
   TraceArgs args(Trace::active() ? copy_trace_args(f.device, t.device, src) : std::string());
   // after the source device's work so far (the writer among it), before the destination's
@@ -224,7 +228,8 @@ void MultiDeviceTraining::forward(const std::vector<Tensor>& inputs, uint64_t se
         const Node& node = *a.node;
         std::vector<Tensor> inputs;
         for (int slot : a.in_slots) inputs.push_back(values_[slot]);
-        Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context);
+        Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context,
+                                 &s.allocator_for(a.out_slot, a.device));
         values_[a.out_slot] = out;
         uint64_t step_seed = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(a.step);
         TraceLabel label(a.context, "forward");
@@ -426,7 +431,10 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
             grad_inputs[k] = allocate_on(a.device, shapes_[v], DType::float32, a.context + " backward");
             accumulate_into[k] = grads_[slot];
           } else {
-            grads_[slot] = allocate_on(a.device, shapes_[v], DType::float32, a.context + " backward");
+            // in host memory a GPU copies fastest when it goes up to one (the reverse of
+            // the forward copy that brought the value down)
+            grads_[slot] = allocate_on(a.device, shapes_[v], DType::float32, a.context + " backward",
+                                       &schedule_->allocator_for(slot, a.device));
             grad_inputs[k] = grads_[slot];
             written_now[k] = true;
           }

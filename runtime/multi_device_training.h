@@ -141,7 +141,9 @@ class MultiDeviceTraining {
   /// In lockstep (the first step), waits for every device after each submission.
   void after_submit();
   void add_on_device(int device, const Tensor& into, const Tensor& from);
-  Tensor allocate_on(int device, const Shape& shape, DType dtype, const std::string& context);
+  /// From `memory` when given (host memory a GPU copies with fastest), else the device's own.
+  Tensor allocate_on(int device, const Shape& shape, DType dtype, const std::string& context,
+                     Allocator* memory = nullptr);
   void finish_report();
   void clear() noexcept;
 

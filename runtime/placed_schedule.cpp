@@ -57,6 +57,30 @@ PlacedSchedule::PlacedSchedule(const Graph& graph, const Plan& plan, const std::
                                 devices[a.device]->device, graph, *a.node, shapes, a.params);
     replica_groups.add(static_cast<int>(i), *a.node, devices[a.device]->compute);
   }
+  choose_host_memory();
+}
+
+void PlacedSchedule::choose_host_memory() {
+  host_memory_of.assign(slot_keys.size(), -1);
+  std::vector<int> view_of(slot_keys.size(), -1);  // a view's slot -> the slot whose storage it shares
+  for (const PlacedAction& a : actions)
+    if (a.kind == PlacedAction::Kind::op && !a.kernel) view_of[a.out_slot] = a.in_slots.at(0);
+  auto storage_slot = [&](int slot) {
+    while (view_of[slot] >= 0) slot = view_of[slot];
+    return slot;
+  };
+  auto is_host = [&](int device) { return devices[device]->device == Device::cpu(); };
+  for (const PlacedAction& a : actions) {
+    if (a.kind != PlacedAction::Kind::copy || is_host(a.from_device) == is_host(a.device)) continue;
+    int& peer = host_memory_of[is_host(a.from_device) ? storage_slot(a.src_slot) : a.dst_slot];
+    if (peer < 0) peer = is_host(a.from_device) ? a.device : a.from_device;  // the first GPU wins
+  }
+}
+
+Allocator& PlacedSchedule::allocator_for(int slot, int device) const {
+  const int peer = slot >= 0 && static_cast<size_t>(slot) < host_memory_of.size() ? host_memory_of[slot] : -1;
+  if (peer >= 0 && devices[device]->device == Device::cpu()) return devices[peer]->backend->host_allocator();
+  return devices[device]->backend->allocator();
 }
 
 }  // namespace tandem

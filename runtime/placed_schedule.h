@@ -54,6 +54,12 @@ class PlacedSchedule {
   int find_slot(int value, int device, const std::string& reader) const { return slots_.find(value, device, reader); }
   /// The lane action `a` runs on: its device's compute lane (ops); copies choose theirs.
   Lane& compute_lane(const PlacedAction& a) const { return *devices[a.device]->compute; }
+  /// Where the tensor of `slot` (on devices[device]) is allocated: its device's memory, but
+  /// a host tensor that a copy moves to or from a GPU comes from that GPU's host_allocator()
+  /// (pinned memory for CUDA), so the copy is one asynchronous transfer instead of a memcpy
+  /// through a staging buffer that holds the host thread. What torch leaves to the user
+  /// (pin_memory), the plan knows.
+  Allocator& allocator_for(int slot, int device) const;
 
   PlanDevices devices;                          // cpu first
   std::vector<std::pair<int, int>> slot_keys;   // slot -> (value, device)
@@ -62,8 +68,10 @@ class PlacedSchedule {
   std::vector<std::vector<int>> copies_before;  // op step -> the copy actions run just before it
   std::vector<int> input_slots;                 // graph input i -> its slot (on the cpu)
   ReplicaGroups replica_groups;                 // which op actions are one layer's replicas
+  std::vector<int> host_memory_of;              // slot -> the device whose host memory holds it, or -1
 
  private:
+  void choose_host_memory();
   SlotTable slots_;
 };
 

@@ -293,7 +293,8 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   for (size_t start = 0; start < mine.size(); start += static_cast<size_t>(spec_.batch)) {
     const size_t end = std::min(mine.size(), start + static_cast<size_t>(spec_.batch));
     indices.assign(mine.begin() + static_cast<std::ptrdiff_t>(start), mine.begin() + static_cast<std::ptrdiff_t>(end));
-    LossValue v = model_.evaluate_loss(to_model_layout(data.gather(indices), columns));
+    Allocator& memory = model_.batch_memory();
+    LossValue v = model_.evaluate_loss(to_model_layout(data.gather(indices, memory), columns, memory));
     // back to a sum, so that the mean is over samples, not batches
     total += loss.reduction == "mean" ? v.loss * v.counted : v.loss;
     counted += v.counted;
@@ -352,6 +353,8 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
   auto data = std::make_shared<const Dataset>(train);
   // a step takes `accumulate` micro-batches; distributed, from this rank's share
   BatchLoader loader(data, spec_.batch * spec_.accumulate, spec_.shuffle, spec_.drop_last, spec_.seed);
+  Allocator& batch_memory = model_.batch_memory();  // pinned on GPUs: each batch goes up in one transfer
+  loader.gather_into(batch_memory);
   if (ddp_) {
     ddp_->check_same("training samples", std::to_string(train.size()));
     loader.shard(rank(), ranks());
@@ -378,7 +381,7 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
       const int64_t n = batch->begin()->second.size(0);  // before the layout moves the sample dimension
       samples += n;
       last_samples_ = n * ranks();
-      report.step_losses.push_back(step(to_model_layout(std::move(*batch), columns)));
+      report.step_losses.push_back(step(to_model_layout(std::move(*batch), columns, batch_memory)));
       step_weights.push_back(by_samples ? static_cast<double>(n) : 1.0);
       loss_sum += step_weights.back() * report.step_losses.back();
       weight_sum += step_weights.back();

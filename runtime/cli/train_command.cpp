@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -79,8 +80,14 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
 int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Bindings b = parse_bind_options(o.binds, model.graph());
   b["batch"] = spec.batch;
-  TensorMap batch = model.random_inputs(b, spec.seed);
-  batch.merge(model.random_targets(b, spec.seed));
+  TensorMap drawn = model.random_inputs(b, spec.seed);
+  drawn.merge(model.random_targets(b, spec.seed));
+  TensorMap batch;  // where a data loader gathers batches (pinned memory for GPUs), as fit() does
+  for (const auto& [name, t] : drawn) {
+    Tensor copy = Tensor::empty(t.shape(), t.dtype(), model.batch_memory());
+    std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
+    batch.emplace(name, std::move(copy));
+  }
   const Plan predicted = model.plan_for(b, /*training=*/true);  // the report's prediction
   Trainer trainer(model, spec);
   trainer.distribute(std::move(group), distributed_options(o.distributed));  // each rank its own random batch

@@ -11,7 +11,7 @@ namespace {
 
 // [B, d1 .. dk] -> [d1 .. d_bd, B, d_bd+1 .. dk]: out[o, b, i] = in[b, o, i], where o runs
 // over the dimensions before batch_dim and i over those after.
-Tensor move_batch_dim(const Tensor& t, int batch_dim) {
+Tensor move_batch_dim(const Tensor& t, int batch_dim, Allocator& memory) {
   TANDEM_ASSERT(batch_dim > 0 && batch_dim < t.dim(), "batch_dim " + std::to_string(batch_dim) + " for shape " +
                                                           shape_str(t.shape()));
   const Shape& in = t.shape();
@@ -20,7 +20,7 @@ Tensor move_batch_dim(const Tensor& t, int batch_dim) {
   int64_t outer = 1, inner = 1;
   for (int d = 1; d <= batch_dim; ++d) outer *= in[d];
   for (int64_t d = batch_dim + 1; d < t.dim(); ++d) inner *= in[d];
-  Tensor out = Tensor::empty(std::move(out_shape), t.dtype());
+  Tensor out = Tensor::empty(std::move(out_shape), t.dtype(), memory);
   const size_t chunk = static_cast<size_t>(inner) * dtype_size(t.dtype());
   auto src = static_cast<const char*>(t.raw_data());
   auto dst = static_cast<char*>(out.raw_data());
@@ -33,12 +33,12 @@ Tensor move_batch_dim(const Tensor& t, int batch_dim) {
 
 }  // namespace
 
-TensorMap to_model_layout(TensorMap batch, const std::vector<ColumnSpec>& columns) {
+TensorMap to_model_layout(TensorMap batch, const std::vector<ColumnSpec>& columns, Allocator& memory) {
   for (const ColumnSpec& c : columns) {
     if (c.batch_dim == 0) continue;
     auto it = batch.find(c.name);
     TANDEM_ASSERT(it != batch.end(), "batch has no column '" + c.name + "'");
-    it->second = move_batch_dim(it->second, c.batch_dim);
+    it->second = move_batch_dim(it->second, c.batch_dim, memory);
   }
   return batch;
 }

@@ -26,6 +26,7 @@ struct BatchLoader::Impl {
   bool drop_last;
   uint64_t seed;
   int rank = 0, ranks = 1;  // shard(): this process's share of each epoch
+  Allocator* memory = &cpu_allocator();  // gather_into(): where batches are gathered
   int64_t window;  // batches claimed but not yet taken by the consumer, at most
 
   std::mutex mutex;
@@ -66,7 +67,8 @@ struct BatchLoader::Impl {
         int64_t begin = k * batch;
         int64_t count = std::min(batch, static_cast<int64_t>(epoch_order->size()) - begin);
         result = data->gather(std::span<const int64_t>(*epoch_order).subspan(static_cast<size_t>(begin),
-                                                                             static_cast<size_t>(count)));
+                                                                             static_cast<size_t>(count)),
+                              *memory);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -120,6 +122,12 @@ BatchLoader::~BatchLoader() {
 }
 
 int64_t BatchLoader::batches_per_epoch() const { return impl_->batches_per_epoch(); }
+
+void BatchLoader::gather_into(Allocator& memory) {
+  std::lock_guard lock(impl_->mutex);
+  TANDEM_ASSERT(!impl_->started, "BatchLoader::gather_into() after start_epoch()");
+  impl_->memory = &memory;
+}
 
 void BatchLoader::shard(int rank, int ranks) {
   if (ranks < 1 || rank < 0 || rank >= ranks)

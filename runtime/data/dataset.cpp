@@ -19,7 +19,7 @@ Dataset::Dataset(TensorMap tensors) : tensors_(std::move(tensors)) {
   }
 }
 
-TensorMap Dataset::gather(std::span<const int64_t> indices) const {
+TensorMap Dataset::gather(std::span<const int64_t> indices, Allocator& memory) const {
   for (int64_t i : indices)
     TANDEM_ASSERT(i >= 0 && i < size_, "gather: index " + std::to_string(i) + " outside a dataset of " +
                                            std::to_string(size_) + " samples");
@@ -27,7 +27,7 @@ TensorMap Dataset::gather(std::span<const int64_t> indices) const {
   for (const auto& [name, t] : tensors_) {
     Shape shape = t.shape();
     shape[0] = static_cast<int64_t>(indices.size());
-    Tensor g = Tensor::empty(std::move(shape), t.dtype());
+    Tensor g = Tensor::empty(std::move(shape), t.dtype(), memory);
     size_t row_bytes = size_ == 0 ? 0 : t.nbytes() / static_cast<size_t>(size_);
     if (row_bytes > 0) {
       auto src = static_cast<const char*>(t.raw_data());

@@ -38,8 +38,8 @@ class Dataset {
   explicit Dataset(TensorMap tensors);  // all with the same dimension 0
   int64_t size() const { return size_; }
   const TensorMap& tensors() const { return tensors_; }
-  /// The samples at `indices`, in that order (a gather into fresh tensors).
-  TensorMap gather(std::span<const int64_t> indices) const;
+  /// The samples at `indices`, in that order (a gather into fresh tensors, in `memory`).
+  TensorMap gather(std::span<const int64_t> indices, Allocator& memory = cpu_allocator()) const;
   Dataset subset(std::span<const int64_t> indices) const { return Dataset(gather(indices)); }
 
  private:
@@ -56,7 +56,8 @@ Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& column
 /// A batch gathered from a Dataset (samples along dimension 0) laid out as the model takes
 /// it: each column's dimension 0 moved to its batch_dim ([B, T] -> [T, B] for batch_dim 1).
 /// Columns with batch_dim 0 are passed through without a copy.
-TensorMap to_model_layout(TensorMap batch, const std::vector<ColumnSpec>& columns);
+/// Moved columns are new tensors in `memory`.
+TensorMap to_model_layout(TensorMap batch, const std::vector<ColumnSpec>& columns, Allocator& memory = cpu_allocator());
 
 /// A seeded choice of round(fraction * N) samples to validate (the last of a seeded
 /// permutation); both parts keep the file's order. Returns {train, validation}.
@@ -73,6 +74,9 @@ class BatchLoader {
   /// From now on each epoch yields only rank `rank`'s share of the samples, of `ranks`
   /// (runtime/data/shard_order.h: torch's DistributedSampler); before start_epoch().
   void shard(int rank, int ranks);
+  /// From now on batches are gathered into `memory` (Model::batch_memory(): pinned memory
+  /// for a model on GPUs), which must outlive the loader; before start_epoch().
+  void gather_into(Allocator& memory);
   int64_t batches_per_epoch() const;
   /// Starts epoch `epoch` (any number: resuming may begin past 0), skipping its first
   /// `skip_batches` batches.

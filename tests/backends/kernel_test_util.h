@@ -3,6 +3,7 @@
 // kernel and the reference (backends/cpu/reference) on the same inputs and compares.
 #pragma once
 
+#include "../support/fresh_seed.h"
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -22,11 +23,7 @@ inline CpuContext& cpu_context() {
   return ctx;
 }
 
-/// A seed from std::random_device, or from TANDEM_TEST_SEED to reproduce a failure.
-inline uint32_t fresh_seed() {
-  if (const char* s = std::getenv("TANDEM_TEST_SEED")) return static_cast<uint32_t>(std::stoul(s));
-  return std::random_device{}();
-}
+using testing::fresh_seed;  // a seed from std::random_device, or TANDEM_TEST_SEED to repeat one
 
 /// The op's attributes with their documented defaults; `overrides` replace or add.
 inline Attributes op_attrs(const std::string& op, const std::map<std::string, AttrValue>& overrides = {}) {

@@ -12,10 +12,9 @@
 #include <optional>
 #include <string>
 
-#include "backends/cpu/cpu_compute_ops.h"
-#include "backends/sim/sim_gpu.h"
 #include "../support/scoped_env.h"
 #include "multidevice_support.h"
+#include "sim_gpu_stand_in.h"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -46,50 +45,23 @@ Result run_cli(const std::string& args) {
 
 bool gpus_here() { return !cuda_devices().empty(); }
 
-/// A GPU of a backend that cannot run one op: a simulated GPU (its memory, lanes and the
-/// cpu's kernels) whose cannot_run refuses `refused`, as the CUDA backend refuses what cuDNN
-/// cannot do. Stands in for a real GPU in a registry.
-class PickyGpu final : public Backend {
+/// A GPU of a backend that cannot run one op: a simulated GPU whose cannot_run refuses
+/// `refused`, as the CUDA backend refuses what cuDNN cannot do.
+class PickyGpu final : public SimGpuStandIn {
  public:
-  PickyGpu(int index, std::string refused) : gpu_(index, 256 * MiB, cpu::make_compute_ops()), refused_(std::move(refused)) {}
-  Device device() const override { return gpu_.device(); }
-  Allocator& allocator() override { return gpu_.allocator(); }
-  Lane& lane(LaneKind kind) override { return gpu_.lane(kind); }
-  void copy(Lane& lane, const BufferRef& dst, const BufferRef& src, size_t bytes,
-            std::shared_ptr<TaskGroup> group) override {
-    gpu_.copy(lane, dst, src, bytes, std::move(group));
-  }
+  PickyGpu(int index, std::string refused) : SimGpuStandIn(index), refused_(std::move(refused)) {}
   KernelChoice make_kernel(const KernelSpec& spec) override {
     if (!cannot_run(spec).empty()) return {nullptr, cannot_run(spec)};
-    return gpu_.make_kernel(spec);
+    return SimGpuStandIn::make_kernel(spec);
   }
   std::string cannot_run(const KernelSpec& spec) const override {
     return spec.op == refused_ ? "this GPU has no " + refused_ + " kernel" : "";
   }
-  void zero(Lane& lane, const Tensor& t) override { gpu_.zero(lane, t); }
-  void accumulate(Lane& lane, const Tensor& into, const Tensor& from) override { gpu_.accumulate(lane, into, from); }
-  void scale(Lane& lane, const Tensor& t, float factor) override { gpu_.scale(lane, t, factor); }
-  void loss(Lane& lane, const LossSpec& spec, const Tensor& input, const Tensor& target, const Tensor& grad,
-            LossValue* result) override {
-    gpu_.loss(lane, spec, input, target, grad, result);
-  }
-  void sgd_update(Lane& lane, const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
-                  bool first) override {
-    gpu_.sgd_update(lane, s, p, g, buf, first);
-  }
-  void adam_update(Lane& lane, const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
-                   const Tensor& v) override {
-    gpu_.adam_update(lane, s, p, g, m, v);
-  }
-  void sum_of_squares(Lane& lane, const Tensor& t, double* result) override { gpu_.sum_of_squares(lane, t, result); }
-  DeviceCounters counters() const override { return gpu_.counters(); }
 
  private:
-  SimGpu gpu_;
   std::string refused_;
 };
 
-CudaDeviceInfo fake_gpu(int index) { return {index, "picky GPU", 256 * MiB, 256 * MiB, 9, 0}; }
 
 }  // namespace
 
