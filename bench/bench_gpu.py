@@ -17,6 +17,11 @@ torch (lower is better). Target: <= 0.7 at batch 32.
 
 Placement: the recommender with `--placement embeddings-on-cpu` (tables on the cpu, the
 MLPs on the GPU) against `--place '*=cuda:0'`, in samples per second.
+
+Precision: the MLP's training step in fp32, bf16 and fp16 (`--precision`; fp16 with dynamic
+loss scaling), at batches 256 and 4096, against PyTorch fp32 and under
+`torch.autocast("cuda", dtype=torch.bfloat16)`, the setting a speed-minded user picks.
+Target (bf16 against fp32, Tandem's own): >= 2x.
 """
 import argparse
 import json
@@ -66,8 +71,8 @@ def torch_recommender(torch):
     return Recommender()
 
 
-def torch_step_time(torch, name, batch, steps):
-    """Median ms of a training step on cuda:0."""
+def torch_step_time(torch, name, batch, steps, autocast_bf16=False):
+    """Median ms of a training step on cuda:0 (the forward and loss under bf16 autocast when asked)."""
     dev = torch.device("cuda:0")
     g = torch.Generator(device="cpu").manual_seed(batch)
     if name == "mlp":
@@ -89,7 +94,9 @@ def torch_step_time(torch, name, batch, steps):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        run().backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast_bf16):
+            loss = run()
+        loss.backward()
         opt.step()
 
     for _ in range(5):
@@ -117,6 +124,46 @@ def tandem_step_time(tandem, config, batch, steps, placement, timeout):
     return doc["timing"]["median_ms"], doc
 
 
+PRECISION_BATCHES = [256, 4096]
+BF16_TARGET = 2.0
+
+
+def precision_rows(args, torch):
+    """The MLP's step in each precision, Tandem and PyTorch, alternating rounds."""
+    rows = []
+    on_gpu = ["--place", "*=cuda:0"]
+    for batch in PRECISION_BATCHES:
+        times = {}
+        for rnd in range(args.rounds):
+            for who in ("fp32", "bf16", "fp16", "torch_fp32", "torch_autocast_bf16"):
+                try:
+                    if who.startswith("torch"):
+                        if torch is None:
+                            continue
+                        ms = torch_step_time(torch, "mlp", batch, args.steps, autocast_bf16=who.endswith("bf16"))
+                    else:
+                        ms = tandem_step_time(args.tandem, MLP, batch, args.steps, on_gpu + ["--precision", who],
+                                              args.timeout)[0]
+                    times.setdefault(who, []).append(ms)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    times.setdefault(who + "_error", [str(e)[-300:]])
+        row = {"model": "mlp", "batch": batch}
+        for who, values in times.items():
+            row[who if who.endswith("_error") else who + "_ms"] = (
+                values[0] if who.endswith("_error") else statistics.median(values))
+        if "fp32_ms" in row and "bf16_ms" in row:
+            row["bf16_speedup"] = row["fp32_ms"] / row["bf16_ms"]
+        if "bf16_ms" in row and "torch_autocast_bf16_ms" in row:
+            row["bf16_vs_torch_autocast"] = row["bf16_ms"] / row["torch_autocast_bf16_ms"]
+        rows.append(row)
+        print("  precision mlp b=%-5d %s" % (batch, "  ".join(
+            "%s %.3f" % (k, v) for k, v in row.items() if isinstance(v, float))))
+        for k, v in row.items():
+            if k.endswith("_error"):
+                print("    %s: %s" % (k, v))
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tandem", nargs="+", default=[os.path.join(ROOT, "build/tandem")],
@@ -125,7 +172,10 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--sections", default="training,placement,precision",
+                    help="which parts to run, comma-separated (default: all three)")
     args = ap.parse_args(argv)
+    sections = set(args.sections.split(","))
 
     results = {"training": [], "placement": [], "target_at_32": TARGET_AT_32}
     try:
@@ -142,7 +192,7 @@ def main(argv=None):
 
     on_gpu = ["--place", "*=cuda:0"]
     for name, config in (("mlp", MLP), ("recommender", RECOMMENDER)):
-        for batch in BATCHES:
+        for batch in BATCHES if "training" in sections else []:
             t_rounds, p_rounds = [], []
             for rnd in range(args.rounds):
                 for who in (["tandem", "torch"] if rnd % 2 == 0 else ["torch", "tandem"]):
@@ -159,7 +209,7 @@ def main(argv=None):
                 "%.3f" % row["ratio"] if row["ratio"] else "-",
                 ("  (target <= %.1f)" % TARGET_AT_32) if batch == 32 else ""))
 
-    for batch in (256, 2048):
+    for batch in (256, 2048) if "placement" in sections else []:
         row = {"batch": batch}
         for label, placement in (("embeddings_on_cpu", ["--placement", "embeddings-on-cpu"]), ("all_on_gpu", on_gpu)):
             ms = statistics.median(tandem_step_time(args.tandem, RECOMMENDER, batch, args.steps, placement, args.timeout)[0]
@@ -169,6 +219,8 @@ def main(argv=None):
         results["placement"].append(row)
         print("  recommender b=%-5d embeddings on the cpu %10.0f samples/s   all on the GPU %10.0f samples/s" % (
             batch, row["embeddings_on_cpu_samples_per_s"], row["all_on_gpu_samples_per_s"]))
+
+    results["precision"] = precision_rows(args, torch) if "precision" in sections else []
 
     if args.json:
         with open(args.json, "w") as f:
