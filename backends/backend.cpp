@@ -1,5 +1,6 @@
 #include "backends/backend.h"
 
+#include <cmath>
 #include <exception>
 
 namespace tandem {
@@ -23,6 +24,20 @@ void Backend::synchronize() {
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+bool Backend::scale_checking_finite(Lane& lane, std::span<const Tensor> tensors, float factor) {
+  bool finite = true;
+  for (const Tensor& t : tensors) {
+    double sum = 0;
+    sum_of_squares(lane, t, &sum);
+    lane.synchronize();
+    // a sum of squares in double is finite exactly when every value is (a float's square
+    // stays below 1.2e77)
+    finite = finite && std::isfinite(sum);
+    scale(lane, t, factor);
+  }
+  return finite;
 }
 
 }  // namespace tandem

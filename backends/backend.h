@@ -132,6 +132,11 @@ class Backend {
   /// `*result` = the sum of squares of `t` in double, once an event recorded after this is
   /// reached (clip_grad_norm over gradients held here).
   virtual void sum_of_squares(Lane& lane, const Tensor& t, double* result) = 0;
+  /// fp16 loss scaling's step over gradients held here (torch's
+  /// _amp_foreach_non_finite_check_and_unscale_): each tensor *= factor, and whether every
+  /// value was finite before. Waits for the answer: one wait for all of them. Default:
+  /// sum_of_squares then scale, tensor by tensor, a wait each.
+  virtual bool scale_checking_finite(Lane& lane, std::span<const Tensor> tensors, float factor);
 
   // ---- collectives (optional) --------------------------------------------------------
   /// Every member's tensor becomes the elementwise sum of all of them, queued on each

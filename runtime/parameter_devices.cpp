@@ -1,5 +1,6 @@
 #include "runtime/parameter_devices.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/trace.h"
@@ -103,6 +104,30 @@ void PlacedParameterDevices::scale(const Tensor& g, float factor) {
     Backend& b = registry_.backend(r.device);
     b.scale(b.lane(LaneKind::compute), r.grad, factor);
   }
+}
+
+bool PlacedParameterDevices::scale_checking_finite(std::span<const Tensor> grads, float factor) {
+  std::vector<Tensor> on_host;
+  std::vector<std::pair<Device, std::vector<Tensor>>> by_device;  // every replica's gradient, where it is
+  for (const Tensor& g : grads) {
+    const std::string name = cache_.held_name_of(g);
+    if (name.empty()) {
+      on_host.push_back(g);
+      continue;
+    }
+    for (const DeviceParameterCache::Replica& r : cache_.replicas(name)) {
+      auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& d) { return d.first == r.device; });
+      if (it == by_device.end()) it = by_device.insert(by_device.end(), {r.device, {}});
+      it->second.push_back(r.grad);
+    }
+  }
+  bool finite = on_host.empty() || host_parameter_devices().scale_checking_finite(on_host, factor);
+  TraceLabel label("gradients unscaled and checked");
+  for (auto& [device, tensors] : by_device) {
+    Backend& b = registry_.backend(device);
+    finite = b.scale_checking_finite(b.lane(LaneKind::compute), tensors, factor) && finite;
+  }
+  return finite;
 }
 
 Tensor PlacedParameterDevices::to_host(const Tensor& t) {

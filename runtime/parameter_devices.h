@@ -29,6 +29,8 @@ class PlacedParameterDevices final : public ParameterDevices {
   /// Waits for a GPU's sum.
   double sum_of_squares(const Tensor& g) override;
   void scale(const Tensor& g, float factor) override;
+  /// Each device checks the replicas it holds in one call (Backend::scale_checking_finite).
+  bool scale_checking_finite(std::span<const Tensor> grads, float factor) override;
   /// Waits for a GPU's copy.
   Tensor to_host(const Tensor& t) override;
   void from_host(const Tensor& t, const Tensor& from) override;

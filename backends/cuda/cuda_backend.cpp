@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_limits.h"
 #include "backends/cuda/device_guard.h"
+#include "backends/cuda/kernels/mixed_precision.cuh"
 #include "backends/cuda/kernels/norm.cuh"
 #include "backends/cuda/kernels/optimizer.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
@@ -282,6 +283,19 @@ void CudaBackend::sum_of_squares(Lane& given, const Tensor& t, double* result) {
   std::vector<double> host(static_cast<size_t>(blocks));
   copy_to_host(host.data(), partial.raw_data(), host.size() * sizeof(double), lane.stream());
   for (double s : host) *result += s;  // in block order, as the host adds them
+}
+
+bool CudaBackend::scale_checking_finite(Lane& given, std::span<const Tensor> tensors, float factor) {
+  StreamLane& lane = own(given);
+  DeviceGuard guard(lane.cuda_device());
+  if (tensors.empty()) return true;
+  Tensor flag = Tensor::empty({1}, DType::float32, context_->allocator());  // an int's 4 bytes
+  int* found_inf = static_cast<int*>(flag.raw_data());
+  TANDEM_CUDA_CHECK(cudaMemsetAsync(found_inf, 0, sizeof(int), lane.stream()));
+  for (const Tensor& t : tensors) unscale_and_check(t.data<float>(), t.numel(), factor, found_inf, lane.stream());
+  int host = 0;
+  copy_to_host(&host, found_inf, sizeof(int), lane.stream());  // waits for the flag
+  return host == 0;
 }
 
 namespace {

@@ -69,6 +69,8 @@ class CudaBackend final : public Backend {
                    const Tensor& v) override;
   /// Blocks' sums on the device, added on the host in order: the host's bits. Waits.
   void sum_of_squares(Lane& lane, const Tensor& t, double* result) override;
+  /// One fused kernel per tensor into one flag on the GPU, then one wait for the flag.
+  bool scale_checking_finite(Lane& lane, std::span<const Tensor> tensors, float factor) override;
 
   /// NCCL among distinct GPUs; device-local copies and adds when several logical devices
   /// share one (nccl_comms.h). Every member must be a CudaBackend.

@@ -123,17 +123,25 @@ void scale_gradients(std::span<Tensor> grads, float factor, std::span<TouchedRow
       [&](Tensor& g) { devices.scale(g, factor); });
 }
 
+bool ParameterDevices::scale_checking_finite(std::span<const Tensor> grads, float factor) {
+  bool finite = true;
+  for (const Tensor& g : grads) {
+    // a sum of squares in double is finite exactly when every value is (a float's square
+    // stays below 1.2e77)
+    finite = std::isfinite(sum_of_squares(g)) && finite;
+    scale(g, factor);
+  }
+  return finite;
+}
+
 bool scale_gradients_checking_finite(std::span<Tensor> grads, float factor, std::span<TouchedRows* const> rows,
                                      ParameterDevices& devices) {
   bool finite = true;
+  std::vector<Tensor> on_devices;  // checked together: one wait per device, not one per gradient
   for_each_gradient_part(
       grads, rows, devices, [&](float* x, int64_t n) { finite &= scale_host_checking_finite(x, n, factor); },
-      [&](Tensor& g) {
-        // a sum of squares in double is finite exactly when every value is (a float's
-        // square stays below 1.2e77)
-        finite &= std::isfinite(devices.sum_of_squares(g));
-        devices.scale(g, factor);
-      });
+      [&](Tensor& g) { on_devices.push_back(g); });
+  if (!on_devices.empty()) finite = devices.scale_checking_finite(on_devices, factor) && finite;
   return finite;
 }
 

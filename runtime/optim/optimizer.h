@@ -36,6 +36,9 @@ class ParameterDevices {
   virtual double sum_of_squares(const Tensor& g) = 0;
   /// g *= factor.
   virtual void scale(const Tensor& g, float factor) = 0;
+  /// Each g *= factor, and whether every value was finite before (fp16 loss scaling's
+  /// check). Default: sum_of_squares, then scale, for each.
+  virtual bool scale_checking_finite(std::span<const Tensor> grads, float factor);
   /// A host copy of `t` as the work queued so far leaves it.
   virtual Tensor to_host(const Tensor& t) = 0;
   /// `t` (on any device) takes the values of host tensor `from`.

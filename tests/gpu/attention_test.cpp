@@ -86,5 +86,20 @@ TEST_CASE("multi_head_attention on a GPU matches the CPU, masks and dropout incl
   }
 }
 
+TEST_CASE("multi_head_attention in bf16 or fp16 on a GPU: its products in half, within 1e-2 of the cpu", "[gpu][attention][mixed]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (Precision precision : {Precision::bf16, Precision::fp16}) {
+    INFO("precision " << precision_name(precision));
+    for (bool self : {true, false}) {
+      OpCase c = attention_case({7, 9, 3, 32, 4, self, !self, true, false, "key_padding_mask", DType::int64, false, 0}, gen);
+      c.precision = precision;  // the cpu runs bf16 too (fp16: fp32)
+      check_gpu_against_cpu(c, gen, 1e-2);
+      CHECK(gpu_forward_differs_from_fp32(c));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::test

@@ -69,6 +69,18 @@ inline void run_gpu_backward(const OpCase& c, Kernel& kernel, const Tensor& out,
   for (size_t i = 0; i < g.params.size(); ++i) g.params[i] = to_cpu(grad_params[i]);
 }
 
+/// Whether the GPU kernel ran `c` other than in fp32: its forward differs from the fp32
+/// kernel's on the same tensors (a precision that did not reach the products would not).
+inline bool gpu_forward_differs_from_fp32(const OpCase& c) {
+  OpCase f32 = c;
+  f32.precision = Precision::fp32;
+  const Tensor low = run_gpu_forward(c, *make_gpu_kernel(c)), full = run_gpu_forward(f32, *make_gpu_kernel(f32));
+  double diff = 0;
+  for (size_t i = 0; i < low.span<float>().size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(low.span<float>()[i] - full.span<float>()[i])));
+  return diff > 0;
+}
+
 /// c's CUDA kernel against its CPU kernel: forward, then backward on a random output
 /// gradient with parameter gradients starting from random values (they accumulate);
 /// then, on the GPU alone, that two backward calls give twice one call's parameter

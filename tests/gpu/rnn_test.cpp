@@ -69,5 +69,21 @@ TEST_CASE("gru and lstm on a GPU match the CPU, stacked, bidirectional and with 
   check_gpu_against_cpu(rnn_op_case(cn, gen), gen, 1e-4);
 }
 
+TEST_CASE("gru and lstm in bf16 or fp16 on a GPU: their products in half, within 1e-2 of the cpu", "[gpu][rnn][mixed]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (Precision precision : {Precision::bf16, Precision::fp16})
+    for (bool lstm : {false, true}) {
+      INFO("precision " << precision_name(precision) << (lstm ? " lstm" : " gru"));
+      // the cpu keeps recurrent layers in fp32 (torch's CPU autocast does), so this is
+      // half precision against fp32 over 5 steps of 2 stacked, bidirectional layers
+      OpCase c = rnn_op_case({lstm, 5, 3, 8, 16, 2, true, false, true, true, "output", 0}, gen);
+      c.precision = precision;
+      check_gpu_against_cpu(c, gen, 1e-2);
+      CHECK(gpu_forward_differs_from_fp32(c));
+    }
+}
+
 }  // namespace
 }  // namespace tandem::test

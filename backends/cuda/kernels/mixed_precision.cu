@@ -18,9 +18,9 @@ __global__ void to_f16_kernel(const float* __restrict__ src, __half* __restrict_
 __global__ void unscale_kernel(float* __restrict__ g, int64_t n, float inv_scale, int* found_inf) {
   bool bad = false;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float v = g[i] * inv_scale;
-    bad = bad || !isfinite(v);
-    g[i] = v;
+    const float v = g[i];
+    bad = bad || !isfinite(v);  // before scaling, as torch and the host check
+    g[i] = v * inv_scale;
   }
   if (__any_sync(0xffffffffu, bad) && threadIdx.x % 32 == 0) *found_inf = 1;
 }

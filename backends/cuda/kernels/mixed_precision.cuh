@@ -14,8 +14,8 @@ enum class HalfType : int { bf16, f16 };
 /// dst [n] (16-bit) = src [n] rounded to nearest even.
 void cast_to_half(HalfType type, const float* src, void* dst, int64_t n, cudaStream_t stream);
 
-/// g [n] *= inv_scale; *found_inf becomes 1 if any element (before or after) is not finite,
-/// and is left alone otherwise (one flag serves many tensors).
+/// g [n] *= inv_scale; *found_inf becomes 1 if any element was not finite before, and is
+/// left alone otherwise (one flag serves many tensors).
 void unscale_and_check(float* g, int64_t n, float inv_scale, int* found_inf, cudaStream_t stream);
 
 }  // namespace tandem::cuda

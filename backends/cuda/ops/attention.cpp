@@ -10,14 +10,16 @@
 //
 // Forward keeps the heads of Q, K, V, the attention weights P (and P' after dropout) and
 // the context rows C for backward, as the CPU kernel does; backward's scratch comes from
-// the device's caching allocator per call. Always fp32: the matmul precision setting
-// (bf16, f16) applies to linear layers only.
+// the device's caching allocator per call. Every product runs in the layer's matmul
+// precision (precision_gemms.h: bf16 or fp16 reads, fp32 results); the softmax, the masks
+// and the dropout stay fp32, as under torch.autocast.
 #include <algorithm>
 #include <cmath>
 
 #include "backends/attention_plan.h"
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/precision_gemms.h"
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/kernels/softmax.cuh"
@@ -28,7 +30,8 @@ namespace {
 
 class AttentionKernel final : public Kernel {
  public:
-  AttentionKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx), p_(plan_attention(spec)) {
+  AttentionKernel(CudaContext& ctx, const KernelSpec& spec)
+      : ctx_(ctx), p_(plan_attention(spec)), gemms_(ctx, matmul_precision_of(spec.precision, ctx)) {
     scale_ = 1.f / std::sqrt(static_cast<float>(p_.d));
 
     Allocator& alloc = ctx.allocator();
@@ -66,8 +69,7 @@ class AttentionKernel final : public Kernel {
 
     // scores [N H, L, S] = Q_h K_h^T / sqrt(D), masked, then P = softmax over S
     Tensor scores = Tensor::empty({nh * p_.l * p_.s}, DType::float32, alloc);
-    CublasHandle& h = ctx_.cublas();
-    gemm_strided_batched(h, {.trans_b = true, .m = p_.l, .n = p_.s, .k = p_.d, .alpha = scale_, .a = qh_.data<float>(),
+    gemms_.gemm_strided_batched({.trans_b = true, .m = p_.l, .n = p_.s, .k = p_.d, .alpha = scale_, .a = qh_.data<float>(),
                              .b = kh_.data<float>(), .c = scores.data<float>()},
                          {.batch = nh, .a = p_.l * p_.d, .b = p_.s * p_.d, .c = p_.l * p_.s});
     apply_attention_masks(masks(args.inputs), p_.n, p_.heads, p_.l, p_.s, scores.data<float>(), stream);
@@ -80,7 +82,7 @@ class AttentionKernel final : public Kernel {
     }
     // C_h [N H, L, D] = P' V_h, back to rows, then out = C Wo^T + bo
     Tensor context_h = Tensor::empty({rq * p_.e}, DType::float32, alloc);
-    gemm_strided_batched(h, {.m = p_.l, .n = p_.d, .k = p_.s, .a = weights(), .b = vh_.data<float>(),
+    gemms_.gemm_strided_batched({.m = p_.l, .n = p_.d, .k = p_.s, .a = weights(), .b = vh_.data<float>(),
                              .c = context_h.data<float>()},
                          {.batch = nh, .a = p_.l * p_.s, .b = p_.s * p_.d, .c = p_.l * p_.d});
     merge_heads(heads_shape(p_.l), context_h.data<float>(), context_.data<float>(), stream);
@@ -101,23 +103,22 @@ class AttentionKernel final : public Kernel {
     float* dw_out = grad(args.grad_params, p_.has_bias ? 2 : 1);
     float* db_out = p_.has_bias ? grad(args.grad_params, 3) : nullptr;
     const float* d_o = args.grad_outputs[0].data<float>();
-    CublasHandle& h = ctx_.cublas();
 
     // the output projection: dWo += dO^T C, dbo += dO^T 1, dC = dO Wo
-    if (dw_out) gemm(h, {.trans_a = true, .m = p_.e, .n = p_.e, .k = rq, .a = d_o, .b = context_.data<float>(), .beta = 1.f, .c = dw_out});
-    if (db_out) gemm(h, {.trans_a = true, .m = p_.e, .n = 1, .k = rq, .a = d_o, .b = ones_.data<float>(), .beta = 1.f, .c = db_out});
+    if (dw_out) gemms_.gemm({.trans_a = true, .m = p_.e, .n = p_.e, .k = rq, .a = d_o, .b = context_.data<float>(), .beta = 1.f, .c = dw_out});
+    if (db_out) gemms_.gemm({.trans_a = true, .m = p_.e, .n = 1, .k = rq, .a = d_o, .b = ones_.data<float>(), .beta = 1.f, .c = db_out});
     Tensor rows = Tensor::empty({std::max(rq, rk) * p_.e}, DType::float32, alloc);
-    gemm(h, {.m = rq, .n = p_.e, .k = p_.e, .a = d_o, .b = w_out, .c = rows.data<float>()});
+    gemms_.gemm({.m = rq, .n = p_.e, .k = p_.e, .a = d_o, .b = w_out, .c = rows.data<float>()});
     Tensor d_context_h = Tensor::empty({rq * p_.e}, DType::float32, alloc);
     split_heads(heads_shape(p_.l), rows.data<float>(), d_context_h.data<float>(), stream);
 
     // dP = dC_h V_h^T (through the dropout mask), dV_h = P'^T dC_h, dS = softmax_backward
     Tensor d_probs = Tensor::empty({nh * p_.l * p_.s}, DType::float32, alloc);
     Tensor d_vh = Tensor::empty({rk * p_.e}, DType::float32, alloc);
-    gemm_strided_batched(h, {.trans_b = true, .m = p_.l, .n = p_.s, .k = p_.d, .a = d_context_h.data<float>(),
+    gemms_.gemm_strided_batched({.trans_b = true, .m = p_.l, .n = p_.s, .k = p_.d, .a = d_context_h.data<float>(),
                              .b = vh_.data<float>(), .c = d_probs.data<float>()},
                          {.batch = nh, .a = p_.l * p_.d, .b = p_.s * p_.d, .c = p_.l * p_.s});
-    gemm_strided_batched(h, {.trans_a = true, .m = p_.s, .n = p_.d, .k = p_.l, .a = weights(), .b = d_context_h.data<float>(),
+    gemms_.gemm_strided_batched({.trans_a = true, .m = p_.s, .n = p_.d, .k = p_.l, .a = weights(), .b = d_context_h.data<float>(),
                              .c = d_vh.data<float>()},
                          {.batch = nh, .a = p_.l * p_.s, .b = p_.l * p_.d, .c = p_.s * p_.d});
     if (dropping_)
@@ -136,10 +137,10 @@ class AttentionKernel final : public Kernel {
     // dQ_h = dS K_h / sqrt(D), dK_h = dS^T Q_h / sqrt(D)
     Tensor d_qh = Tensor::empty({rq * p_.e}, DType::float32, alloc);
     Tensor d_kh = Tensor::empty({rk * p_.e}, DType::float32, alloc);
-    gemm_strided_batched(h, {.m = p_.l, .n = p_.d, .k = p_.s, .alpha = scale_, .a = d_scores.data<float>(),
+    gemms_.gemm_strided_batched({.m = p_.l, .n = p_.d, .k = p_.s, .alpha = scale_, .a = d_scores.data<float>(),
                              .b = kh_.data<float>(), .c = d_qh.data<float>()},
                          {.batch = nh, .a = p_.l * p_.s, .b = p_.s * p_.d, .c = p_.l * p_.d});
-    gemm_strided_batched(h, {.trans_a = true, .m = p_.s, .n = p_.d, .k = p_.l, .alpha = scale_, .a = d_scores.data<float>(),
+    gemms_.gemm_strided_batched({.trans_a = true, .m = p_.s, .n = p_.d, .k = p_.l, .alpha = scale_, .a = d_scores.data<float>(),
                              .b = qh_.data<float>(), .c = d_kh.data<float>()},
                          {.batch = nh, .a = p_.l * p_.s, .b = p_.l * p_.d, .c = p_.s * p_.d});
 
@@ -151,13 +152,13 @@ class AttentionKernel final : public Kernel {
       merge_heads(heads_shape(p == 0 ? p_.l : p_.s), d_heads[p], rows.data<float>(), stream);
       const float* d_proj = rows.data<float>();
       const float* x = input(args.inputs, p);
-      if (dw_in) gemm(h, {.trans_a = true, .m = p_.e, .n = p_.e, .k = r, .a = d_proj, .b = x, .beta = 1.f, .c = dw_in + p * ee});
+      if (dw_in) gemms_.gemm({.trans_a = true, .m = p_.e, .n = p_.e, .k = r, .a = d_proj, .b = x, .beta = 1.f, .c = dw_in + p * ee});
       if (db_in)
-        gemm(h, {.trans_a = true, .m = p_.e, .n = 1, .k = r, .a = d_proj, .b = ones_.data<float>(), .beta = 1.f,
+        gemms_.gemm({.trans_a = true, .m = p_.e, .n = 1, .k = r, .a = d_proj, .b = ones_.data<float>(), .beta = 1.f,
                  .c = db_in + p * p_.e});
       const size_t slot = static_cast<size_t>(p_.qkv == 1 ? 0 : p);
       if (!args.grad_inputs[slot].defined()) continue;
-      gemm(h, {.m = r, .n = p_.e, .k = p_.e, .a = d_proj, .b = w_in + p * ee, .beta = p_.qkv == 1 && p > 0 ? 1.f : 0.f,
+      gemms_.gemm({.m = r, .n = p_.e, .k = p_.e, .a = d_proj, .b = w_in + p * ee, .beta = p_.qkv == 1 && p > 0 ? 1.f : 0.f,
                .c = args.grad_inputs[slot].data<float>()});
     }
   }
@@ -169,13 +170,12 @@ class AttentionKernel final : public Kernel {
 
   /// out [rows, E] = x [rows, E] W^T (+ 1 b^T): a projection with W [E, E].
   void project(const float* x, int64_t rows, const float* w, const float* b, float* out) {
-    CublasHandle& h = ctx_.cublas();
     float beta = 0.f;
     if (b) {
-      gemm(h, {.m = rows, .n = p_.e, .k = 1, .a = ones_.data<float>(), .b = b, .c = out});
+      gemms_.gemm({.m = rows, .n = p_.e, .k = 1, .a = ones_.data<float>(), .b = b, .c = out});
       beta = 1.f;
     }
-    gemm(h, {.trans_b = true, .m = rows, .n = p_.e, .k = p_.e, .a = x, .b = w, .beta = beta, .c = out});
+    gemms_.gemm({.trans_b = true, .m = rows, .n = p_.e, .k = p_.e, .a = x, .b = w, .beta = beta, .c = out});
   }
 
   AttentionMasks masks(std::span<const Tensor> inputs) const {
@@ -203,6 +203,7 @@ class AttentionKernel final : public Kernel {
 
   CudaContext& ctx_;
   const AttentionPlan p_;  // shapes, masks and options
+  PrecisionGemms gemms_;   // every product, in the layer's matmul precision
   float scale_ = 1.f;
   bool dropping_ = false;  // the last forward dropped attention weights (backward follows it)
   uint64_t seed_ = 0;      // ... with this seed

@@ -1,5 +1,7 @@
 // gru and lstm on a GPU: the CPU kernel's ops (backends/cpu/ops/rnn.cpp has the shapes,
-// parameters and `select`), with torch's formulas, in fp32.
+// parameters and `select`), with torch's formulas: the gates and states in fp32, the
+// products in the layer's matmul precision (precision_gemms.h), as torch.autocast runs a
+// recurrent layer's GEMMs in 16 bits on a GPU.
 //
 // Per layer and direction: one GEMM projects the whole input sequence (xp = x W_ih^T +
 // b_ih, [T N, G H]); then each time step is a GEMM of the hidden state (hp = h W_hh^T +
@@ -21,6 +23,7 @@
 #include "backends/rnn_plan.h"
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/precision_gemms.h"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/kernels/rnn.cuh"
 #include "backends/cuda/ops/op_factories.h"
@@ -40,7 +43,8 @@ struct RnnLayerState {
 
 class RnnKernel final : public Kernel {
  public:
-  RnnKernel(CudaContext& ctx, const KernelSpec& spec, bool lstm) : ctx_(ctx), p_(plan_rnn(spec, lstm)) {
+  RnnKernel(CudaContext& ctx, const KernelSpec& spec, bool lstm)
+      : ctx_(ctx), p_(plan_rnn(spec, lstm)), gemms_(ctx, matmul_precision_of(spec.precision, ctx)) {
     saved_ = lstm ? 5 : 4;
     Allocator& alloc = ctx.allocator();
     ones_ = Tensor::empty({std::max<int64_t>(p_.t * p_.n, 1)}, DType::float32, alloc);
@@ -113,7 +117,6 @@ class RnnKernel final : public Kernel {
   void backward(const BackwardArgs& args) override {
     const cudaStream_t stream = ctx_.stream().get();
     Allocator& alloc = ctx_.allocator();
-    CublasHandle& cublas = ctx_.cublas();
     const int64_t tn = p_.t * p_.n, gh = p_.gates * p_.h, nh = p_.n * p_.h, dh_cols = p_.dirs * p_.h;
     const float* x = time_major_input(args.inputs[0].data<float>());
     const float* dy = args.grad_outputs[0].data<float>();
@@ -166,21 +169,21 @@ class RnnKernel final : public Kernel {
             beta = 1.f;  // dh holds z dh: the part that skips W_hh
           }
           // dh_prev (+)= dhp W_hh
-          gemm(cublas, {.m = p_.n, .n = p_.h, .k = gh, .a = dhp_k, .b = w.hh, .beta = beta, .c = dh.data<float>()});
+          gemms_.gemm({.m = p_.n, .n = p_.h, .k = gh, .a = dhp_k, .b = w.hh, .beta = beta, .c = dh.data<float>()});
         }
         if (dh0) copy(dh.data<float>(), dh0 + at, nh);
         if (dc0) copy(dc.data<float>(), dc0 + at, nh);
         // the weights over the whole sequence: dW_ih += dxp^T x, dW_hh += dhp^T h_prev
-        if (g.ih) gemm(cublas, {.trans_a = true, .m = gh, .n = L.in, .k = tn, .a = dxp.data<float>(), .b = in, .beta = 1.f, .c = g.ih});
+        if (g.ih) gemms_.gemm({.trans_a = true, .m = gh, .n = L.in, .k = tn, .a = dxp.data<float>(), .b = in, .beta = 1.f, .c = g.ih});
         if (g.hh)
-          gemm(cublas, {.trans_a = true, .m = gh, .n = p_.h, .k = tn, .a = dhp.data<float>(), .b = states, .beta = 1.f, .c = g.hh});
+          gemms_.gemm({.trans_a = true, .m = gh, .n = p_.h, .k = tn, .a = dhp.data<float>(), .b = states, .beta = 1.f, .c = g.hh});
         if (g.b_ih)
-          gemm(cublas, {.trans_a = true, .m = gh, .n = 1, .k = tn, .a = dxp.data<float>(), .b = ones_.data<float>(), .beta = 1.f, .c = g.b_ih});
+          gemms_.gemm({.trans_a = true, .m = gh, .n = 1, .k = tn, .a = dxp.data<float>(), .b = ones_.data<float>(), .beta = 1.f, .c = g.b_ih});
         if (g.b_hh)
-          gemm(cublas, {.trans_a = true, .m = gh, .n = 1, .k = tn, .a = dhp.data<float>(), .b = ones_.data<float>(), .beta = 1.f, .c = g.b_hh});
+          gemms_.gemm({.trans_a = true, .m = gh, .n = 1, .k = tn, .a = dhp.data<float>(), .b = ones_.data<float>(), .beta = 1.f, .c = g.b_hh});
         // the input's gradient: the directions add up
         if (d_in.defined())
-          gemm(cublas, {.m = tn, .n = L.in, .k = gh, .a = dxp.data<float>(), .b = w.ih, .beta = d > 0 ? 1.f : 0.f,
+          gemms_.gemm({.m = tn, .n = L.in, .k = gh, .a = dxp.data<float>(), .b = w.ih, .beta = d > 0 ? 1.f : 0.f,
                         .c = d_in.data<float>()});
       }
       if (l > 0) {
@@ -227,14 +230,13 @@ class RnnKernel final : public Kernel {
 
   /// out [rows, G H] = x [rows, cols] W^T (+ 1 b^T), W [G H, cols].
   void project(const float* x, int64_t rows, int64_t cols, const float* w, const float* b, float* out) {
-    CublasHandle& h = ctx_.cublas();
     const int64_t gh = p_.gates * p_.h;
     float beta = 0.f;
     if (b) {
-      gemm(h, {.m = rows, .n = gh, .k = 1, .a = ones_.data<float>(), .b = b, .c = out});
+      gemms_.gemm({.m = rows, .n = gh, .k = 1, .a = ones_.data<float>(), .b = b, .c = out});
       beta = 1.f;
     }
-    gemm(h, {.trans_b = true, .m = rows, .n = gh, .k = cols, .a = x, .b = w, .beta = beta, .c = out});
+    gemms_.gemm({.trans_b = true, .m = rows, .n = gh, .k = cols, .a = x, .b = w, .beta = beta, .c = out});
   }
 
   /// x [T, N, C] as given, or moved there from batch_first [N, T, C] into x_tnc_.
@@ -270,6 +272,7 @@ class RnnKernel final : public Kernel {
 
   CudaContext& ctx_;
   const RnnPlan p_;  // shapes and options
+  PrecisionGemms gemms_;  // every product, in the layer's matmul precision
   int64_t saved_ = 4;  // activations a step saves per hidden unit: gru 4, lstm 5
   bool dropping_ = false;  // the last forward dropped between layers (backward follows it)
   uint64_t seed_ = 0;      // ... with this seed
