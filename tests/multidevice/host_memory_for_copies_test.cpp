@@ -75,21 +75,30 @@ std::shared_ptr<DeviceRegistry> registry_with(GpuWithHostMemory*& gpu) {
       });
 }
 
+/// The model on the cpu (the reference) and placed over a GpuWithHostMemory (set in `gpu`),
+/// with the same weights.
+struct TwoModels {
+  Model reference, placed;
+};
+TwoModels load_both(const std::string& yaml, uint32_t seed, GpuWithHostMemory*& gpu) {
+  TwoModels m{Model::load(yaml), Model::load(yaml)};
+  m.reference.to(Device::cpu());
+  m.reference.init_parameters(seed);
+  m.placed.init_parameters(seed);
+  m.placed.use_devices(registry_with(gpu), policy());
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("tensors crossing between the cpu and a GPU are allocated in that GPU's host memory", "[multidevice][copies]") {
   ScopedEnv no_sims("TANDEM_SIM_GPUS", nullptr);
   GpuWithHostMemory* gpu = nullptr;
-  auto registry = registry_with(gpu);
   const std::string yaml = model_yaml();
   const uint32_t seed = fresh_seed();
   INFO("seed " << seed);
-  Model reference = Model::load(yaml);
-  reference.to(Device::cpu());
-  reference.init_parameters(seed);
-  Model model = Model::load(yaml);
-  model.init_parameters(seed);
-  model.use_devices(registry, policy());
+  TwoModels both = load_both(yaml, seed, gpu);
+  Model &reference = both.reference, &model = both.placed;
 
   const int64_t batch = 16;
   TensorMap data = reference.random_inputs({{"batch", batch}}, seed + 1);
@@ -129,12 +138,8 @@ TEST_CASE("a model on GPUs has its batches gathered in their host memory, and tr
   const std::string yaml = model_yaml("fit_");
   const uint32_t seed = fresh_seed();
   INFO("seed " << seed);
-  Model reference = Model::load(yaml);
-  reference.to(Device::cpu());
-  reference.init_parameters(seed);
-  Model model = Model::load(yaml);
-  model.init_parameters(seed);
-  model.use_devices(registry_with(gpu), policy());
+  TwoModels both = load_both(yaml, seed, gpu);
+  Model &reference = both.reference, &model = both.placed;
   CHECK(&reference.batch_memory() == &cpu_allocator());
   REQUIRE(&model.batch_memory() != &cpu_allocator());
 
