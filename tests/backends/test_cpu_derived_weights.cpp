@@ -1,5 +1,6 @@
 // Kernels that keep a derived form of their weights across calls (gru/lstm's packed and
-// reordered gates, conv2d's reordered weight for forward and backward-data) give what a
+// reordered gates, conv2d's reordered weight for forward and backward-data, attention's
+// bf16 weight copies) give what a
 // fresh kernel gives: after an optimizer-like change of the values with a new
 // params_version, after a new weight buffer at the same version, and in the backward that
 // follows a forward at the same version.
@@ -123,6 +124,34 @@ TEST_CASE("conv2d and linear re-derive their reordered weights when params_versi
   std::mt19937 gen(seed);
   SECTION("conv2d") { check_rederives(conv_case(gen), gen); }
   SECTION("linear") { check_rederives(linear_case(gen), gen); }
+}
+
+OpCase attention_case(std::mt19937& gen, Precision precision) {
+  Attributes a;
+  a.set("embed_dim", int64_t{32});
+  a.set("num_heads", int64_t{4});
+  a.set("bias", true);
+  a.set("batch_first", false);
+  a.set("causal", false);
+  a.set("dropout", 0.0);
+  a.set("masks", std::string("none"));
+  OpCase oc("multi_head_attention", a);
+  oc.inputs = {random_tensor({5, 3, 32}, gen), random_tensor({7, 3, 32}, gen), random_tensor({7, 3, 32}, gen)};
+  oc.params = {random_tensor({96, 32}, gen, -0.2f, 0.2f), random_tensor({96}, gen), random_tensor({32, 32}, gen, -0.2f, 0.2f),
+               random_tensor({32}, gen)};
+  oc.out_shape = {5, 3, 32};
+  oc.training = true;
+  oc.precision = precision;
+  return oc;
+}
+
+TEST_CASE("multi_head_attention casts its bf16 weights again when params_version or the weights change",
+          "[cpu][attention][weights]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  INFO("the cpu runs it in " << precision_name(cpu::cpu_precision(Precision::bf16)));
+  check_rederives(attention_case(gen, Precision::bf16), gen);
 }
 
 TEST_CASE("linear in training reads the weight as it is and reorders a version used twice, giving what a fresh kernel gives",

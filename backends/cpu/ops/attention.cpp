@@ -32,7 +32,8 @@
 // backward, rounded to nearest even) and accumulates in fp32; the masks, the softmax and
 // its backward, dropout, the bias sums and everything kept or written stay fp32 (torch
 // rounds each product's output to bf16; Tandem keeps the fp32 accumulator). The weights'
-// copies are made on each pass, from the fp32 masters.
+// copies are cast from the fp32 masters only when those changed since the last cast
+// (params_version and their storage: DerivedParams), as linear keeps its cast weight.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -41,6 +42,7 @@
 #include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/ops/apply_dropout.h"
 #include "backends/cpu/ops/bf16_cast.h"
+#include "backends/cpu/ops/derived_params.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 #include "backends/cpu/ops/strided_matmul.h"
@@ -108,12 +110,11 @@ class AttentionKernel final : public Kernel {
   void forward(const KernelArgs& args) override {
     dropping_ = args.training && p_.dropout > 0;
     seed_ = args.seed;
-    const float* w_in = args.params[0].data<float>();
     const float* b_in = p_.has_bias ? args.params[1].data<float>() : nullptr;
-    const float* w_out = args.params[p_.has_bias ? 2 : 1].data<float>();
     const float* b_out = p_.has_bias ? args.params[3].data<float>() : nullptr;
     const int64_t ee = p_.e * p_.e;
-    const void* w_in16 = operand(w_in, 3 * ee, w_in16_);
+    const WeightOperands w16 = weight_operands(args.params, args.params_version);
+    const void* w_in16 = w16.in;
     const void* x[3];
     inputs_as_operands(args.inputs, x);
     proj_q_.run(x[0], w_in16, qp_.data(), b_in);
@@ -137,14 +138,12 @@ class AttentionKernel final : public Kernel {
     pv_.run(weights16_, vp16_, ctx_buf_.data());
     ctx16_ = operand(ctx_buf_.data(), ctx_buf_.size(), ctx_bf16_);
     // same shapes as Q's projection
-    proj_q_.run(ctx16_, operand(w_out, p_.e * p_.e, w_out16_), args.outputs[0].data<float>(), b_out);
+    proj_q_.run(ctx16_, w16.out, args.outputs[0].data<float>(), b_out);
   }
 
   bool backward_reads_output() const override { return false; }  // Q, K, V, P, C are kept
 
   void backward(const BackwardArgs& args) override {
-    const float* w_in = args.params[0].data<float>();
-    const float* w_out = args.params[p_.has_bias ? 2 : 1].data<float>();
     float* dw_in = grad(args.grad_params, 0);
     float* db_in = p_.has_bias ? grad(args.grad_params, 1) : nullptr;
     float* dw_out = grad(args.grad_params, p_.has_bias ? 2 : 1);
@@ -152,11 +151,12 @@ class AttentionKernel final : public Kernel {
     const float* d_o = args.grad_outputs[0].data<float>();
     const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, ee = p_.e * p_.e;
     const void* d_o16 = operand(d_o, rq * p_.e, grad_bf16_[0]);
+    const WeightOperands w16 = weight_operands(args.params, args.params_version);
 
     if (dw_out) dw_q_.run(d_o16, ctx16_, dw_out);  // dWo += dO^T C (C has Q's rows)
     if (db_out) column_sums(d_o, rq, db_out);
     d_ctx_.resize(ctx_buf_.size());
-    dx_q_.run(d_o16, operand(w_out, ee, w_out16_), d_ctx_.data());  // dC = dO Wo
+    dx_q_.run(d_o16, w16.out, d_ctx_.data());  // dC = dO Wo
     d_scores_.resize(probs_.size());
     d_probs_.resize(probs_.size());
     const void* d_ctx16 = operand(d_ctx_.data(), d_ctx_.size(), grad_bf16_[1]);
@@ -179,8 +179,8 @@ class AttentionKernel final : public Kernel {
     dk_.run(d_scores16, qp16_, d_kp_.data());
 
     // the three projections: parameters, then inputs (self-attention sums into one); the
-    // inputs' and weights' copies are made again, as the fp32 path reads them from args
-    const void* w_in16 = operand(w_in, 3 * ee, w_in16_);
+    // inputs' copies are made again, as the fp32 path reads them from args
+    const void* w_in16 = w16.in;
     const void* x[3];
     inputs_as_operands(args.inputs, x);
     const float* dproj[3] = {d_qp_.data(), d_kp_.data(), d_vp_.data()};
@@ -223,6 +223,23 @@ class AttentionKernel final : public Kernel {
     copy.resize(static_cast<size_t>(n));
     cpu::cast_to_bf16(src, copy.data(), n);
     return copy.data();
+  }
+  struct WeightOperands {
+    const void* in;   // W_in [3 E, E]
+    const void* out;  // W_out [E, E]
+  };
+  /// The weights as the products read them: themselves in fp32; in bf16 their copies, cast
+  /// again only when the weights changed since (DerivedParams).
+  WeightOperands weight_operands(std::span<const Tensor> params, uint64_t version) {
+    const float* w_in = params[0].data<float>();
+    const float* w_out = params[p_.has_bias ? 2 : 1].data<float>();
+    if (!bf16_) return {w_in, w_out};
+    if (!weights16_for_.current(version, params)) {
+      operand(w_in, 3 * p_.e * p_.e, w_in16_);
+      operand(w_out, p_.e * p_.e, w_out16_);
+      weights16_for_.mark(version, params);
+    }
+    return {w_in16_.data(), w_out16_.data()};
   }
   /// The operand `elements` elements past `base`.
   const void* at(const void* base, int64_t elements) const {
@@ -294,6 +311,7 @@ class AttentionKernel final : public Kernel {
   // backward (through the pointers below, the fp32 buffers themselves in fp32).
   std::vector<uint16_t> x_bf16_[3], w_in16_, w_out16_, qp_bf16_, kp_bf16_, vp_bf16_, weights_bf16_, ctx_bf16_;
   std::vector<uint16_t> grad_bf16_[2];  // backward's: two in use at once at most
+  cpu::DerivedParams weights16_for_;    // what w_in16_ and w_out16_ were cast from
   const void* qp16_ = nullptr;
   const void* kp16_ = nullptr;
   const void* vp16_ = nullptr;
