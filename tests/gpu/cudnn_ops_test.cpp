@@ -38,6 +38,21 @@ TEST_CASE("conv2d on a GPU matches the CPU", "[gpu][conv2d]") {
   check_gpu_against_cpu(conv_case(gen, {32, 64, 28, 28}, 64, 3, 1, 1, 1, 1, true), gen, 1e-4);
 }
 
+TEST_CASE("conv2d in bf16 or fp16 on a GPU: on tensor cores, within 1e-2 of the cpu", "[gpu][conv2d][mixed]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (Precision precision : {Precision::bf16, Precision::fp16}) {
+    INFO("precision " << precision_name(precision));
+    for (OpCase c : {conv_case(gen, {4, 8, 12, 12}, 16, 3, 1, 1, 1, 1, true),
+                     conv_case(gen, {2, 4, 16, 16}, 6, 3, 1, 2, 2, 2, true)}) {  // dilated, grouped
+      c.precision = precision;  // the cpu runs bf16 too (fp16: fp32)
+      check_gpu_against_cpu(c, gen, 1e-2);
+      CHECK(gpu_forward_differs_from_fp32(c));
+    }
+  }
+}
+
 TEST_CASE("conv2d padding cuDNN cannot express is unsupported, not wrong", "[gpu][conv2d]") {
   std::mt19937 gen(1);
   OpCase c = conv_case(gen, {1, 2, 8, 8}, 2, 4, 1, 0, 1, 1, true);

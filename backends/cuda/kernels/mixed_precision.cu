@@ -15,6 +15,14 @@ __global__ void to_f16_kernel(const float* __restrict__ src, __half* __restrict_
   for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = __float2half_rn(src[i]);
 }
 
+template <class Half>
+__global__ void widen_kernel(const Half* __restrict__ src, float* __restrict__ dst, int64_t n, bool accumulate) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float v = static_cast<float>(src[i]);
+    dst[i] = accumulate ? dst[i] + v : v;
+  }
+}
+
 __global__ void unscale_kernel(float* __restrict__ g, int64_t n, float inv_scale, int* found_inf) {
   bool bad = false;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
@@ -34,6 +42,15 @@ void cast_to_half(HalfType type, const float* src, void* dst, int64_t n, cudaStr
   else
     to_f16_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(src, static_cast<__half*>(dst), n);
   TANDEM_CUDA_CHECK_LAUNCH("cast_to_half");
+}
+
+void widen_from_half(HalfType type, const void* src, float* dst, int64_t n, bool accumulate, cudaStream_t stream) {
+  if (n == 0) return;
+  if (type == HalfType::bf16)
+    widen_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n, accumulate);
+  else
+    widen_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(static_cast<const __half*>(src), dst, n, accumulate);
+  TANDEM_CUDA_CHECK_LAUNCH("widen_from_half");
 }
 
 void unscale_and_check(float* g, int64_t n, float inv_scale, int* found_inf, cudaStream_t stream) {

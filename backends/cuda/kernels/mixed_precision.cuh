@@ -13,6 +13,8 @@ enum class HalfType : int { bf16, f16 };
 
 /// dst [n] (16-bit) = src [n] rounded to nearest even.
 void cast_to_half(HalfType type, const float* src, void* dst, int64_t n, cudaStream_t stream);
+/// dst [n] = src [n] (16-bit) widened to fp32, exactly; with `accumulate`, dst += it.
+void widen_from_half(HalfType type, const void* src, float* dst, int64_t n, bool accumulate, cudaStream_t stream);
 
 /// g [n] *= inv_scale; *found_inf becomes 1 if any element was not finite before, and is
 /// left alone otherwise (one flag serves many tensors).
