@@ -158,6 +158,13 @@ class Model {
   /// backward, rather than letting GPUs hold what only they run (Note [where a master
   /// lives]): what data parallelism over processes reduces. Before the first training step.
   void keep_masters_on_host() { masters_on_host_ = true; }
+  /// The devices placed passes run on, placing the model first if its file names GPUs;
+  /// null when it runs on the cpu alone.
+  DeviceRegistry* device_registry() { return runs_placed() ? registry_.get() : nullptr; }
+  /// The gradients of trainable parameter `name` on the GPUs that hold it (Note [where a
+  /// master lives]), one per replica, the first accumulating; empty when its master is on
+  /// the host.
+  std::vector<Tensor> held_gradients(const std::string& name) const;
   /// Whether passes run placed (use_devices, to() a GPU, or a model that names GPUs once
   /// it has run).
   bool placed() const { return registry_ != nullptr; }
