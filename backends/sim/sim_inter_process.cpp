@@ -148,8 +148,15 @@ void SimInterProcessCommunicator::serve() {
 
 bool SimInterProcessCommunicator::run(Collective& c) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  if (!c.sum) return transport_->broadcast(c.tensors[0].raw_data(), c.tensors[0].nbytes(), c.root, deadline);
-  if (c.tensors.size() == 1) return transport_->all_reduce_sum(c.tensors[0].data<float>(), c.tensors[0].numel(), deadline);
+  // A transfer that did not finish may still write its memory later (MPI cannot cancel a
+  // collective; the job is ending): that memory is never given back.
+  auto keep_for_ever = [](auto kept) { new decltype(kept)(std::move(kept)); };
+  if (!c.sum || c.tensors.size() == 1) {
+    const bool done = c.sum ? transport_->all_reduce_sum(c.tensors[0].data<float>(), c.tensors[0].numel(), deadline)
+                            : transport_->broadcast(c.tensors[0].raw_data(), c.tensors[0].nbytes(), c.root, deadline);
+    if (!done) keep_for_ever(c.tensors[0].storage());
+    return done;
+  }
   // a bucket: one message, as NCCL's group launch is one
   int64_t total = 0;
   for (const Tensor& t : c.tensors) total += t.numel();
@@ -159,7 +166,10 @@ bool SimInterProcessCommunicator::run(Collective& c) {
     std::memcpy(packed.data() + at, t.raw_data(), t.nbytes());
     at += static_cast<size_t>(t.numel());
   }
-  if (!transport_->all_reduce_sum(packed.data(), total, deadline)) return false;
+  if (!transport_->all_reduce_sum(packed.data(), total, deadline)) {
+    keep_for_ever(std::move(packed));
+    return false;
+  }
   at = 0;
   for (const Tensor& t : c.tensors) {
     std::memcpy(t.raw_data(), packed.data() + at, t.nbytes());

@@ -58,6 +58,11 @@ bool all_equal(const std::vector<std::string>& values) {
 
 }  // namespace
 
+std::shared_ptr<HostTransport> make_host_transport(ProcessGroup& group, const std::string& what) {
+  std::unique_ptr<ProcessGroup::Channel> channel = group.open_channel(what);
+  return channel ? std::make_shared<ChannelTransport>(std::move(channel)) : nullptr;
+}
+
 std::unique_ptr<DeviceCollectives> DeviceCollectives::open(ProcessGroup& group, DeviceRegistry& registry) {
   std::vector<Device> gpus;
   for (const DeviceInfo& d : registry.inventory().devices)
@@ -94,8 +99,7 @@ std::unique_ptr<DeviceCollectives> DeviceCollectives::open(ProcessGroup& group, 
     setup.size = group.size();
     setup.id = ids[k];
     setup.timeout = group.timeout();
-    if (auto channel = group.open_channel("the channel of " + gpus[k].str() + "'s communicator between processes"))
-      setup.transport = std::make_shared<ChannelTransport>(std::move(channel));
+    setup.transport = make_host_transport(group, "the channel of " + gpus[k].str() + "'s communicator between processes");
     std::unique_ptr<InterProcessCommunicator> communicator = registry.backend(gpus[k]).join_inter_process(setup);
     joined = joined && communicator != nullptr;
     if (communicator) out->communicators_.emplace(gpus[k], std::move(communicator));

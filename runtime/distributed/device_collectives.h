@@ -33,6 +33,11 @@ namespace tandem {
 
 class DeviceRegistry;
 
+/// The HostTransport a backend without a network of its own is handed: MPI on a channel of
+/// `group` of its own (ProcessGroup::open_channel: a collective of the group); null when MPI
+/// lets no other thread in, or for a group of one.
+std::shared_ptr<HostTransport> make_host_transport(ProcessGroup& group, const std::string& what);
+
 class DeviceCollectives {
  public:
   /// The communicators of every GPU of `registry`, made with every rank of `group` (a
