@@ -196,6 +196,13 @@ Run train(const std::string& yaml, const TrainingSpec& spec, uint64_t seed, RunO
   return run;
 }
 
+/// Bytes of the parameters in `names` (float32).
+size_t bytes_of(const TensorMap& weights, std::initializer_list<const char*> names) {
+  size_t n = 0;
+  for (const char* name : names) n += weights.at(name).nbytes();
+  return n;
+}
+
 void check_same_training(const Run& got, const Run& want, double tolerance = 1e-5) {
   REQUIRE(got.losses.size() == want.losses.size());
   for (size_t i = 0; i < got.losses.size(); ++i) {
@@ -400,6 +407,21 @@ TEST_CASE("a parameter the loss does not reach is refused, unless unused paramet
   const Run got = train(with_side, spec_with("sgd"), seed, o);
   const Run want = train(with_side, spec_with("sgd"), seed, {.distributed = false});
   check_same_training(got, want);
+
+  // the same head on a simulated GPU: it stays as it is, the others' gradients go between
+  // the GPUs
+  std::string mixed = std::string(kMixed);
+  mixed.insert(mixed.find("loss:"),
+               "  - {name: side, op: linear, inputs: act, in_features: 16, out_features: 2, device: cuda:1}\n"
+               "outputs: [fc2, side]\n");
+  const std::string placed_side = write_model("placed_side", mixed);
+  RunOptions on_gpus{.placed = true};
+  on_gpus.ddp.find_unused_parameters = true;
+  const Run held = train(placed_side, spec_with("adam"), seed, on_gpus);
+  check_same_training(held, train(placed_side, spec_with("adam"), seed,
+                                  {.distributed = false, .placed = true, .global_batch = 4 * job()->size()}));
+  CHECK(held.on_devices);
+  CHECK(held.traffic.on_devices == bytes_of(held.weights, {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}) * 20);
 }
 
 TEST_CASE("validation over the ranks gives the whole set's loss, accuracy and AUC", "[distributed][train]") {
@@ -539,17 +561,6 @@ TEST_CASE("rank 0's buffers reach every rank after each step, unless broadcast_b
   for (const char* buffer : {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}) shared_trained.erase(buffer);
   CHECK(max_relative_error(trained, shared_trained) == 0);
 }
-
-namespace {
-
-/// Bytes of the parameters in `names` (float32).
-size_t bytes_of(const TensorMap& weights, std::initializer_list<const char*> names) {
-  size_t n = 0;
-  for (const char* name : names) n += weights.at(name).nbytes();
-  return n;
-}
-
-}  // namespace
 
 TEST_CASE("gradients that simulated GPUs hold are summed between the ranks' GPUs and never cross MPI",
           "[distributed][train][device]") {

@@ -366,3 +366,16 @@ def test_a_killed_rank_ends_a_job_reducing_on_the_gpus_naming_it(scratch):
     # the others wait for the GPU's collective inside the step: they name the step
     assert "ended by mpirun (another rank failed: mpirun names it) while" in output, output
     assert "in step " in output, output
+
+
+def test_resume_on_simulated_gpus_reducing_on_them_restores_every_rank(scratch):
+    directory, data = scratch
+    model = write_model(directory, optimizer="adam", lr=0.003)
+    flags = ["--no-shuffle", "--drop-last", "--batch", "4", *ON_A_SIMULATED_GPU]
+    result(train(2, model, data, "--epochs", "2", "--save-weights", str(directory / "whole.st"), *flags))
+    result(train(2, model, data, "--epochs", "1", "--save", str(directory / "ck.st"), *flags))
+    resumed = result(train(2, model, data, "--epochs", "2", "--resume", str(directory / "ck.st"), "--save-weights",
+                           str(directory / "resumed.st"), "--trace", str(directory / "resumed.json"), *flags))
+    assert len(resumed["epochs"]) == 1
+    assert max_relative_error(read_safetensors(directory / "resumed.st"), read_safetensors(directory / "whole.st")) == 0
+    assert bucket_spans(directory / "resumed.json", "collectives (cuda:0 between processes)")
