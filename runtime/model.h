@@ -60,6 +60,10 @@ class Model {
   /// Parameters and buffers by state_dict name ("encoder.0.fc.weight", "bn.running_mean"),
   /// brought up to date first where placed training keeps a master on a GPU.
   const TensorMap& parameters() const;
+  /// A buffer (running statistics: not trainable, so never held by GPUs) as the host has it,
+  /// without bringing the parameters GPUs hold up to date as parameters() does: a placed
+  /// training step leaves the host's buffers current.
+  const Tensor& buffer(const std::string& name) const { return params_.at(name); }
   /// Draws every parameter from the distribution PyTorch uses for its module.
   void init_parameters(uint64_t seed);
   /// Copies `weights` into the parameters. Every parameter must be there with its shape

@@ -135,9 +135,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
 
 void DistributedDataParallel::share_buffers() {
   if (buffers_.empty()) return;
-  const TensorMap& tensors = model_.parameters();  // brought to the host from the GPUs that update them
+  // the host's buffers, current after the step; not parameters(), which would bring every
+  // parameter the GPUs hold to the host each step
   for (const std::string& name : buffers_)
-    broadcast_tensor(*group_, tensors.at(name), "the broadcast of rank 0's buffer '" + name + "'");
+    broadcast_tensor(*group_, model_.buffer(name), "the broadcast of rank 0's buffer '" + name + "'");
 }
 
 const GradientReady* DistributedDataParallel::start_backward(int64_t step) {
