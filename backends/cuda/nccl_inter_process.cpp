@@ -72,9 +72,9 @@ NcclInterProcessCommunicator::~NcclInterProcessCommunicator() {
   }
   wake_.notify_all();
   watchdog_.join();
-  if (!comm_) return;
   std::lock_guard lock(mutex_);
-  if (!aborted_) {
+  if (!comm_) return;  // aborted already
+  try {
     // flush what is queued, within the deadline; else give up on it
     DeviceGuard guard(cuda_device_);
     const ncclResult_t finalized = settle(ncclCommFinalize(comm_), std::chrono::steady_clock::now() + timeout_);
@@ -82,6 +82,7 @@ NcclInterProcessCommunicator::~NcclInterProcessCommunicator() {
       ncclCommDestroy(comm_);
       return;
     }
+  } catch (...) {  // a CUDA error making the device current: a destructor has no one to tell
   }
   ncclCommAbort(comm_);
 }
@@ -144,8 +145,10 @@ void NcclInterProcessCommunicator::fail(const std::string& message) {
   if (aborted_) return;
   aborted_ = true;
   if (error_.empty()) error_ = message;
-  // NCCL's kernels waiting for the missing ranks return; the streams go on
+  // NCCL's kernels waiting for the missing ranks return; the streams go on. The handle is
+  // gone with it: nothing calls NCCL on it again.
   ncclCommAbort(comm_);
+  comm_ = nullptr;
   queued_.clear();
 }
 
