@@ -97,15 +97,6 @@ void GradientReducer::take_layout() {
   lay_out();
 }
 
-std::vector<std::vector<std::string>> GradientReducer::device_buckets() const {
-  std::vector<std::vector<std::string>> out;
-  for (const DeviceBucket& b : device_buckets_) {
-    out.emplace_back();
-    for (size_t i : b.members) out.back().push_back(grads_[i].name);
-  }
-  return out;
-}
-
 std::vector<std::vector<std::string>> GradientReducer::buckets() const {
   std::vector<std::vector<std::string>> out;
   for (const Bucket& b : buckets_) {

@@ -17,7 +17,7 @@
 // when the ranks have communicators between their GPUs (device_collectives.h): they go into
 // buckets of their own, in the same completion order and under the same caps, and a full one
 // is all-reduced on the devices (NCCL between real GPUs) as soon as backward has completed
-// it, overlapped with the rest of backward as the host's buckets are; they never cross MPI.
+// it, while the rest of backward runs; they never cross MPI.
 // The layout is taken at each backward's first gradient, when the forward has decided what
 // the GPUs hold; every rank runs the same plan, so every rank takes the same.
 //
@@ -98,8 +98,6 @@ class GradientReducer {
 
   /// The buckets' parameters, in launch order (for tests and logs): the host's.
   std::vector<std::vector<std::string>> buckets() const;
-  /// The buckets of gradients GPUs hold, reduced on the devices, in launch order.
-  std::vector<std::vector<std::string>> device_buckets() const;
 
   /// Bytes of gradients this rank reduced so far, each way (a GPU-held gradient counted
   /// once per replica).

@@ -4,6 +4,7 @@
 // Between processes proper it runs under mpirun on a machine with several GPUs (the
 // device tests of tests/distributed/test_distributed_cli.py, without --sim-gpus).
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -38,6 +39,13 @@ Tensor to_host(cuda::CudaBackend& b, const Tensor& t) {
   return to_cpu(t, b.context());
 }
 
+/// A fresh seed, printed for a replay.
+uint32_t fresh_seed(const char* test) {
+  const uint32_t seed = std::random_device{}();
+  std::printf("%s: seed %u\n", test, seed);
+  return seed;
+}
+
 /// Polls `done` for up to `limit`; whether it became true.
 template <typename F>
 bool within(std::chrono::milliseconds limit, F&& done) {
@@ -58,7 +66,7 @@ TEST_CASE("one rank's NCCL communicator between processes sums and broadcasts on
   REQUIRE(id.size() == 128);
   auto communicator = b->join_inter_process(setup_for(0, 1, id, std::chrono::seconds(30)));
   REQUIRE(communicator);
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(fresh_seed("one rank's NCCL communicator"));
   Tensor x = random_tensor({1000}, gen), y = random_tensor({3, 5}, gen);
   std::vector<Tensor> bucket{to_gpu(x, b->context()), to_gpu(y, b->context())};
   Lane& lane = b->lane(LaneKind::compute);
@@ -90,7 +98,7 @@ TEST_CASE("two ranks on two GPUs sum, and one left alone in a collective is abor
   other.join();
   REQUIRE(c0);
   REQUIRE(c1);
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(fresh_seed("two ranks on two GPUs"));
   Tensor x = random_tensor({4096}, gen), y = random_tensor({4096}, gen);
   std::vector<Tensor> on0{to_gpu(x, b0->context())}, on1{to_gpu(y, b1->context())};
   c0->all_reduce_sum(b0->lane(LaneKind::compute), on0, "the test's sum");
