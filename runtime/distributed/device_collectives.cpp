@@ -63,19 +63,22 @@ std::shared_ptr<HostTransport> make_host_transport(ProcessGroup& group, const st
   return channel ? std::make_shared<ChannelTransport>(std::move(channel)) : nullptr;
 }
 
-std::unique_ptr<DeviceCollectives> DeviceCollectives::open(ProcessGroup& group, DeviceRegistry& registry) {
+std::unique_ptr<DeviceCollectives> DeviceCollectives::open(ProcessGroup& group, DeviceRegistry* placed) {
   std::vector<Device> gpus;
-  for (const DeviceInfo& d : registry.inventory().devices)
-    if (d.device != Device::cpu()) gpus.push_back(d.device);
-  // What every rank has. Different GPUs, or MPI that lets no proxy thread in on some rank:
-  // every rank takes the host path, which works whatever each has.
+  if (placed)
+    for (const DeviceInfo& d : placed->inventory().devices)
+      if (d.device != Device::cpu()) gpus.push_back(d.device);
+  // What every rank has. Different GPUs (a rank on the cpu alone, another with simulated
+  // GPUs), or MPI that lets no proxy thread in on some rank: every rank takes the host path,
+  // which works whatever each has.
   std::string mine = "GPUs";
   for (Device d : gpus) mine += " " + d.str();
-  mine += registry.sim_gpu_count() > 0 ? " (simulated)" : "";
+  mine += placed && placed->sim_gpu_count() > 0 ? " (simulated)" : "";
   mine += group.threads_allowed() ? ", MPI threads" : ", no MPI threads";
   if (!all_equal(group.all_gather(mine, "the check of the ranks' GPUs for collectives between processes")) ||
       gpus.empty())
     return nullptr;
+  DeviceRegistry& registry = *placed;  // a rank with GPUs has one, and then every rank has
   std::vector<std::string> ids;
   if (group.rank() == 0)
     for (Device d : gpus) {

@@ -41,9 +41,10 @@ std::shared_ptr<HostTransport> make_host_transport(ProcessGroup& group, const st
 class DeviceCollectives {
  public:
   /// The communicators of every GPU of `registry`, made with every rank of `group` (a
-  /// collective of the group: every rank calls it at the same point); null when not every
-  /// rank's GPUs offer them (or there are none). UserError when joining fails.
-  static std::unique_ptr<DeviceCollectives> open(ProcessGroup& group, DeviceRegistry& registry);
+  /// collective of the group: every rank calls it at the same point, with its registry or
+  /// null when its model runs on the cpu alone); null when not every rank has the same GPUs
+  /// and they offer them (or there are none). UserError when joining fails.
+  static std::unique_ptr<DeviceCollectives> open(ProcessGroup& group, DeviceRegistry* registry);
   ~DeviceCollectives();
 
   /// Whether `device` has a communicator.

@@ -100,10 +100,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   // where every rank's GPUs offer it. Not with a sharded optimizer state (each rank updates
   // its share on the host's tensors and sends it over MPI) nor with bf16 compression (its
   // rounding runs on the host): those keep every master on the host, as before.
+  // Every rank asks alike (the options are the same everywhere: checked above), whatever
+  // devices each has: the ranks compare those inside.
   if (options.device_collectives && !options.shard_optimizer_state &&
       options.gradient_compression == GradientCompression::none)
-    if (DeviceRegistry* registry = model_.device_registry())  // the same answer on every rank: the same model
-      collectives_ = DeviceCollectives::open(*group_, *registry);
+    collectives_ = DeviceCollectives::open(*group_, model_.device_registry());
   if (!collectives_) model_.keep_masters_on_host();  // the gradients to reduce come to the host
 
   // The gradients in the order backward completes them, which buckets them as DDP does.

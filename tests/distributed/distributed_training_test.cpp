@@ -623,3 +623,30 @@ TEST_CASE("device buckets follow the caps and train alike from a parameter per b
   // a sum's order does not depend on the buckets: the same bits
   CHECK(max_relative_error(runs[0].weights, runs[1].weights) == 0);
 }
+
+TEST_CASE("ranks with other GPUs than rank 0's all keep the host path, and train alike", "[distributed][train][device]") {
+  const uint64_t seed = shared_seed("ranks with other GPUs");
+  const std::string yaml = write_model("other_gpus", kMlp);
+  const int rank = job()->rank(), ranks = job()->size();
+  Model model = Model::load(yaml);
+  // rank 0 alone has simulated GPUs (its layers stay on the cpu: the file names none)
+  if (rank == 0) model.use_devices(sim_gpus(2), policy());
+  model.init_parameters(seed + static_cast<uint64_t>(rank));
+  Trainer trainer(model, spec_with("sgd"));
+  trainer.distribute(job());
+  REQUIRE(trainer.distributed() != nullptr);
+  CHECK_FALSE(trainer.distributed()->reduces_on_devices());
+  const int steps = 3;
+  for (int step = 0; step < steps; ++step) {
+    TensorMap batch = global_batch(model, 4 * ranks, seed * 1000 + static_cast<uint64_t>(step));
+    std::vector<MicroBatch> parts = split_micro_batches(batch, ranks, model.graph());
+    trainer.step(parts[static_cast<size_t>(rank)].batch);
+  }
+  size_t all = 0;
+  for (const auto& [name, t] : model.parameters()) all += t.nbytes();
+  CHECK(trainer.distributed()->gradient_traffic().over_mpi == all * steps);
+  CHECK(trainer.distributed()->gradient_traffic().on_devices == 0);
+  TensorMap weights;
+  for (const auto& [name, t] : model.parameters()) weights.emplace(name, t.clone());
+  CHECK(same_on_every_rank(weights));
+}
