@@ -188,10 +188,10 @@ def ranks_of(mpirun_pid):
     return ranks
 
 
-def start_long_job(directory, data, *flags):
+def start_long_job(directory, data, *flags, batch=4):
     model = write_model(directory)
     job = subprocess.Popen([*MPIRUN, "-np", "3", TANDEM, "train", str(model), "--data", str(data), "--epochs",
-                            "100000", "--batch", "4", *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            "100000", "--batch", str(batch), *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, env=ENV)
     deadline = time.monotonic() + 30
     while len(ranks_of(job.pid)) < 3:
@@ -328,14 +328,15 @@ def test_gradients_on_simulated_gpus_go_between_the_ranks_gpus_and_train_as_one_
 def test_a_stopped_rank_in_a_device_collective_ends_the_job_within_the_deadline_naming_it(scratch):
     directory, _ = scratch
     # only the GPU holds parameters: the device all-reduce is the one collective of a step,
-    # and an epoch of 2,000 steps (tens of seconds) keeps the epoch's own sums out of the way
+    # and an epoch of 16,000 steps of one sample (well over ten seconds, even on an idle
+    # machine) keeps the epoch's own sums out of the way of the stop
     rng = np.random.default_rng()
     seed = int(rng.integers(1 << 30))
     print("long data seed", seed)
-    x = np.random.default_rng(seed).normal(size=(30000, 12))
+    x = np.random.default_rng(seed).normal(size=(60000, 12))
     data = directory / "long.csv"
-    np.savetxt(data, np.column_stack([x, (x[:, 0] > 0).astype(int)]), delimiter=",", fmt=["%.4f"] * 12 + ["%d"])
-    job = start_long_job(directory, data, "--collective-timeout", "3", *ON_A_SIMULATED_GPU)
+    np.savetxt(data, np.column_stack([x, (x[:, 0] > 0).astype(int)]), delimiter=",", fmt=["%.3f"] * 12 + ["%d"])
+    job = start_long_job(directory, data, "--collective-timeout", "3", *ON_A_SIMULATED_GPU, batch=1)
     stopped = ranks_of(job.pid)[2]
     os.kill(stopped, signal.SIGSTOP)
     started = time.monotonic()
