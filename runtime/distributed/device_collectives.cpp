@@ -126,6 +126,8 @@ void DeviceCollectives::all_reduce_mean(std::span<const Tensor> grads, const std
   const float inverse = 1.0f / static_cast<float>(group_.size());
   for (const Tensor& g : grads) backend.scale(lane, g, inverse);
   queued_.push_back({device, lane.record(), what, std::chrono::steady_clock::now()});
+  // the rank computes on, but a rank that mpirun ends now was in the middle of this too
+  group_.note_activity("computing " + group_.phase() + ", " + what + " queued on " + device.str());
 }
 
 void DeviceCollectives::check(const std::string& doing) {
@@ -140,6 +142,7 @@ void DeviceCollectives::wait_all() {
   // it, for a backend that would not.
   const auto grace = group_.timeout() + std::chrono::seconds(10);
   for (Queued& q : queued_) {
+    if (!q.reached.done()) group_.note_activity("waiting in " + q.what + " on " + q.device.str());
     for (int spins = 0; !q.reached.done(); ++spins) {
       check(q.what);
       if (std::chrono::steady_clock::now() - q.since > grace) {
@@ -154,6 +157,7 @@ void DeviceCollectives::wait_all() {
     check(q.what);
     q.reached.wait();  // an error of the lane's own work comes out here
   }
+  if (!queued_.empty()) group_.note_activity({});
   queued_.clear();
 }
 

@@ -178,6 +178,10 @@ void ProcessGroup::set_phase(std::string phase) {
   show_activity("computing " + phase_);
 }
 
+void ProcessGroup::note_activity(const std::string& doing) {
+  show_activity(doing.empty() ? "computing " + phase_ : doing);
+}
+
 ProcessGroup::ActivityNote::ActivityNote(const ProcessGroup& group, const std::string& doing)
     : restore_("computing " + group.phase_) {
   show_activity(doing);

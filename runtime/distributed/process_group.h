@@ -54,6 +54,10 @@ class ProcessGroup {
   /// What the rank is doing, for messages: "step 12" (set by the trainer). A rank that
   /// mpirun ends because another failed says it too.
   void set_phase(std::string phase);
+  /// What the rank says it is in the middle of, should mpirun end it, until the next
+  /// collective of the group or set_phase(): a collective the group does not run itself (a
+  /// device's, queued while the rank computes). Empty: computing in the phase again.
+  void note_activity(const std::string& doing);
 
   /// A collective started and not yet finished: wait() for it, or poll done().
   class Request {
