@@ -15,6 +15,8 @@
 //   helpers      what executors need besides kernels: zero, accumulate, scale, a loss,
 //                the optimizers' updates, a gradient's sum of squares; each queued on a lane
 //   collectives  (optional) all-reduce and broadcast among devices of the same backend
+//   between processes (optional) a communicator joining this device to one device of every
+//                process of a job (inter_process.h): NCCL between the ranks' GPUs
 //   counters     what the device did, for the report
 //
 // Thread-safety: every member may be called from any thread; a kernel it made is used by
@@ -28,6 +30,7 @@
 #include <string>
 
 #include "backends/compute_ops.h"
+#include "backends/inter_process.h"
 #include "backends/kernel.h"
 #include "backends/lane.h"
 #include "backends/loss_value.h"
@@ -146,6 +149,23 @@ class Backend {
   virtual bool all_reduce_sum(std::span<const CollectiveMember> members) { return false; }
   /// Every member's tensor becomes a copy of members[root]'s. As all_reduce_sum.
   virtual bool broadcast(std::span<const CollectiveMember> members, size_t root) { return false; }
+
+  // ---- between processes (optional) --------------------------------------------------
+  // Called by the runtime's data parallelism over processes (runtime/distributed/
+  // device_collectives.h), on the training thread: rank 0 calls make_inter_process_id()
+  // on its device, the id travels to every rank over MPI, and every rank calls
+  // join_inter_process() on its own device with it, in the same order of devices on every
+  // rank. Default: not offered, and the runtime reduces this device's gradients through the
+  // host over MPI as before.
+  /// A fresh id for one communicator (opaque bytes: NCCL's ncclUniqueId), or empty: this
+  /// backend offers no collectives between processes.
+  virtual std::string make_inter_process_id() { return {}; }
+  /// This device's end of the communicator `setup.id` names; null when not offered. Blocks
+  /// until every process joined, or throws UserError past `setup.timeout` (naming the
+  /// device and the rank) or when the id is not one of this backend's.
+  virtual std::unique_ptr<InterProcessCommunicator> join_inter_process(const InterProcessSetup& setup) {
+    return nullptr;
+  }
 
   // ---- counters -----------------------------------------------------------------------
   virtual DeviceCounters counters() const = 0;

@@ -184,6 +184,23 @@ void HostLaneEngine::run_items(std::vector<Taken>& taken) {
   }
 }
 
+void HostLaneEngine::reach(HostLaneEvent& event, std::exception_ptr error) {
+  {
+    std::lock_guard event_lock(event.mutex);
+    event.error = std::move(error);
+    event.reached.store(true, std::memory_order_release);
+    event.reached_cv.notify_all();
+  }
+  {
+    // under the engine's lock: a lane that looked and found nothing is then asleep or will
+    // see the new generation, never in between
+    std::lock_guard lock(mutex_);
+    generation_.fetch_add(1);
+  }
+  compute_work_.notify_all();
+  copy_work_.notify_all();
+}
+
 void HostLaneEngine::run_lane(Lane lane) {
   if (lane == Lane::compute) omp_set_max_active_levels(1);  // side by side tasks' kernels: one thread each
   size_t cursor = 0;

@@ -79,6 +79,12 @@ class HostLaneEngine {
   HostLaneEngine(const HostLaneEngine&) = delete;
   HostLaneEngine& operator=(const HostLaneEngine&) = delete;
 
+  /// Reaches `event` from outside the lanes: work that a backend's own thread finished (a
+  /// simulated GPU's transfer between processes, backends/sim/sim_inter_process.h), made
+  /// with std::make_shared<HostLaneEvent>() and waited for by queues (HostLane::wait)
+  /// without holding up the others. With `error`, the queues that wait for it take it on.
+  void reach(HostLaneEvent& event, std::exception_ptr error = nullptr);
+
  private:
   friend class HostLane;
   void attach(HostLane* queue);

@@ -60,6 +60,10 @@ class Model {
   /// Parameters and buffers by state_dict name ("encoder.0.fc.weight", "bn.running_mean"),
   /// brought up to date first where placed training keeps a master on a GPU.
   const TensorMap& parameters() const;
+  /// A buffer (running statistics: not trainable, so never held by GPUs) as the host has it,
+  /// without bringing the parameters GPUs hold up to date as parameters() does: a placed
+  /// training step leaves the host's buffers current.
+  const Tensor& buffer(const std::string& name) const { return params_.at(name); }
   /// Draws every parameter from the distribution PyTorch uses for its module.
   void init_parameters(uint64_t seed);
   /// Copies `weights` into the parameters. Every parameter must be there with its shape
@@ -158,6 +162,13 @@ class Model {
   /// backward, rather than letting GPUs hold what only they run (Note [where a master
   /// lives]): what data parallelism over processes reduces. Before the first training step.
   void keep_masters_on_host() { masters_on_host_ = true; }
+  /// The devices placed passes run on, placing the model first if its file names GPUs;
+  /// null when it runs on the cpu alone.
+  DeviceRegistry* device_registry() { return runs_placed() ? registry_.get() : nullptr; }
+  /// The gradients of trainable parameter `name` on the GPUs that hold it (Note [where a
+  /// master lives]), one per replica, the first accumulating; empty when its master is on
+  /// the host.
+  std::vector<Tensor> held_gradients(const std::string& name) const;
   /// Whether passes run placed (use_devices, to() a GPU, or a model that names GPUs once
   /// it has run).
   bool placed() const { return registry_ != nullptr; }

@@ -61,6 +61,13 @@ void Model::sync_parameters() const {
   if (device_params_) device_params_->sync_to_host();
 }
 
+std::vector<Tensor> Model::held_gradients(const std::string& name) const {
+  std::vector<Tensor> out;
+  if (device_params_ && device_params_->held(name))
+    for (const DeviceParameterCache::Replica& r : device_params_->replicas(name)) out.push_back(r.grad);
+  return out;
+}
+
 void Model::parameters_changed() {
   ++params_version_;
   if (device_params_) device_params_->masters_updated();
@@ -184,7 +191,7 @@ LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed,
   t.forward(ordered, seed, params_version_);
   LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
   if (loss_scale != 1.0f) t.scale_loss_gradients(loss_scale);
-  t.backward(t.loss_seeds());
+  t.backward(t.loss_seeds(), ready);  // names the gradients GPUs hold as backward completes them
   add_to_totals(device_totals_, t.report());
   if (ready)  // every gradient reached the host's when backward ended
     for (const std::string& name : gradient_completion_order(*graph_)) (*ready)(name);

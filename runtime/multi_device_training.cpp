@@ -378,7 +378,7 @@ void MultiDeviceTraining::seed_gradient(int value, const Tensor& grad) {
   }
 }
 
-void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
+void MultiDeviceTraining::backward(const std::vector<int>& seeded, const GradientReady* ready) {
   PlacedSchedule& s = *schedule_;
   const auto& slot_keys = s.slot_keys;
   std::fill(grad_ready_.begin(), grad_ready_.end(), false);
@@ -472,7 +472,10 @@ void MultiDeviceTraining::backward(const std::vector<int>& seeded) {
       // overlapped with the rest of backward
       for (const auto& key : gradients_done_after_[i]) {
         if (cache_.held(key.first)) {  // all-reduced among the GPUs that hold it
-          if (++replicas_done[key.first] == replica_count_.at(key.first)) cache_.all_reduce_gradients(key.first);
+          if (++replicas_done[key.first] == replica_count_.at(key.first)) {
+            cache_.all_reduce_gradients(key.first);
+            if (ready) (*ready)(key.first);  // over processes: queued behind the sum among the GPUs
+          }
           continue;
         }
         GradientBucket& bucket = buckets[key.second];

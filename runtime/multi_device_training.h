@@ -58,6 +58,7 @@
 #include "placement/plan.h"
 #include "runtime/device_parameter_cache.h"
 #include "runtime/device_report.h"
+#include "runtime/gradient_ready.h"
 
 namespace tandem {
 
@@ -95,8 +96,10 @@ class MultiDeviceTraining {
   const Shape& shape(int value) const { return shapes_[value]; }
   bool requires_grad(int value) const { return requires_grad_[value]; }
   /// Backward from the seeds of `seeded` (written by loss() or seed_gradient()); parameter
-  /// gradients are added to the model's gradients.
-  void backward(const std::vector<int>& seeded);
+  /// gradients are added to the model's gradients. With `ready`, each parameter that GPUs
+  /// hold is named as soon as its replicas' gradients are complete (and their all-reduce
+  /// among the GPUs queued), while backward goes on; the others are not named here.
+  void backward(const std::vector<int>& seeded, const GradientReady* ready = nullptr);
   /// After backward: dLoss/dInput for graph input `index`, on the cpu (undefined if not requested).
   Tensor input_gradient(size_t index) const;
 

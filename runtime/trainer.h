@@ -67,6 +67,8 @@ class Trainer {
   void distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions options = {});
   /// This process's rank and the job's ranks (0 and 1 undistributed).
   int rank() const { return ddp_ ? ddp_->rank() : 0; }
+  /// The data parallelism over processes distribute() set up; null without one.
+  const DistributedDataParallel* distributed() const { return ddp_.get(); }
   int ranks() const { return ddp_ ? ddp_->size() : 1; }
   /// The samples one optimizer step takes over the job: batch x accumulate x ranks.
   int64_t global_batch() const { return spec_.batch * spec_.accumulate * ranks(); }

@@ -15,6 +15,7 @@
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/loss.h"
 #include "backends/cuda/nccl_comms.h"
+#include "backends/cuda/nccl_inter_process.h"
 #include "backends/cuda/pinned_pool.h"
 #include "backends/cuda/stream.h"
 #include "core/error.h"
@@ -327,6 +328,14 @@ bool CudaBackend::broadcast(std::span<const CollectiveMember> members, size_t ro
   cuda::broadcast(buffers, members[0].tensor.numel(), root);
   return true;
 }
+
+std::string CudaBackend::make_inter_process_id() { return NcclInterProcessCommunicator::make_id(); }
+
+std::unique_ptr<InterProcessCommunicator> CudaBackend::join_inter_process(const InterProcessSetup& setup) {
+  return std::make_unique<NcclInterProcessCommunicator>(*this, setup);
+}
+
+cudaStream_t CudaBackend::stream_of(Lane& lane) { return own(lane).stream(); }
 
 DeviceCounters CudaBackend::counters() const {
   DeviceCounters c;

@@ -77,7 +77,13 @@ class CudaBackend final : public Backend {
   bool all_reduce_sum(std::span<const CollectiveMember> members) override;
   bool broadcast(std::span<const CollectiveMember> members, size_t root) override;
 
+  /// Between processes: NCCL with a watchdog (nccl_inter_process.h).
+  std::string make_inter_process_id() override;
+  std::unique_ptr<InterProcessCommunicator> join_inter_process(const InterProcessSetup& setup) override;
+
   DeviceCounters counters() const override;
+  /// The stream of one of this device's lanes.
+  cudaStream_t stream_of(Lane& lane);
 
  private:
   StreamLane& own(Lane& lane);

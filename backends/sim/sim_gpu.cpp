@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include "backends/sim/sim_inter_process.h"
 #include "core/error.h"
 
 namespace tandem {
@@ -24,6 +25,7 @@ size_t checked_capacity(size_t capacity_bytes) {
 SimGpu::SimGpu(int index, size_t capacity_bytes, std::unique_ptr<ComputeOps> ops, HostLaneEngine& engine)
     : HostBackend(std::move(ops)),
       device_(Device::cuda(index)),
+      engine_(engine),
       allocator_(device_, checked_capacity(capacity_bytes)),
       compute_(device_.str(), HostLaneEngine::Lane::compute, engine),
       copies_(device_.str() + " copies", HostLaneEngine::Lane::copy, engine) {}
@@ -132,6 +134,13 @@ bool SimGpu::broadcast(std::span<const CollectiveMember> members, size_t root) {
     for (size_t k = 0; k < tensors.size(); ++k)
       if (k != root) std::memcpy(tensors[k].raw_data(), tensors[root].raw_data(), tensors[root].nbytes());
   });
+}
+
+std::string SimGpu::make_inter_process_id() { return SimInterProcessCommunicator::make_id(); }
+
+std::unique_ptr<InterProcessCommunicator> SimGpu::join_inter_process(const InterProcessSetup& setup) {
+  if (!setup.transport) return nullptr;
+  return std::make_unique<SimInterProcessCommunicator>(device_, engine_, setup);
 }
 
 DeviceCounters SimGpu::counters() const {

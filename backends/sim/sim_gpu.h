@@ -57,6 +57,11 @@ class SimGpu final : public HostBackend {
   bool all_reduce_sum(std::span<const CollectiveMember> members) override;
   bool broadcast(std::span<const CollectiveMember> members, size_t root) override;
 
+  /// Between processes: through the runtime's HostTransport, moved by a proxy thread
+  /// (sim_inter_process.h). Not offered without a transport.
+  std::string make_inter_process_id() override;
+  std::unique_ptr<InterProcessCommunicator> join_inter_process(const InterProcessSetup& setup) override;
+
   /// Counts so far (items still queued are not in them yet). Busy time is the compute
   /// queue's: the copy engine works beside it.
   DeviceCounters counters() const override;
@@ -67,6 +72,7 @@ class SimGpu final : public HostBackend {
   static bool collective(std::span<const CollectiveMember> members, std::function<void()> work);
 
   const Device device_;
+  HostLaneEngine& engine_;
   PoolAllocator allocator_;
   std::atomic<size_t> bytes_in_{0}, bytes_out_{0};
   std::atomic<int64_t> copies_in_{0}, copies_out_{0};

@@ -30,6 +30,11 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   app.add_flag("--no-broadcast-buffers", flags.own_buffers,
                "under mpirun: each rank keeps the running statistics of its own batches (by default rank 0's reach "
                "every rank after each step, as DDP's broadcast_buffers)");
+  app.add_option("--device-collectives", flags.device_collectives,
+                 "under mpirun: gradients that GPUs hold are summed between the ranks' GPUs (on: NCCL, or the "
+                 "simulated GPUs' own) or come to the host and travel over MPI (off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
 }
 
 std::shared_ptr<ProcessGroup> join_job(const DistributedFlags& flags) {
@@ -50,6 +55,7 @@ DistributedOptions distributed_options(const DistributedFlags& flags) {
   options.gradient_compression =
       flags.compress_gradients == "bf16" ? GradientCompression::bf16 : GradientCompression::none;
   options.broadcast_buffers = !flags.own_buffers;
+  options.device_collectives = flags.device_collectives == "on";
   return options;
 }
 

@@ -21,10 +21,12 @@ struct DistributedFlags {
   bool shard_optimizer_state = false;
   std::string compress_gradients = "none";
   bool own_buffers = false;  // --no-broadcast-buffers
+  std::string device_collectives = "on";
 };
 
 /// Registers --collective-timeout, --bucket-cap-mb, --find-unused-parameters,
-/// --shard-optimizer-state, --compress-gradients and --no-broadcast-buffers.
+/// --shard-optimizer-state, --compress-gradients, --no-broadcast-buffers and
+/// --device-collectives.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
 /// The job this process belongs to (a group of one without mpirun), with the flags'
 /// deadline; UserError for a deadline or bucket size that is not positive.

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "graph/symbolic.h"
 #include "runtime/distributed/broadcast_tensors.h"
+#include "runtime/device_registry.h"
 #include "runtime/model.h"
 
 namespace tandem {
@@ -79,10 +80,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   const std::string mine =
       model_fingerprint(model_, spec) +
       fmt::format("distributed: bucket cap {} bytes, find unused {}, sharded state {}, gradients in {}, "
-                  "broadcast buffers {}\n",
+                  "broadcast buffers {}, device collectives {}\n",
                   options.bucket_cap_bytes, options.find_unused_parameters, options.shard_optimizer_state,
                   options.gradient_compression == GradientCompression::bf16 ? "bf16" : "float32",
-                  options.broadcast_buffers);
+                  options.broadcast_buffers, options.device_collectives);
   const std::vector<std::string> all = group_->all_gather(mine, "the check that every rank loaded the same model");
   for (int r = 1; r < group_->size(); ++r)
     if (all[static_cast<size_t>(r)] != all[0])
@@ -95,7 +96,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   for (const auto& [name, t] : model_.parameters())
     broadcast_tensor(*group_, t, "the broadcast of rank 0's parameter '" + name + "'");
   model_.parameters_changed();
-  model_.keep_masters_on_host();  // the gradients to reduce come to the host
+  // Gradients of parameters only GPUs run stay on them, summed between the ranks' GPUs,
+  // where every rank's GPUs offer it. Not with a sharded optimizer state (each rank updates
+  // its share on the host's tensors and sends it over MPI) nor with bf16 compression (its
+  // rounding runs on the host): those keep every master on the host, as before.
+  // Every rank asks alike (the options are the same everywhere: checked above), whatever
+  // devices each has: the ranks compare those inside.
+  if (options.device_collectives && !options.shard_optimizer_state &&
+      options.gradient_compression == GradientCompression::none)
+    collectives_ = DeviceCollectives::open(*group_, model_.device_registry());
+  if (!collectives_) model_.keep_masters_on_host();  // the gradients to reduce come to the host
 
   // The gradients in the order backward completes them, which buckets them as DDP does.
   std::vector<ReducedGradient> grads;
@@ -112,7 +122,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   reducer.first_bucket_bytes = std::min(reducer.first_bucket_bytes, options.bucket_cap_bytes);
   reducer.find_unused_parameters = options.find_unused_parameters;
   reducer.compress_bf16 = options.gradient_compression == GradientCompression::bf16;
-  reducer_ = std::make_unique<GradientReducer>(*group_, std::move(grads), reducer);
+  HeldGradientPath held;
+  if (collectives_) {
+    held.collectives = collectives_.get();
+    held.held = [this](const std::string& name) { return model_.held_gradients(name); };
+  }
+  reducer_ = std::make_unique<GradientReducer>(*group_, std::move(grads), reducer, std::move(held));
   ready_ = [this](const std::string& name) { reducer_->ready(name); };
   if (options.broadcast_buffers)
     for (const ParamSpec& p : model_.graph().parameters())
@@ -121,9 +136,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
 
 void DistributedDataParallel::share_buffers() {
   if (buffers_.empty()) return;
-  const TensorMap& tensors = model_.parameters();  // brought to the host from the GPUs that update them
+  // the host's buffers, current after the step; not parameters(), which would bring every
+  // parameter the GPUs hold to the host each step
   for (const std::string& name : buffers_)
-    broadcast_tensor(*group_, tensors.at(name), "the broadcast of rank 0's buffer '" + name + "'");
+    broadcast_tensor(*group_, model_.buffer(name), "the broadcast of rank 0's buffer '" + name + "'");
 }
 
 const GradientReady* DistributedDataParallel::start_backward(int64_t step) {

@@ -24,6 +24,7 @@
 #include "core/tensor.h"
 #include "core/touched_rows.h"
 #include "graph/training_spec.h"
+#include "runtime/distributed/device_collectives.h"
 #include "runtime/distributed/gradient_reducer.h"
 #include "runtime/distributed/process_group.h"
 #include "runtime/gradient_ready.h"
@@ -62,6 +63,12 @@ struct DistributedOptions {
   /// forward, as DDP's broadcast_buffers=True: every rank then evaluates and saves rank
   /// 0's statistics. Off: each rank keeps those of its own batches.
   bool broadcast_buffers = true;
+  /// Gradients that GPUs hold are all-reduced between the ranks' GPUs (NCCL; simulated GPUs
+  /// through MPI on their own thread: device_collectives.h) when every rank's GPUs offer it;
+  /// off: they come to the host and travel over MPI, as every gradient did before
+  /// (--device-collectives off). The sharded optimizer state and bf16 compression take the
+  /// host path either way (docs/distributed.md says why).
+  bool device_collectives = true;
 };
 
 class DistributedDataParallel {
@@ -92,6 +99,16 @@ class DistributedDataParallel {
 
   /// Every rank's `values` become their sums over the ranks.
   void sum(std::vector<double>& values, const std::string& what);
+  /// Whether gradients that GPUs hold are reduced on the GPUs (DistributedOptions::
+  /// device_collectives, when every rank's GPUs offer it).
+  bool reduces_on_devices() const { return collectives_ != nullptr; }
+  /// Bytes of gradients reduced so far over MPI and on the devices (GradientReducer), and
+  /// what the GPUs' communicators report they ran.
+  GradientReducer::Traffic gradient_traffic() const { return reducer_->traffic(); }
+  InterProcessCommunicator::Counters device_collective_counters() const {
+    return collectives_ ? collectives_->counters() : InterProcessCommunicator::Counters{};
+  }
+
   /// Every rank's floats, concatenated in rank order (an AUC's scores).
   std::vector<float> gather(const std::vector<float>& mine, const std::string& what);
   /// Every rank's tensors become rank 0's: names, dtypes, shapes and values (the others
@@ -104,6 +121,7 @@ class DistributedDataParallel {
  private:
   std::shared_ptr<ProcessGroup> group_;
   Model& model_;
+  std::unique_ptr<DeviceCollectives> collectives_;  // null: every gradient over MPI
   std::unique_ptr<GradientReducer> reducer_;
   std::vector<std::string> buffers_;  // shared after each step (none without broadcast_buffers)
   GradientReady ready_;

@@ -6,6 +6,7 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "runtime/distributed/device_collectives.h"
 
 namespace tandem {
 
@@ -25,14 +26,38 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<std::pair<std:
                                  GradientReducerOptions options)
     : GradientReducer(group, dense(std::move(grads)), options) {}
 
-GradientReducer::GradientReducer(ProcessGroup& group, std::vector<ReducedGradient> grads, GradientReducerOptions options)
-    : group_(group), grads_(std::move(grads)), options_(options) {
-  bucket_of_.assign(grads_.size(), kNoBucket);
+GradientReducer::GradientReducer(ProcessGroup& group, std::vector<ReducedGradient> grads, GradientReducerOptions options,
+                                 HeldGradientPath held)
+    : group_(group), grads_(std::move(grads)), options_(options), held_path_(std::move(held)) {
   complete_.assign(grads_.size(), false);
+  held_.assign(grads_.size(), {});
+  for (size_t i = 0; i < grads_.size(); ++i) index_of_.emplace(grads_[i].name, i);
+  lay_out();
+}
+
+void GradientReducer::lay_out() {
+  buckets_.clear();
+  device_buckets_.clear();
+  bucket_of_.assign(grads_.size(), kNoBucket);
+  device_bucket_of_.assign(grads_.size(), kNoBucket);
   size_t bytes = 0;
   for (size_t i = 0; i < grads_.size(); ++i) {
-    index_of_.emplace(grads_[i].name, i);
     if (grads_[i].rows && grads_[i].rows->holds_values()) continue;  // gathered by rows in finish()
+    if (!held_[i].empty()) {  // on GPUs: a device bucket, under the same caps
+      std::vector<Device> devices;
+      for (const Tensor& r : held_[i]) devices.push_back(r.device());
+      const size_t n = held_[i].front().nbytes();
+      const size_t cap = device_buckets_.size() <= 1 ? options_.first_bucket_bytes : options_.bucket_cap_bytes;
+      DeviceBucket* last = device_buckets_.empty() ? nullptr : &device_buckets_.back();
+      if (!last || last->devices != devices || (last->bytes > 0 && last->bytes + n > cap)) {
+        device_buckets_.emplace_back();
+        device_buckets_.back().devices = devices;
+      }
+      device_buckets_.back().members.push_back(i);
+      device_buckets_.back().bytes += n;
+      device_bucket_of_[i] = device_buckets_.size() - 1;
+      continue;
+    }
     const Tensor& g = grads_[i].grad;
     TANDEM_ASSERT(g.defined() && g.dtype() == DType::float32 && g.device() == Device::cpu(),
                   "gradient '" + grads_[i].name + "' is not a dense host float32 tensor");
@@ -49,6 +74,27 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<ReducedGradien
     if (options_.compress_bf16) b.compressed.resize(b.flat.size());
     bucket_of_[i] = buckets_.size() - 1;
   }
+  for (Bucket& b : buckets_) b.waiting = b.members.size();
+  for (DeviceBucket& b : device_buckets_) b.waiting = b.members.size();
+}
+
+void GradientReducer::take_layout() {
+  if (layout_taken_) return;
+  layout_taken_ = true;
+  if (!held_path_.collectives || !held_path_.held) return;
+  std::vector<std::vector<Tensor>> held(grads_.size());
+  bool changed = false;
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (!(grads_[i].rows && grads_[i].rows->holds_values())) held[i] = held_path_.held(grads_[i].name);
+    std::vector<const Storage*> was, now;
+    for (const Tensor& t : held_[i]) was.push_back(t.storage().get());
+    for (const Tensor& t : held[i]) now.push_back(t.storage().get());
+    changed = changed || was != now;
+  }
+  if (!changed) return;
+  // Taken before this backward's first gradient is marked: nothing is complete yet.
+  held_ = std::move(held);
+  lay_out();
 }
 
 std::vector<std::vector<std::string>> GradientReducer::buckets() const {
@@ -67,15 +113,24 @@ void GradientReducer::start() {
     b.waiting = b.members.size();
     b.launched = false;
   }
+  for (DeviceBucket& b : device_buckets_) b.waiting = b.members.size();
   next_launch_ = 0;
+  next_device_launch_ = 0;
+  layout_taken_ = false;
 }
 
 void GradientReducer::ready(const std::string& name) {
   auto it = index_of_.find(name);
   if (it == index_of_.end()) return;  // not trained: the loss does not reach it
+  take_layout();
   const size_t i = it->second;
   if (complete_[i]) return;
   complete_[i] = true;
+  if (device_bucket_of_[i] != kNoBucket) {
+    --device_buckets_[device_bucket_of_[i]].waiting;
+    launch_ready_device_buckets();
+    return;
+  }
   if (bucket_of_[i] == kNoBucket) return;
   Bucket& b = buckets_[bucket_of_[i]];
   const Tensor& g = grads_[i].grad;
@@ -108,11 +163,30 @@ void GradientReducer::launch_ready_buckets() {
   }
 }
 
+void GradientReducer::launch_ready_device_buckets() {
+  // In bucket order on every rank, as the host's: each communicator pairs its collectives in
+  // the order they are queued.
+  while (next_device_launch_ < device_buckets_.size() && device_buckets_[next_device_launch_].waiting == 0) {
+    const DeviceBucket& b = device_buckets_[next_device_launch_];
+    const std::string what = "the device all-reduce of gradient bucket " + std::to_string(next_device_launch_) +
+                             " of backward " + std::to_string(backward_) +
+                             (group_.phase().empty() ? "" : " (" + group_.phase() + ")");
+    for (size_t r = 0; r < b.devices.size(); ++r) {  // each replica with its counterparts on the other ranks
+      std::vector<Tensor> grads;
+      for (size_t i : b.members) grads.push_back(held_[i][r]);
+      held_path_.collectives->all_reduce_mean(grads, what);
+      traffic_.on_devices += b.bytes;
+    }
+    ++next_device_launch_;
+  }
+}
+
 void GradientReducer::progress() {
   for (size_t k = 0; k < next_launch_; ++k) buckets_[k].request.done();
 }
 
 void GradientReducer::finish() {
+  take_layout();
   std::vector<std::string> unused;
   for (size_t i = 0; i < grads_.size(); ++i)
     if (!complete_[i]) unused.push_back(grads_[i].name);
@@ -128,13 +202,16 @@ void GradientReducer::finish() {
     for (const std::string& name : unused) {  // zero on this rank, as DDP marks them
       ReducedGradient& g = grads_[index_of_.at(name)];
       if (g.rows && g.rows->holds_values()) g.rows->clear();
-      else std::memset(g.grad.raw_data(), 0, g.grad.nbytes());
+      else if (held_[index_of_.at(name)].empty()) std::memset(g.grad.raw_data(), 0, g.grad.nbytes());
+      // (a gradient GPUs hold is zero there already: zeroed before the step, untouched since)
       ready(name);
     }
   }
+  if (!device_buckets_.empty()) held_path_.collectives->wait_all();
   const float ranks = static_cast<float>(group_.size());  // the mean over the ranks, as DDP takes it
   for (Bucket& b : buckets_) {
     b.request.wait();
+    traffic_.over_mpi += b.flat.size() * (options_.compress_bf16 ? sizeof(uint16_t) : sizeof(float));
     for (size_t k = 0; k < b.members.size(); ++k) {
       ReducedGradient& g = grads_[b.members[k]];
       float* out = g.grad.data<float>();

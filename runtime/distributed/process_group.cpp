@@ -39,6 +39,14 @@ extern "C" void sum_bf16_bits(void* in, void* inout, int* count, MPI_Datatype*) 
   for (int i = 0; i < *count; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
 }
 
+/// MPI's user function for a float sum that MPI must add in rank order (declared not
+/// commutative): every rank gets the same bits, as from NCCL's all-reduce.
+extern "C" void sum_float_in_rank_order(void* in, void* inout, int* count, MPI_Datatype*) {
+  const auto* a = static_cast<const float*>(in);
+  auto* b = static_cast<float*>(inout);
+  for (int i = 0; i < *count; ++i) b[i] = a[i] + b[i];
+}
+
 /// The bf16 sum, made once. Declared not commutative: MPI then adds in rank order and
 /// hands every rank the one result, where a commutative op may leave ranks with sums
 /// rounded in other orders, and so with weights that drift apart.
@@ -51,15 +59,21 @@ MPI_Op bf16_sum() {
   return op;
 }
 
+/// The thread level MPI gave: MPI_THREAD_MULTIPLE lets a Channel serve another thread.
+int mpi_thread_level = MPI_THREAD_SINGLE;
+
 /// Initialises MPI once per process and finalises it at exit (after every group is gone).
 void ensure_mpi() {
   static const bool initialised = [] {
     int already = 0;
     MPI_Initialized(&already);
-    if (!already) {
+    if (already) {
+      MPI_Query_thread(&mpi_thread_level);
+    } else {
       int provided = 0;
-      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         throw UserError("MPI could not be initialised (mpirun started this process)");
+      mpi_thread_level = provided;
       // Errors come back as codes that the calls below check, rather than ending the job
       // without a word.
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -164,6 +178,10 @@ void ProcessGroup::set_phase(std::string phase) {
   show_activity("computing " + phase_);
 }
 
+void ProcessGroup::note_activity(const std::string& doing) {
+  show_activity(doing.empty() ? "computing " + phase_ : doing);
+}
+
 ProcessGroup::ActivityNote::ActivityNote(const ProcessGroup& group, const std::string& doing)
     : restore_("computing " + group.phase_) {
   show_activity(doing);
@@ -178,6 +196,88 @@ void ProcessGroup::abort(const std::string& message) const {
   std::signal(SIGTERM, SIG_DFL);
   if (mpi_) MPI_Abort(MPI_COMM_WORLD, 2);
   std::_Exit(2);
+}
+
+void ProcessGroup::abort_collective(const std::string& failure, const std::string& doing) {
+  abort(failure + "; " + who_is_missing(doing) + "; the job ends");
+}
+
+bool ProcessGroup::threads_allowed() const { return mpi_ && mpi_thread_level >= MPI_THREAD_MULTIPLE; }
+
+std::unique_ptr<ProcessGroup::Channel> ProcessGroup::open_channel(const std::string& what) {
+  if (!threads_allowed() || size_ == 1) return nullptr;
+  // MPI_Comm_dup is a collective of the whole group: every rank's group thread calls it in
+  // the same place. Its own deadline is the group's (a barrier first, waited for as usual).
+  barrier(what);
+  auto* comm = new MPI_Comm;
+  const int code = MPI_Comm_dup(MPI_COMM_WORLD, comm);
+  if (code != MPI_SUCCESS) {
+    delete comm;
+    abort(what + " failed: " + mpi_error(code));
+  }
+  MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+  return std::unique_ptr<Channel>(new Channel(comm, rank_, size_));
+}
+
+ProcessGroup::Channel::~Channel() {
+  auto* comm = static_cast<MPI_Comm*>(comm_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!abandoned_ && !finalized) MPI_Comm_free(comm);
+  delete comm;
+}
+
+bool ProcessGroup::Channel::wait(void* request, std::chrono::steady_clock::time_point deadline) {
+  auto* r = static_cast<MPI_Request*>(request);
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    if (MPI_Test(r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) return true;
+    if (cancelled_.load() || std::chrono::steady_clock::now() > deadline) {
+      abandoned_ = true;  // MPI cannot cancel a collective: the job ends without it
+      return false;
+    }
+    if (spins < 1000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+bool ProcessGroup::Channel::all_reduce_sum(float* data, int64_t count, std::chrono::steady_clock::time_point deadline) {
+  if (cancelled_.load()) return false;
+  if (count == 0) return true;
+  TANDEM_ASSERT(count <= INT32_MAX, "an all-reduce of more than 2^31 elements: split it into buckets");
+  // declared non-commutative, as the bf16 sum is: MPI then adds in rank order
+  static MPI_Op ordered_sum = [] {
+    MPI_Op made;
+    MPI_Op_create(&sum_float_in_rank_order, /*commute=*/0, &made);
+    return made;
+  }();
+  auto* request = new MPI_Request;
+  if (MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, ordered_sum,
+                     *static_cast<MPI_Comm*>(comm_), request) != MPI_SUCCESS) {
+    delete request;
+    return false;
+  }
+  const bool done = wait(request, deadline);
+  if (done) delete request;  // else MPI may still write it: left for the ending job
+  return done;
+}
+
+bool ProcessGroup::Channel::broadcast(void* data, size_t bytes, int root, std::chrono::steady_clock::time_point deadline) {
+  constexpr size_t kPiece = size_t{1} << 30;  // MPI counts in ints
+  for (size_t done = 0; done < bytes; done += kPiece) {
+    if (cancelled_.load()) return false;
+    auto* request = new MPI_Request;
+    const int count = static_cast<int>(std::min(kPiece, bytes - done));
+    if (MPI_Ibcast(static_cast<char*>(data) + done, count, MPI_BYTE, root, *static_cast<MPI_Comm*>(comm_), request) !=
+        MPI_SUCCESS) {
+      delete request;
+      return false;
+    }
+    if (!wait(request, deadline)) return false;
+    delete request;
+  }
+  return true;
 }
 
 void ProcessGroup::trace_collective(const std::string& what, std::chrono::steady_clock::time_point started,

@@ -9,9 +9,12 @@
 // other rank waits for ever either. A rank that dies takes the job down through mpirun.
 // Nothing assumes ULFM.
 //
-// Thread-safety: one thread of the process makes every call (MPI_THREAD_FUNNELED).
+// Thread-safety: one thread of the process makes every call. MPI is asked for
+// MPI_THREAD_MULTIPLE so that a Channel (a communicator of its own) may serve another
+// thread (a simulated GPU's proxy, runtime/distributed/device_collectives.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +54,10 @@ class ProcessGroup {
   /// What the rank is doing, for messages: "step 12" (set by the trainer). A rank that
   /// mpirun ends because another failed says it too.
   void set_phase(std::string phase);
+  /// What the rank says it is in the middle of, should mpirun end it, until the next
+  /// collective of the group or set_phase(): a collective the group does not run itself (a
+  /// device's, queued while the rank computes). Empty: computing in the phase again.
+  void note_activity(const std::string& doing);
 
   /// A collective started and not yet finished: wait() for it, or poll done().
   class Request {
@@ -94,6 +101,47 @@ class ProcessGroup {
 
   /// Prints "rank R (HOST): message" and ends the whole job with exit code 2.
   [[noreturn]] void abort(const std::string& message) const;
+  /// Ends the job for a collective that failed where the group cannot see it (a device's
+  /// between processes, backends/inter_process.h): `failure`, then which ranks did not reach
+  /// `doing` (the collective's name, the same on every rank), as a deadline of the group's
+  /// own collectives does.
+  [[noreturn]] void abort_collective(const std::string& failure, const std::string& doing);
+  /// What the rank is doing, for messages: "in step 12", or empty.
+  const std::string& phase() const { return phase_; }
+
+  /// Collectives on an MPI communicator of their own (a duplicate of the job's), for one
+  /// thread other than the group's caller (a simulated GPU's proxy): they never pair with
+  /// the group's own. Each call blocks until done, or until its deadline or cancel():
+  /// false then. One call at a time.
+  class Channel {
+   public:
+    ~Channel();
+    Channel(const Channel&) = delete;
+    Channel& operator=(const Channel&) = delete;
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    /// In place, added in rank order (MPI's reduction is deterministic for a fixed count of
+    /// ranks: every rank gets the same bits).
+    bool all_reduce_sum(float* data, int64_t count, std::chrono::steady_clock::time_point deadline);
+    bool broadcast(void* data, size_t bytes, int root, std::chrono::steady_clock::time_point deadline);
+    /// A call blocked now, or made later, returns false at once (the request is abandoned:
+    /// the job is ending).
+    void cancel() { cancelled_.store(true); }
+
+   private:
+    friend class ProcessGroup;
+    Channel(void* comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+    bool wait(void* request, std::chrono::steady_clock::time_point deadline);
+    void* comm_;  // an MPI_Comm, heap-held
+    const int rank_, size_;
+    std::atomic<bool> cancelled_{false};
+    bool abandoned_ = false;  // a request was left behind: the communicator cannot be freed
+  };
+  /// Whether MPI lets a thread other than the group's call it (MPI_THREAD_MULTIPLE).
+  bool threads_allowed() const;
+  /// Every rank opens one together (a collective of the group); null for a group of one, or
+  /// when MPI gave no MPI_THREAD_MULTIPLE (then nothing but the group's thread may call MPI).
+  std::unique_ptr<Channel> open_channel(const std::string& what);
 
  private:
   ProcessGroup(int rank, int size, int local_rank, int local_size, std::string host, bool mpi,

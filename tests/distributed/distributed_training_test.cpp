@@ -141,6 +141,11 @@ struct Run {
   TensorMap weights;
   std::vector<double> losses;  // each step's loss over the whole global batch
   size_t state_bytes = 0;      // this rank's optimizer state
+  // distributed: which way the gradients went, by the reducer's count and the GPUs'
+  // communicators' own
+  bool on_devices = false;
+  GradientReducer::Traffic traffic;
+  InterProcessCommunicator::Counters device_collectives;
 };
 
 struct RunOptions {
@@ -183,7 +188,19 @@ Run train(const std::string& yaml, const TrainingSpec& spec, uint64_t seed, RunO
   }
   for (const auto& [name, t] : model.parameters()) run.weights.emplace(name, t.clone());
   run.state_bytes = trainer.optimizer_state_bytes();
+  if (const DistributedDataParallel* ddp = trainer.distributed()) {
+    run.on_devices = ddp->reduces_on_devices();
+    run.traffic = ddp->gradient_traffic();
+    run.device_collectives = ddp->device_collective_counters();
+  }
   return run;
+}
+
+/// Bytes of the parameters in `names` (float32).
+size_t bytes_of(const TensorMap& weights, std::initializer_list<const char*> names) {
+  size_t n = 0;
+  for (const char* name : names) n += weights.at(name).nbytes();
+  return n;
 }
 
 void check_same_training(const Run& got, const Run& want, double tolerance = 1e-5) {
@@ -270,10 +287,16 @@ TEST_CASE("a sharded optimizer state (ZeRO stage 1) trains as the plain one, eac
     const std::string yaml = write_model("sharded", model);
     const bool placed = model != kMlp;
     const TrainingSpec spec = spec_with("adam");
-    const Run plain = train(yaml, spec, seed, {.placed = placed});
+    // the plain path that sharding keeps: every gradient over MPI (the GPUs' own sum adds
+    // in another order)
+    RunOptions host{.placed = placed};
+    host.ddp.device_collectives = false;
+    const Run plain = train(yaml, spec, seed, host);
     RunOptions o{.placed = placed};
     o.ddp.shard_optimizer_state = true;
     const Run sharded = train(yaml, spec, seed, o);
+    CHECK_FALSE(sharded.on_devices);
+    CHECK(sharded.traffic.on_devices == 0);
     // the same arithmetic on the same numbers: the same bits
     CHECK(max_relative_error(sharded.weights, plain.weights) == 0);
     CHECK(sharded.losses == plain.losses);
@@ -384,6 +407,21 @@ TEST_CASE("a parameter the loss does not reach is refused, unless unused paramet
   const Run got = train(with_side, spec_with("sgd"), seed, o);
   const Run want = train(with_side, spec_with("sgd"), seed, {.distributed = false});
   check_same_training(got, want);
+
+  // the same head on a simulated GPU: it stays as it is, the others' gradients go between
+  // the GPUs
+  std::string mixed = std::string(kMixed);
+  mixed.insert(mixed.find("loss:"),
+               "  - {name: side, op: linear, inputs: act, in_features: 16, out_features: 2, device: cuda:1}\n"
+               "outputs: [fc2, side]\n");
+  const std::string placed_side = write_model("placed_side", mixed);
+  RunOptions on_gpus{.placed = true};
+  on_gpus.ddp.find_unused_parameters = true;
+  const Run held = train(placed_side, spec_with("adam"), seed, on_gpus);
+  check_same_training(held, train(placed_side, spec_with("adam"), seed,
+                                  {.distributed = false, .placed = true, .global_batch = 4 * job()->size()}));
+  CHECK(held.on_devices);
+  CHECK(held.traffic.on_devices == bytes_of(held.weights, {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}) * 20);
 }
 
 TEST_CASE("validation over the ranks gives the whole set's loss, accuracy and AUC", "[distributed][train]") {
@@ -522,4 +560,93 @@ TEST_CASE("rank 0's buffers reach every rank after each step, unless broadcast_b
   TensorMap shared_trained = shared.weights;
   for (const char* buffer : {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}) shared_trained.erase(buffer);
   CHECK(max_relative_error(trained, shared_trained) == 0);
+}
+
+TEST_CASE("gradients that simulated GPUs hold are summed between the ranks' GPUs and never cross MPI",
+          "[distributed][train][device]") {
+  const uint64_t seed = shared_seed("device collectives");
+  const int steps = 20;
+  for (const char* optimizer : {"sgd", "adam"})
+    for (const char* model : {kMixed, kBlock}) {
+      INFO(optimizer << " on " << model);
+      const std::string yaml = write_model("device", model);
+      const TrainingSpec spec = spec_with(optimizer);
+      const Run want =
+          train(yaml, spec, seed, {.distributed = false, .placed = true, .global_batch = 4 * job()->size()});
+      const Run got = train(yaml, spec, seed, {.placed = true, .steps = steps});
+      check_same_training(got, want);
+      CHECK(same_on_every_rank(got.weights));
+      REQUIRE(got.on_devices);
+      // what the GPUs hold went between them, each replica with its counterparts; the cpu's
+      // parameters (the table, fc0) alone crossed MPI
+      const bool block = model == kBlock;
+      const size_t held = block ? 2 * bytes_of(got.weights, {"block.fc1.weight", "block.fc1.bias", "block.fc2.weight",
+                                                             "block.fc2.bias"})
+                                : bytes_of(got.weights, {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
+      const size_t hosted = block ? bytes_of(got.weights, {"fc0.weight", "fc0.bias"}) : bytes_of(got.weights, {"table.weight"});
+      CHECK(got.traffic.on_devices == held * steps);
+      CHECK(got.traffic.over_mpi == hosted * steps);
+      // the communicators say so too: they ran, and summed those bytes
+      CHECK(got.device_collectives.bytes == held * steps);
+      CHECK(got.device_collectives.collectives >= steps);
+
+      // the knob: everything over MPI, the same training within rounding
+      RunOptions off{.placed = true, .steps = steps};
+      off.ddp.device_collectives = false;
+      const Run host = train(yaml, spec, seed, off);
+      CHECK_FALSE(host.on_devices);
+      CHECK(host.traffic.on_devices == 0);
+      CHECK(host.device_collectives.collectives == 0);
+      CHECK(host.traffic.over_mpi == (hosted + (block ? held / 2 : held)) * steps);
+      check_same_training(host, got);
+    }
+}
+
+TEST_CASE("device buckets follow the caps and train alike from a parameter per bucket to one bucket",
+          "[distributed][train][device]") {
+  const uint64_t seed = shared_seed("device bucket caps");
+  const std::string yaml = write_model("device_caps", kMixed);
+  const TrainingSpec spec = spec_with("adam");
+  const Run want = train(yaml, spec, seed, {.distributed = false, .placed = true, .global_batch = 4 * job()->size()});
+  std::vector<Run> runs;
+  for (size_t cap : {size_t{4}, size_t{1} << 30}) {
+    INFO("bucket cap " << cap << " bytes");
+    RunOptions o{.placed = true};
+    o.ddp.bucket_cap_bytes = cap;
+    runs.push_back(train(yaml, spec, seed, o));
+    check_same_training(runs.back(), want);
+    CHECK(runs.back().on_devices);
+  }
+  // fc1 and fc2 are on two GPUs: at least a bucket each per step; a parameter a bucket: four
+  CHECK(runs[0].device_collectives.collectives == 4 * 20);
+  CHECK(runs[1].device_collectives.collectives == 2 * 20);
+  // a sum's order does not depend on the buckets: the same bits
+  CHECK(max_relative_error(runs[0].weights, runs[1].weights) == 0);
+}
+
+TEST_CASE("ranks with other GPUs than rank 0's all keep the host path, and train alike", "[distributed][train][device]") {
+  const uint64_t seed = shared_seed("ranks with other GPUs");
+  const std::string yaml = write_model("other_gpus", kMlp);
+  const int rank = job()->rank(), ranks = job()->size();
+  Model model = Model::load(yaml);
+  // rank 0 alone has simulated GPUs (its layers stay on the cpu: the file names none)
+  if (rank == 0) model.use_devices(sim_gpus(2), policy());
+  model.init_parameters(seed + static_cast<uint64_t>(rank));
+  Trainer trainer(model, spec_with("sgd"));
+  trainer.distribute(job());
+  REQUIRE(trainer.distributed() != nullptr);
+  CHECK_FALSE(trainer.distributed()->reduces_on_devices());
+  const int steps = 3;
+  for (int step = 0; step < steps; ++step) {
+    TensorMap batch = global_batch(model, 4 * ranks, seed * 1000 + static_cast<uint64_t>(step));
+    std::vector<MicroBatch> parts = split_micro_batches(batch, ranks, model.graph());
+    trainer.step(parts[static_cast<size_t>(rank)].batch);
+  }
+  size_t all = 0;
+  for (const auto& [name, t] : model.parameters()) all += t.nbytes();
+  CHECK(trainer.distributed()->gradient_traffic().over_mpi == all * steps);
+  CHECK(trainer.distributed()->gradient_traffic().on_devices == 0);
+  TensorMap weights;
+  for (const auto& [name, t] : model.parameters()) weights.emplace(name, t.clone());
+  CHECK(same_on_every_rank(weights));
 }

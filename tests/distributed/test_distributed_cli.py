@@ -188,10 +188,10 @@ def ranks_of(mpirun_pid):
     return ranks
 
 
-def start_long_job(directory, data, *flags):
+def start_long_job(directory, data, *flags, batch=4):
     model = write_model(directory)
     job = subprocess.Popen([*MPIRUN, "-np", "3", TANDEM, "train", str(model), "--data", str(data), "--epochs",
-                            "100000", "--batch", "4", *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            "100000", "--batch", str(batch), *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, env=ENV)
     deadline = time.monotonic() + 30
     while len(ranks_of(job.pid)) < 3:
@@ -279,3 +279,104 @@ def test_each_rank_traces_its_own_file_with_the_collectives(scratch):
         assert sum(e["args"]["bytes"] for e in reduces if e["name"].endswith("of backward 1")) == (192 + 16 + 64 + 4) * 4
         assert any(e["ph"] == "X" and tracks[e["tid"]] == "cpu" and e["name"] == "layer 'fc1' (linear) forward"
                    for e in events)
+
+
+ON_A_SIMULATED_GPU = ["--sim-gpus", "1", "--place", "*=cuda:0"]
+
+
+def bucket_spans(trace_path, track_prefix):
+    """The gradient buckets' spans on the tracks whose name starts with `track_prefix`."""
+    events = json.loads(Path(trace_path).read_text())["traceEvents"]
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    return [e for e in events
+            if e["ph"] == "X" and tracks[e["tid"]].startswith(track_prefix) and "gradient bucket" in e["name"]]
+
+
+@pytest.mark.parametrize("optimizer,lr", [("sgd", 0.05), ("adam", 0.003)])
+def test_gradients_on_simulated_gpus_go_between_the_ranks_gpus_and_train_as_one_process(scratch, optimizer, lr):
+    directory, data = scratch
+    model = write_model(directory, optimizer=optimizer, lr=lr)
+    flags = ["--no-shuffle", "--drop-last", "--epochs", "1", *ON_A_SIMULATED_GPU]
+    alone = result(train(1, model, data, "--batch", "8", "--save-weights", str(directory / "one.st"), *flags))
+    trace = directory / "trace.json"
+    together = result(train(2, model, data, "--batch", "4", "--save-weights", str(directory / "n.st"), "--trace",
+                            str(trace), *flags))
+    assert together["steps"] == alone["steps"] > 0
+    assert max_relative_error(read_safetensors(directory / "n.st"), read_safetensors(directory / "one.st")) <= 1e-5
+    assert np.allclose(together["epochs"][0]["step_losses"], alone["epochs"][0]["step_losses"], rtol=1e-5, atol=0)
+    for path in (trace, directory / "trace.rank1.json"):
+        # the GPU's communicator summed the MLP's four gradients each step; MPI carried none
+        on_device = bucket_spans(path, "collectives (cuda:0 between processes)")
+        assert sum(e["args"]["bytes"] for e in on_device if "of backward 1 " in e["name"]) == (192 + 16 + 64 + 4) * 4
+        assert len({e["name"] for e in on_device}) >= together["steps"]
+        assert all(e["name"].startswith("the device all-reduce of gradient bucket") for e in on_device)
+        assert bucket_spans(path, "collectives (MPI)") == []
+    # --device-collectives off: the host path, over MPI, to the same weights within rounding
+    host_trace = directory / "host.json"
+    host = result(train(2, model, data, "--batch", "4", "--save-weights", str(directory / "host.st"), "--trace",
+                        str(host_trace), "--device-collectives", "off", *flags))
+    assert host["steps"] == together["steps"]
+    assert max_relative_error(read_safetensors(directory / "host.st"), read_safetensors(directory / "n.st")) <= 1e-5
+    assert bucket_spans(host_trace, "collectives (cuda:0") == []
+    assert sum(e["args"]["bytes"] for e in bucket_spans(host_trace, "collectives (MPI)")
+               if e["name"].endswith("of backward 1")) == (192 + 16 + 64 + 4) * 4
+    refused = train(2, model, data, "--device-collectives", "maybe", *flags)
+    assert refused.returncode == 2
+    assert "--device-collectives" in refused.stderr and "maybe" in refused.stderr
+
+
+def test_a_stopped_rank_in_a_device_collective_ends_the_job_within_the_deadline_naming_it(scratch):
+    directory, _ = scratch
+    # only the GPU holds parameters: the device all-reduce is the one collective of a step,
+    # and an epoch of 16,000 steps of one sample (well over ten seconds, even on an idle
+    # machine) keeps the epoch's own sums out of the way of the stop
+    rng = np.random.default_rng()
+    seed = int(rng.integers(1 << 30))
+    print("long data seed", seed)
+    x = np.random.default_rng(seed).normal(size=(60000, 12))
+    data = directory / "long.csv"
+    np.savetxt(data, np.column_stack([x, (x[:, 0] > 0).astype(int)]), delimiter=",", fmt=["%.3f"] * 12 + ["%d"])
+    job = start_long_job(directory, data, "--collective-timeout", "3", *ON_A_SIMULATED_GPU, batch=1)
+    stopped = ranks_of(job.pid)[2]
+    os.kill(stopped, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        output, _ = job.communicate(timeout=60)
+    finally:
+        try:
+            os.kill(stopped, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert time.monotonic() - started < 15, output  # 3 s and a few more
+    assert job.returncode == 2, output
+    lines = [line for line in output.splitlines() if line.startswith("error: rank ")]
+    assert lines, output
+    assert "the device all-reduce of gradient bucket" in lines[0] and "on cuda:0" in lines[0], output
+    assert "rank 2 did not reach it" in lines[0] and "(in step " in lines[0] and "3 s" in lines[0], output
+
+
+def test_a_killed_rank_ends_a_job_reducing_on_the_gpus_naming_it(scratch):
+    directory, data = scratch
+    job = start_long_job(directory, data, "--collective-timeout", "20", *ON_A_SIMULATED_GPU)
+    os.kill(ranks_of(job.pid)[1], signal.SIGKILL)
+    started = time.monotonic()
+    output, _ = job.communicate(timeout=60)
+    assert time.monotonic() - started < 25, output
+    assert job.returncode != 0
+    assert "rank 1" in output and "signal 9" in output, output
+    # the others wait for the GPU's collective, or compute with it queued: they name it
+    assert "ended by mpirun (another rank failed: mpirun names it) while" in output, output
+    assert "the device all-reduce of gradient bucket" in output and "(in step " in output, output
+
+
+def test_resume_on_simulated_gpus_reducing_on_them_restores_every_rank(scratch):
+    directory, data = scratch
+    model = write_model(directory, optimizer="adam", lr=0.003)
+    flags = ["--no-shuffle", "--drop-last", "--batch", "4", *ON_A_SIMULATED_GPU]
+    result(train(2, model, data, "--epochs", "2", "--save-weights", str(directory / "whole.st"), *flags))
+    result(train(2, model, data, "--epochs", "1", "--save", str(directory / "ck.st"), *flags))
+    resumed = result(train(2, model, data, "--epochs", "2", "--resume", str(directory / "ck.st"), "--save-weights",
+                           str(directory / "resumed.st"), "--trace", str(directory / "resumed.json"), *flags))
+    assert len(resumed["epochs"]) == 1
+    assert max_relative_error(read_safetensors(directory / "resumed.st"), read_safetensors(directory / "whole.st")) == 0
+    assert bucket_spans(directory / "resumed.json", "collectives (cuda:0 between processes)")
