@@ -56,6 +56,15 @@ def max_relative_error(got, want):
     return max(float(np.max(np.abs(got[k] - want[k])) / max(1e-6, float(np.max(np.abs(want[k]))))) for k in want)
 
 
+def relative_distance(got, want):
+    """||got - want|| / ||want|| over all the tensors together: how far a rounding moved the
+    weights as a whole (a one-element bias near zero can move by more than 1% of itself)."""
+    assert got.keys() == want.keys()
+    diff = sum(float(np.sum((got[k].astype(np.float64) - want[k]) ** 2)) for k in want)
+    norm = sum(float(np.sum(want[k].astype(np.float64) ** 2)) for k in want)
+    return (diff / norm) ** 0.5
+
+
 @pytest.fixture
 def scratch(tmp_path):
     rng = np.random.default_rng()
@@ -256,8 +265,10 @@ def test_bf16_compressed_gradients_train_within_rounding_of_float32_and_bad_valu
     compressed = result(train(2, model, data, "--compress-gradients", "bf16", "--save-weights",
                               str(directory / "bf16.st"), *flags))
     assert compressed["steps"] == plain["steps"] > 0
-    error = max_relative_error(read_safetensors(directory / "bf16.st"), read_safetensors(directory / "plain.st"))
-    assert 0 < error <= 1e-2  # bf16's rounding, not the float32 path's bits
+    # bf16's rounding, not the float32 path's bits: the weights as a whole, as the C++ test
+    # measures them (held element by element, 1 run in 20 failed on a small bias)
+    error = relative_distance(read_safetensors(directory / "bf16.st"), read_safetensors(directory / "plain.st"))
+    assert 0 < error <= 1e-2
     assert np.allclose(compressed["epochs"][0]["step_losses"], plain["epochs"][0]["step_losses"], rtol=1e-2)
     refused = train(2, model, data, "--compress-gradients", "fp8", *flags)
     assert refused.returncode == 2

@@ -18,7 +18,10 @@ namespace {
 using tandem::Tensor;
 using tandem::TensorMap;
 
-/// Every output within the case's tolerance: 1e-5, or a bf16 case's (make_cases.py).
+/// Every output within the case's tolerance: 1e-5, or a bf16 case's (make_cases.py),
+/// relative to the output's largest value, or to 0.01 when that is smaller: an output that
+/// nearly cancels (a logit of -0.0019 summed from terms near 0.1) carries float32 rounding
+/// of its terms' size, not of its own (seed 1562904566 missed 1e-5 by that alone).
 void compare_outputs(const TensorMap& actual, const TensorMap& expected, const nlohmann::json& c) {
   const std::string case_name = c["name"];
   const double tolerance = c.value("tolerance", 1e-5);
@@ -26,7 +29,7 @@ void compare_outputs(const TensorMap& actual, const TensorMap& expected, const n
   for (const auto& [name, want] : expected) {
     INFO("case " << case_name << ", output " << name);
     REQUIRE(actual.count(name) == 1);
-    double err = oracle::relative_error(actual.at(name), want);
+    double err = oracle::relative_error_floored(actual.at(name), want, 1e-2);
     CHECK(err <= tolerance);
   }
 }
