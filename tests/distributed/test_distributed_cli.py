@@ -210,6 +210,22 @@ def start_long_job(directory, data, *flags, batch=4):
     return job
 
 
+def stop_a_rank_and_wait(job, rank):
+    """Stops (SIGSTOP) rank `rank` of `job` and waits for the job to end; its output, and the
+    seconds that took. The stopped rank is killed afterwards, as mpirun leaves it."""
+    stopped = ranks_of(job.pid)[rank]
+    os.kill(stopped, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        output, _ = job.communicate(timeout=60)
+    finally:
+        try:
+            os.kill(stopped, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return output, time.monotonic() - started
+
+
 def test_a_killed_rank_ends_the_job_naming_it(scratch):
     directory, data = scratch
     job = start_long_job(directory, data, "--collective-timeout", "20")
@@ -227,17 +243,8 @@ def test_a_killed_rank_ends_the_job_naming_it(scratch):
 def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it(scratch):
     directory, data = scratch
     job = start_long_job(directory, data, "--collective-timeout", "3")
-    stopped = ranks_of(job.pid)[2]
-    os.kill(stopped, signal.SIGSTOP)
-    started = time.monotonic()
-    try:
-        output, _ = job.communicate(timeout=60)
-    finally:
-        try:
-            os.kill(stopped, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert time.monotonic() - started < 15, output  # 3 s and a few more
+    output, seconds = stop_a_rank_and_wait(job, 2)
+    assert seconds < 15, output  # 3 s and a few more
     assert job.returncode == 2, output
     lines = [line for line in output.splitlines() if line.startswith("error: rank ")]
     assert lines, output
@@ -348,17 +355,8 @@ def test_a_stopped_rank_in_a_device_collective_ends_the_job_within_the_deadline_
     data = directory / "long.csv"
     np.savetxt(data, np.column_stack([x, (x[:, 0] > 0).astype(int)]), delimiter=",", fmt=["%.3f"] * 12 + ["%d"])
     job = start_long_job(directory, data, "--collective-timeout", "3", *ON_A_SIMULATED_GPU, batch=1)
-    stopped = ranks_of(job.pid)[2]
-    os.kill(stopped, signal.SIGSTOP)
-    started = time.monotonic()
-    try:
-        output, _ = job.communicate(timeout=60)
-    finally:
-        try:
-            os.kill(stopped, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert time.monotonic() - started < 15, output  # 3 s and a few more
+    output, seconds = stop_a_rank_and_wait(job, 2)
+    assert seconds < 15, output  # 3 s and a few more
     assert job.returncode == 2, output
     lines = [line for line in output.splitlines() if line.startswith("error: rank ")]
     assert lines, output
