@@ -55,8 +55,8 @@ Tensor Tensor::view(Shape shape) const {
   return t;
 }
 
-Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, dtype_);
+Tensor Tensor::clone(Allocator& memory) const {
+  Tensor t = empty(shape_, dtype_, memory);
   std::memcpy(t.raw_data(), raw_data(), nbytes());
   return t;
 }

@@ -61,8 +61,8 @@ class Tensor {
 
   /// Same storage, new shape with the same number of elements.
   Tensor view(Shape shape) const;
-  /// A deep copy in fresh host memory.
-  Tensor clone() const;
+  /// A deep copy in fresh host memory (from `memory`: pinned memory, say).
+  Tensor clone(Allocator& memory = cpu_allocator()) const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
  private:

@@ -289,11 +289,11 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   // Distributed, rank r scores samples r, r + N, ... (each once: no padding) and the sums
   // and scores are the whole set's.
   std::vector<int64_t> mine, indices;
+  Allocator& memory = model_.batch_memory();  // as fit()'s batches
   for (int64_t i = rank(); i < data.size(); i += ranks()) mine.push_back(i);
   for (size_t start = 0; start < mine.size(); start += static_cast<size_t>(spec_.batch)) {
     const size_t end = std::min(mine.size(), start + static_cast<size_t>(spec_.batch));
     indices.assign(mine.begin() + static_cast<std::ptrdiff_t>(start), mine.begin() + static_cast<std::ptrdiff_t>(end));
-    Allocator& memory = model_.batch_memory();
     LossValue v = model_.evaluate_loss(to_model_layout(data.gather(indices, memory), columns, memory));
     // back to a sum, so that the mean is over samples, not batches
     total += loss.reduction == "mean" ? v.loss * v.counted : v.loss;

@@ -9,11 +9,11 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_limits.h"
 #include "backends/cuda/device_guard.h"
-#include "backends/cuda/kernels/mixed_precision.cuh"
 #include "backends/cuda/kernels/norm.cuh"
 #include "backends/cuda/kernels/optimizer.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/loss.h"
+#include "backends/cuda/loss_scaler.h"
 #include "backends/cuda/nccl_comms.h"
 #include "backends/cuda/nccl_inter_process.h"
 #include "backends/cuda/pinned_pool.h"
@@ -291,12 +291,7 @@ bool CudaBackend::scale_checking_finite(Lane& given, std::span<const Tensor> ten
   DeviceGuard guard(lane.cuda_device());
   if (tensors.empty()) return true;
   Tensor flag = Tensor::empty({1}, DType::float32, context_->allocator());  // an int's 4 bytes
-  int* found_inf = static_cast<int*>(flag.raw_data());
-  TANDEM_CUDA_CHECK(cudaMemsetAsync(found_inf, 0, sizeof(int), lane.stream()));
-  for (const Tensor& t : tensors) unscale_and_check(t.data<float>(), t.numel(), factor, found_inf, lane.stream());
-  int host = 0;
-  copy_to_host(&host, found_inf, sizeof(int), lane.stream());  // waits for the flag
-  return host == 0;
+  return cuda::scale_checking_finite(tensors, factor, static_cast<int*>(flag.raw_data()), lane.stream());
 }
 
 namespace {

@@ -14,17 +14,19 @@ DynamicLossScaler::DynamicLossScaler(CudaContext& ctx, LossScalerConfig config)
   found_inf_ = Tensor::empty({1}, DType::int64, ctx.allocator());
 }
 
-bool DynamicLossScaler::unscale_and_check(std::span<const Tensor> grads) {
-  const cudaStream_t stream = ctx_.stream().get();
-  int* flag = static_cast<int*>(found_inf_.raw_data());
+bool scale_checking_finite(std::span<const Tensor> grads, float factor, int* flag, cudaStream_t stream) {
   TANDEM_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), stream));
-  // Computed in double and rounded once, as torch takes the reciprocal of its fp32 scale.
-  const float inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
   for (const Tensor& g : grads)
-    if (g.defined()) cuda::unscale_and_check(g.data<float>(), g.numel(), inv_scale, flag, stream);
+    if (g.defined()) unscale_and_check(g.data<float>(), g.numel(), factor, flag, stream);
   int found = 0;
   copy_to_host(&found, flag, sizeof found, stream);
   return found == 0;
+}
+
+bool DynamicLossScaler::unscale_and_check(std::span<const Tensor> grads) {
+  // Computed in double and rounded once, as torch takes the reciprocal of its fp32 scale.
+  const float inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
+  return scale_checking_finite(grads, inv_scale, static_cast<int*>(found_inf_.raw_data()), ctx_.stream().get());
 }
 
 void DynamicLossScaler::update(bool finite) {

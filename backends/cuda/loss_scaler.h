@@ -22,6 +22,11 @@ struct LossScalerConfig {
   int growth_interval = 2000;
 };
 
+/// Every gradient (float32, on the stream's device) *= factor in place, on `stream`, and
+/// whether every value was finite before: one fused kernel per gradient into `flag` (an
+/// int on the device), then one read of it, which waits for the stream.
+bool scale_checking_finite(std::span<const Tensor> grads, float factor, int* flag, cudaStream_t stream);
+
 class DynamicLossScaler {
  public:
   explicit DynamicLossScaler(CudaContext& ctx, LossScalerConfig config = {});

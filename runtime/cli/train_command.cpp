@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -83,11 +82,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
   TensorMap drawn = model.random_inputs(b, spec.seed);
   drawn.merge(model.random_targets(b, spec.seed));
   TensorMap batch;  // where a data loader gathers batches (pinned memory for GPUs), as fit() does
-  for (const auto& [name, t] : drawn) {
-    Tensor copy = Tensor::empty(t.shape(), t.dtype(), model.batch_memory());
-    std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
-    batch.emplace(name, std::move(copy));
-  }
+  for (const auto& [name, t] : drawn) batch.emplace(name, t.clone(model.batch_memory()));
   const Plan predicted = model.plan_for(b, /*training=*/true);  // the report's prediction
   Trainer trainer(model, spec);
   trainer.distribute(std::move(group), distributed_options(o.distributed));  // each rank its own random batch
