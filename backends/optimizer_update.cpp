@@ -7,12 +7,42 @@
 
 #include "backends/optimizer_update.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace tandem {
 namespace {
+
+/// Elements below which a loop stays on the calling thread: waking the team costs a few
+/// microseconds, what ~10^4 elements of Adam take.
+constexpr int64_t kTeamMinElements = 1 << 15;
+/// Pieces start on whole 64-byte lines, so that no two threads write one line.
+constexpr int64_t kPieceAlign = 16;
+
+/// Runs body(begin, end) over [0, n) items of `item_elements` elements each: on this
+/// thread, or in one piece per thread of its OpenMP team (Note [which threads update]).
+/// Not inside a parallel region: there the caller already has its share of the cores.
+template <class Body>
+void for_pieces(int64_t n, HostThreads threads, Body&& body, int64_t item_elements = 1) {
+  if (threads == HostThreads::one || n * item_elements < kTeamMinElements || omp_in_parallel() ||
+      omp_get_max_threads() < 2) {
+    if (n > 0) body(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t per = (n + nt - 1) / nt;
+    const int64_t piece = (per + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
+    const int64_t begin = std::min(n, t * piece), end = std::min(n, begin + piece);
+    if (begin < end) body(begin, end);
+  }
+}
 
 /// p, g, buf: n elements. The flags are template arguments so that the loop has no
 /// branches and vectorises. kFirst: the buffer holds no history and becomes a copy of d_p.
@@ -64,25 +94,31 @@ void adam_loop(float* __restrict p, const float* __restrict g, float* __restrict
 
 }  // namespace
 
-void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g, float* buf, int64_t n, bool first) {
+void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g, float* buf, int64_t n, bool first,
+                     HostThreads threads) {
   with_bool(s.has_weight_decay, [&](auto decay) {
     with_bool(s.has_momentum, [&](auto momentum) {
       with_bool(s.nesterov, [&](auto nesterov) {
         with_bool(first, [&](auto first_step) {
-          sgd_loop<decay(), momentum(), nesterov(), first_step()>(p, g, buf, n, s);
+          for_pieces(n, threads, [&](int64_t b, int64_t e) {
+            sgd_loop<decay(), momentum(), nesterov(), first_step()>(p + b, g + b, buf ? buf + b : nullptr, e - b, s);
+          });
         });
       });
     });
   });
 }
 
-void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n) {
-  if (s.l2 != 0)
-    adam_loop<true, false>(p, g, m, v, n, s);
-  else if (s.decay != 1)
-    adam_loop<false, true>(p, g, m, v, n, s);
-  else
-    adam_loop<false, false>(p, g, m, v, n, s);
+void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n,
+                      HostThreads threads) {
+  for_pieces(n, threads, [&](int64_t b, int64_t e) {
+    if (s.l2 != 0)
+      adam_loop<true, false>(p + b, g + b, m + b, v + b, e - b, s);
+    else if (s.decay != 1)
+      adam_loop<false, true>(p + b, g + b, m + b, v + b, e - b, s);
+    else
+      adam_loop<false, false>(p + b, g + b, m + b, v + b, e - b, s);
+  });
 }
 
 double block_sum_of_squares_host(const float* x, int64_t n, int64_t b) {
@@ -97,14 +133,34 @@ double block_sum_of_squares_host(const float* x, int64_t n, int64_t b) {
   return s;
 }
 
-double sum_of_squares_host(const float* x, int64_t n) {
+double sum_of_squares_host(const float* x, int64_t n, HostThreads threads) {
+  const int64_t blocks = (n + kNormBlock - 1) / kNormBlock;
+  if (threads == HostThreads::one || n < kTeamMinElements) {
+    double total = 0;
+    for (int64_t b = 0; b < blocks; ++b) total += block_sum_of_squares_host(x, n, b);
+    return total;
+  }
+  // each block's sum by whichever thread, then the blocks added in order: the same bits
+  std::vector<double> sums(static_cast<size_t>(blocks));
+  for_pieces(
+      blocks, threads,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) sums[static_cast<size_t>(i)] = block_sum_of_squares_host(x, n, i);
+      },
+      kNormBlock);
   double total = 0;
-  for (int64_t b = 0; b * kNormBlock < n; ++b) total += block_sum_of_squares_host(x, n, b);
+  for (double block : sums) total += block;
   return total;
 }
 
-void scale_host(float* x, int64_t n, float factor) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+void scale_host(float* x, int64_t n, float factor, HostThreads threads) {
+  for_pieces(n, threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] *= factor;
+  });
+}
+
+void zero_host(float* x, int64_t n, HostThreads threads) {
+  for_pieces(n, threads, [&](int64_t b, int64_t e) { std::memset(x + b, 0, static_cast<size_t>(e - b) * sizeof(float)); });
 }
 
 }  // namespace tandem

@@ -4,9 +4,15 @@
 // holds (Backend::sgd_update, adam_update, sum_of_squares). One copy, so that both give
 // torch's bits (Note [matching torch bit for bit] in optimizer_update.cpp).
 //
-// Single-threaded on purpose: the host runs them beside the simulated GPUs' oneDNN teams,
-// and a third OpenMP team spinning after its loops takes their cores (measured: a one-GPU
-// placed step 17.3 -> 18.7 ms with threads, for 5% on a cpu-only step).
+// Note [which threads update]: each loop runs on the calling thread alone or over the
+// calling thread's OpenMP team (HostThreads), and gives the same bits either way (the
+// updates are elementwise; the norm sums fixed blocks in order). The team only where the
+// caller is the thread that runs the cpu's oneDNN kernels, so that its team is theirs:
+// the model on the cpu alone (its kernels run on the calling thread), or a host lane's
+// compute thread. A thread beside them opening a second team fights theirs, which keeps
+// spinning on every core for a while after its last kernel (measured: a one-GPU placed
+// step went 17.3 -> 18.7 ms). Adam's loop is bound by its divisions and square roots, not
+// by memory: on this 2-core machine the team halves it (4.2M parameters, 2.6 -> 1.4 ms).
 #pragma once
 
 #include <cstdint>
@@ -15,11 +21,19 @@
 
 namespace tandem {
 
+/// Who runs a loop below (Note [which threads update]).
+enum class HostThreads {
+  one,   // the calling thread
+  team,  // the calling thread's OpenMP team, for arrays large enough to pay its wake-up
+};
+
 /// torch.optim.SGD's single-tensor update of p from g; buf: the momentum buffer (null
 /// without momentum); first: it holds no history yet and becomes a copy of the step.
-void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g, float* buf, int64_t n, bool first);
+void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g, float* buf, int64_t n, bool first,
+                     HostThreads threads = HostThreads::one);
 /// torch.optim.Adam's or AdamW's update of p from g; m, v: exp_avg, exp_avg_sq.
-void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n);
+void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n,
+                      HostThreads threads = HostThreads::one);
 
 /// The sum of squares of x[0, n) in double, over blocks of kNormBlock elements summed in
 /// order (each over 8 lanes added in a fixed order), so that the result does not depend on
@@ -28,10 +42,12 @@ void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float*
 /// thousands of threads per million elements (with 16384, a 1024 x 1024 gradient was 64
 /// threads, each walking 64 KiB alone).
 inline constexpr int64_t kNormBlock = 1024;
-double sum_of_squares_host(const float* x, int64_t n);
+double sum_of_squares_host(const float* x, int64_t n, HostThreads threads = HostThreads::one);
 /// Block `b` of that sum (x[b * kNormBlock, ...) up to n), for sums over some rows only.
 double block_sum_of_squares_host(const float* x, int64_t n, int64_t b);
 /// x[0, n) *= factor.
-void scale_host(float* x, int64_t n, float factor);
+void scale_host(float* x, int64_t n, float factor, HostThreads threads = HostThreads::one);
+/// x[0, n) = 0.
+void zero_host(float* x, int64_t n, HostThreads threads = HostThreads::one);
 
 }  // namespace tandem

@@ -393,7 +393,8 @@ void Model::zero_gradients() {
     }
     Tensor& g = it->second;
     if (rows.all() || rows.rows() == 0) {
-      std::memset(g.raw_data(), 0, g.nbytes());
+      // the team where this thread runs the cpu's kernels (Note [which threads update])
+      zero_host(g.data<float>(), g.numel(), placed() ? HostThreads::one : HostThreads::team);
     } else {
       const size_t row_bytes = g.nbytes() / static_cast<size_t>(rows.rows());
       char* base = static_cast<char*>(g.raw_data());

@@ -45,15 +45,17 @@ class CpuComputeOps final : public ComputeOps {
 
   void sgd_update(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf,
                   bool first) override {
-    sgd_update_host(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first);
+    sgd_update_host(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first,
+                    HostThreads::team);
   }
 
   void adam_update(const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
                    const Tensor& v) override {
-    adam_update_host(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel());
+    adam_update_host(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(),
+                     HostThreads::team);
   }
 
-  double sum_of_squares(const Tensor& t) override { return sum_of_squares_host(t.data<float>(), t.numel()); }
+  double sum_of_squares(const Tensor& t) override { return sum_of_squares_host(t.data<float>(), t.numel(), HostThreads::team); }
 
  private:
   CpuContext context_;

@@ -159,12 +159,11 @@ double clip_grad_norm(std::span<Tensor> grads, double max_norm, std::span<Touche
       continue;
     }
     TANDEM_ASSERT(g.dtype() == DType::float32, "clip_grad_norm: gradient " + std::to_string(i) + " is not float32");
-    if (g.device() != Device::cpu() || devices.holds(g))  // held by GPUs (placed training): summed there
-      sum += devices.sum_of_squares(g);
-    else if (TouchedRows* touched = partial_rows(rows, i))
+    const bool on_host = g.device() == Device::cpu() && !devices.holds(g);
+    if (TouchedRows* touched = on_host ? partial_rows(rows, i) : nullptr)
       sum += sum_of_squares_rows(g.data<float>(), g.numel(), touched->list(), g.numel() / touched->rows());
-    else
-      sum += sum_of_squares_host(g.data<float>(), g.numel());
+    else  // the host's loop on its threads, or summed where GPUs hold it (placed training)
+      sum += devices.sum_of_squares(g);
   }
   double total_norm = std::sqrt(sum);
   double clip_coef = max_norm / (total_norm + 1e-6);

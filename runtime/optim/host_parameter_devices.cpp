@@ -1,4 +1,5 @@
-// The host's ParameterDevices: every parameter in host memory, updated on the calling thread.
+// The host's ParameterDevices: every parameter in host memory, updated by the calling thread
+// alone or with its OpenMP team (Note [which threads update] in backends/optimizer_update.h).
 #include <cstring>
 
 #include "backends/optimizer_update.h"
@@ -14,26 +15,29 @@ void require_host(const Tensor& t, const char* what) {
 
 class HostParameterDevices final : public ParameterDevices {
  public:
+  explicit HostParameterDevices(HostThreads threads) : threads_(threads) {}
+
   Tensor zeros_like(const Tensor& param) override {
     require_host(param, "optimizer state for a parameter");
     return Tensor::zeros(param.shape(), DType::float32);
   }
   void sgd(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf, bool first) override {
     require_host(p, "an sgd update of a parameter");
-    sgd_update_host(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first);
+    sgd_update_host(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first,
+                    threads_);
   }
   void adam(const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
             const Tensor& v) override {
     require_host(p, "an adam update of a parameter");
-    adam_update_host(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel());
+    adam_update_host(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), threads_);
   }
   double sum_of_squares(const Tensor& g) override {
     require_host(g, "the norm of a gradient");
-    return sum_of_squares_host(g.data<float>(), g.numel());
+    return sum_of_squares_host(g.data<float>(), g.numel(), threads_);
   }
   void scale(const Tensor& g, float factor) override {
     require_host(g, "scaling a gradient");
-    scale_host(g.data<float>(), g.numel(), factor);
+    scale_host(g.data<float>(), g.numel(), factor, threads_);
   }
   Tensor to_host(const Tensor& t) override {
     require_host(t, "a copy of optimizer state");
@@ -43,13 +47,16 @@ class HostParameterDevices final : public ParameterDevices {
     require_host(t, "optimizer state");
     std::memcpy(t.raw_data(), from.raw_data(), t.nbytes());
   }
+
+ private:
+  HostThreads threads_;
 };
 
 }  // namespace
 
-ParameterDevices& host_parameter_devices() {
-  static HostParameterDevices devices;
-  return devices;
+ParameterDevices& host_parameter_devices(HostThreads threads) {
+  static HostParameterDevices team(HostThreads::team), one(HostThreads::one);
+  return threads == HostThreads::team ? team : one;
 }
 
 }  // namespace tandem

@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "core/touched_rows.h"
+#include "backends/optimizer_update.h"
 #include "backends/update_scalars.h"
 #include "graph/training_spec.h"
 
@@ -49,8 +50,10 @@ class ParameterDevices {
   virtual bool holds(const Tensor& t) { return false; }
 };
 
-/// The host's: every tensor in host memory; the loops of backends/optimizer_update.h.
-ParameterDevices& host_parameter_devices();
+/// The host's: every tensor in host memory; the loops of backends/optimizer_update.h, run
+/// by `threads` (Note [which threads update] there). The default, the calling thread's
+/// team, is for the thread that runs the cpu's kernels: the model on the cpu alone.
+ParameterDevices& host_parameter_devices(HostThreads threads = HostThreads::team);
 
 /// Holds per-parameter state (momentum buffers, moments). Not thread-safe.
 class Optimizer {

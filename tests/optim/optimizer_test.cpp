@@ -8,6 +8,7 @@
 #include <iostream>
 #include <random>
 
+#include "backends/optimizer_update.h"
 #include "runtime/optim/optimizer.h"
 
 using namespace tandem;
@@ -270,6 +271,23 @@ TEST_CASE("threaded updates of large tensors equal serial updates of their piece
     for (size_t j = 0; j < pieces.size(); ++j)
       same &= std::memcmp(pieces[j].data<float>(), big[0].data<float>() + j * piece, pieces[j].nbytes()) == 0;
     CHECK(same);
+  }
+}
+
+TEST_CASE("the host's loops give the same bits on the calling thread's team as on one thread", "[optim]") {
+  auto rng = make_rng("host loops on a team");
+  for (int64_t n : {int64_t{100003}, int64_t{1} << 20, int64_t{31}}) {  // odd, even, below the team's threshold
+    INFO("n = " << n);
+    const Tensor x = random_tensor({n}, rng, 3);
+    CHECK(sum_of_squares_host(x.data<float>(), n, HostThreads::team) ==
+          sum_of_squares_host(x.data<float>(), n, HostThreads::one));
+    Tensor a = x.clone(), b = x.clone();
+    scale_host(a.data<float>(), n, 0.37f, HostThreads::team);
+    scale_host(b.data<float>(), n, 0.37f, HostThreads::one);
+    CHECK(bit_identical(a, b));
+    CHECK(a.data<float>()[n - 1] == x.data<float>()[n - 1] * 0.37f);
+    zero_host(a.data<float>(), n, HostThreads::team);
+    CHECK(std::all_of(a.span<float>().begin(), a.span<float>().end(), [](float v) { return v == 0 && !std::signbit(v); }));
   }
 }
 
