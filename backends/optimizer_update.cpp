@@ -7,6 +7,8 @@
 
 #include "backends/optimizer_update.h"
 
+#include "core/bfloat16.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -74,8 +76,8 @@ void with_bool(bool b, F&& f) {
 /// p, g, m (exp_avg), v (exp_avg_sq): n elements each. The weight decay is a template
 /// argument so that the loop has no branches and vectorises.
 template <bool kL2, bool kDecoupled>
-void adam_loop(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-               int64_t n, const optim_detail::AdamScalars s) {
+void adam_loop(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
+               const optim_detail::AdamScalars s) {
   for (int64_t i = 0; i < n; ++i) {
     float grad = g[i];
     if constexpr (kL2) grad = std::fma(p[i], s.l2, grad);  // grad.add(p, alpha=weight_decay)
@@ -92,16 +94,34 @@ void adam_loop(float* __restrict p, const float* __restrict g, float* __restrict
   }
 }
 
+/// update(i, j) over [begin, end); with a bf16 copy, in runs of kCopyRun elements, each
+/// run's new p rounded into the copy while it is still in the core's cache (Note [a
+/// weight's bf16 copy]). Two loops, not one: the update's loop stays the vectorised loop it
+/// is alone (rounding inside it made it 1.5x slower), and the rounding reads from cache.
+constexpr int64_t kCopyRun = 2048;
+template <class Update>
+void update_then_copy(const float* p, uint16_t* copy, int64_t begin, int64_t end, Update&& update) {
+  if (copy == nullptr) return update(begin, end);
+  for (int64_t i = begin; i < end; i += kCopyRun) {
+    const int64_t j = std::min(end, i + kCopyRun);
+    update(i, j);
+#pragma omp simd
+    for (int64_t k = i; k < j; ++k) copy[k] = float_to_bf16(p[k]);
+  }
+}
+
 }  // namespace
 
 void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g, float* buf, int64_t n, bool first,
-                     HostThreads threads) {
+                     HostThreads threads, uint16_t* bf16_copy) {
   with_bool(s.has_weight_decay, [&](auto decay) {
     with_bool(s.has_momentum, [&](auto momentum) {
       with_bool(s.nesterov, [&](auto nesterov) {
         with_bool(first, [&](auto first_step) {
           for_pieces(n, threads, [&](int64_t b, int64_t e) {
-            sgd_loop<decay(), momentum(), nesterov(), first_step()>(p + b, g + b, buf ? buf + b : nullptr, e - b, s);
+            update_then_copy(p, bf16_copy, b, e, [&](int64_t i, int64_t j) {
+              sgd_loop<decay(), momentum(), nesterov(), first_step()>(p + i, g + i, buf ? buf + i : nullptr, j - i, s);
+            });
           });
         });
       });
@@ -110,14 +130,16 @@ void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g
 }
 
 void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n,
-                      HostThreads threads) {
+                      HostThreads threads, uint16_t* bf16_copy) {
   for_pieces(n, threads, [&](int64_t b, int64_t e) {
-    if (s.l2 != 0)
-      adam_loop<true, false>(p + b, g + b, m + b, v + b, e - b, s);
-    else if (s.decay != 1)
-      adam_loop<false, true>(p + b, g + b, m + b, v + b, e - b, s);
-    else
-      adam_loop<false, false>(p + b, g + b, m + b, v + b, e - b, s);
+    update_then_copy(p, bf16_copy, b, e, [&](int64_t i, int64_t j) {
+      if (s.l2 != 0)
+        adam_loop<true, false>(p + i, g + i, m + i, v + i, j - i, s);
+      else if (s.decay != 1)
+        adam_loop<false, true>(p + i, g + i, m + i, v + i, j - i, s);
+      else
+        adam_loop<false, false>(p + i, g + i, m + i, v + i, j - i, s);
+    });
   });
 }
 

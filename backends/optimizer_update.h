@@ -29,11 +29,14 @@ enum class HostThreads {
 
 /// torch.optim.SGD's single-tensor update of p from g; buf: the momentum buffer (null
 /// without momentum); first: it holds no history yet and becomes a copy of the step.
+/// bf16_copy: where each updated p's bf16 rounding goes too (n values), or null (Note [a
+/// weight's bf16 copy] in core/bf16_copy.h).
 void sgd_update_host(const optim_detail::SgdScalars& s, float* p, const float* g, float* buf, int64_t n, bool first,
-                     HostThreads threads = HostThreads::one);
-/// torch.optim.Adam's or AdamW's update of p from g; m, v: exp_avg, exp_avg_sq.
+                     HostThreads threads = HostThreads::one, uint16_t* bf16_copy = nullptr);
+/// torch.optim.Adam's or AdamW's update of p from g; m, v: exp_avg, exp_avg_sq;
+/// bf16_copy as sgd's.
 void adam_update_host(const optim_detail::AdamScalars& s, float* p, const float* g, float* m, float* v, int64_t n,
-                      HostThreads threads = HostThreads::one);
+                      HostThreads threads = HostThreads::one, uint16_t* bf16_copy = nullptr);
 
 /// The sum of squares of x[0, n) in double, over blocks of kNormBlock elements summed in
 /// order (each over 8 lanes added in a fixed order), so that the result does not depend on

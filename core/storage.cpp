@@ -9,6 +9,14 @@
 
 namespace tandem {
 
+Bf16Copy& Storage::bf16_copy() {
+  if (Bf16Copy* made = find_bf16_copy()) return *made;
+  auto fresh = std::make_unique<Bf16Copy>(bytes_ / sizeof(float));
+  Bf16Copy* expected = nullptr;
+  if (bf16_copy_.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+  return *expected;  // another thread made it first
+}
+
 void Allocator::count_allocation(size_t bytes) {
   size_t now = current_.fetch_add(bytes) + bytes;
   size_t peak = peak_.load();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/bf16_copy.h"
 #include "core/device.h"
 
 namespace tandem {
@@ -20,6 +21,7 @@ class Storage {
   Storage(void* data, size_t bytes, Device device, std::function<void(void*, size_t)> deleter)
       : data_(data), bytes_(bytes), device_(device), deleter_(std::move(deleter)) {}
   ~Storage() {
+    delete bf16_copy_.load();
     if (deleter_) deleter_(data_, bytes_);
   }
   Storage(const Storage&) = delete;
@@ -29,11 +31,18 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
+  /// The bf16 copy of this storage's float32 values (Note [a weight's bf16 copy] in
+  /// core/bf16_copy.h), made at the first call. Thread-safe.
+  Bf16Copy& bf16_copy();
+  /// That copy if one was made, else null. Thread-safe.
+  Bf16Copy* find_bf16_copy() const { return bf16_copy_.load(std::memory_order_acquire); }
+
  private:
   void* data_;
   size_t bytes_;
   Device device_;
   std::function<void(void*, size_t)> deleter_;
+  std::atomic<Bf16Copy*> bf16_copy_{nullptr};
 };
 
 /// Memory of one device. Thread-safe: allocate() may be called from any thread.

@@ -61,4 +61,11 @@ Tensor Tensor::clone(Allocator& memory) const {
   return t;
 }
 
+Bf16Copy* Tensor::bf16_copy(bool make) const {
+  if (!storage_ || dtype_ != DType::float32 || storage_->device() != Device::cpu() || offset_ != 0 ||
+      nbytes() != storage_->bytes())
+    return nullptr;
+  return make ? &storage_->bf16_copy() : storage_->find_bf16_copy();
+}
+
 }  // namespace tandem

@@ -64,6 +64,10 @@ class Tensor {
   /// A deep copy in fresh host memory (from `memory`: pinned memory, say).
   Tensor clone(Allocator& memory = cpu_allocator()) const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  /// The bf16 copy of this float32 tensor's values that its storage keeps (Note [a weight's
+  /// bf16 copy] in core/bf16_copy.h), made if `make` and there is none yet. Null where
+  /// there is none, or where this tensor is not the whole of a storage in host memory.
+  Bf16Copy* bf16_copy(bool make = false) const;
 
  private:
   Shape shape_;

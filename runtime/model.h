@@ -122,8 +122,9 @@ class Model {
   /// The loss of the batch in inference mode (no gradients).
   LossValue evaluate_loss(const TensorMap& batch);
   /// Parameters were updated in place (an optimizer step, through parameter_devices()):
-  /// cached derived forms and copies on other devices go stale. To write the host's
-  /// tensors otherwise, use set_weights().
+  /// cached derived forms and copies on other devices go stale, except the bf16 copies the
+  /// update itself rewrote (Note [a weight's bf16 copy] in core/bf16_copy.h), so call it
+  /// right after the update. To write the host's tensors otherwise, use set_weights().
   void parameters_changed();
   /// What runs an optimizer's arithmetic for the parameters: the host, or, in placed
   /// training, the GPUs that hold a parameter only they run (Note [where a master lives]

@@ -70,6 +70,9 @@ std::vector<Tensor> Model::held_gradients(const std::string& name) const {
 
 void Model::parameters_changed() {
   ++params_version_;
+  // the bf16 copies the update rewrote hold the new version (Note [a weight's bf16 copy])
+  for (const auto& [name, p] : params_)
+    if (Bf16Copy* copy = p.bf16_copy()) copy->version_bumped(params_version_);
   if (device_params_) device_params_->masters_updated();
 }
 

@@ -23,13 +23,18 @@ class HostParameterDevices final : public ParameterDevices {
   }
   void sgd(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g, const Tensor& buf, bool first) override {
     require_host(p, "an sgd update of a parameter");
+    Bf16Copy* copy = p.bf16_copy();  // written beside the master (Note [a weight's bf16 copy])
     sgd_update_host(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first,
-                    threads_);
+                    threads_, copy ? copy->data() : nullptr);
+    if (copy) copy->rewritten();
   }
   void adam(const optim_detail::AdamScalars& s, const Tensor& p, const Tensor& g, const Tensor& m,
             const Tensor& v) override {
     require_host(p, "an adam update of a parameter");
-    adam_update_host(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), threads_);
+    Bf16Copy* copy = p.bf16_copy();
+    adam_update_host(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), threads_,
+                     copy ? copy->data() : nullptr);
+    if (copy) copy->rewritten();
   }
   double sum_of_squares(const Tensor& g) override {
     require_host(g, "the norm of a gradient");

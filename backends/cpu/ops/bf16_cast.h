@@ -41,6 +41,8 @@ class Bf16Cast {
   }
   /// The buffer as the last cast() left it.
   const void* last() const { return buffer_.get_data_handle(); }
+  /// Whether it has a buffer (a default-constructed one has none).
+  bool allocated() const { return n_ > 0; }
 
  private:
   uint16_t* data() const { return static_cast<uint16_t*>(buffer_.get_data_handle()); }

@@ -5,7 +5,10 @@
 // The weight's bf16 forms are derived from the fp32 master and kept while params_version
 // and the weight's storage hold (DerivedParams), so that only a changed weight is cast:
 // - plain: W [N, K] cast to bf16 as it is; training's forward reads it (as [K, N]) and
-//   backward-data reads it as [N, K], so one cast per optimizer step serves both;
+//   backward-data reads it as [N, K], so one cast per optimizer step serves both. For a
+//   weight in host memory it is the copy the weight's storage keeps, which the host's
+//   optimizer rewrites as it updates the weight: then training casts nothing (Note [a
+//   weight's bf16 copy] in core/bf16_copy.h);
 // - packed: W reordered into the bf16 layout the forward matmul prefers (format any);
 //   inference reads it, made when one version of the weight serves a second forward (as
 //   the fp32 kernel decides: linear.cpp).
@@ -136,7 +139,6 @@ class LinearBf16Kernel final : public Kernel {
                             pd.weights_desc(), Relayout::Kind::input);
     // plain: [N, K] row-major in bf16, read by the forward as [K, N]
     make_forward_call(plain_call_, memory::desc({k_, n_}, kBf16, memory::format_tag::ba), key_ + "#plain_weight");
-    w_plain_in_ = cpu::Bf16Cast(ctx_.engine(), n_ * k_);
   }
 
   /// dx = dy16 [M, N] @ W16 [N, K]; dW += dy16^T [N, M] @ x16 [M, K] (linear_backward.h).
@@ -145,8 +147,21 @@ class LinearBf16Kernel final : public Kernel {
     backward_ = cpu::LinearBackwardMatmuls(ctx_, key_, m_, n_, k_, kBf16);
   }
 
+  /// plain_w_ := the weight of `version` in bf16, as it is: the copy its storage keeps when
+  /// the weight is in host memory (the optimizer may have written it already: Note [a
+  /// weight's bf16 copy]), else this kernel's own cast.
   void cast_plain(uint64_t version, std::span<const Tensor> weight) {
-    plain_w_ = w_plain_in_.cast(weight[0].data<float>());
+    Bf16Copy* copy = version == kUnknownParamsVersion ? nullptr : weight[0].bf16_copy(/*make=*/true);
+    if (copy == nullptr) {
+      if (!w_plain_in_.allocated()) w_plain_in_ = cpu::Bf16Cast(ctx_.engine(), n_ * k_);
+      plain_w_ = w_plain_in_.cast(weight[0].data<float>());
+    } else {
+      if (!copy->current(version)) {
+        cpu::cast_to_bf16(weight[0].data<float>(), copy->data(), n_ * k_);
+        copy->made_at(version);
+      }
+      plain_w_ = copy->data();
+    }
     plain_for_.mark(version, weight);
   }
 
@@ -155,7 +170,8 @@ class LinearBf16Kernel final : public Kernel {
   int64_t m_ = 0, n_ = 0, k_ = 0;
   std::string key_;  // the primitive cache's key of this spec (precision included)
   ForwardCall packed_call_, plain_call_;
-  cpu::Bf16Cast x_in_, dy_in_, w_plain_in_;
+  cpu::Bf16Cast x_in_, dy_in_;
+  cpu::Bf16Cast w_plain_in_;  // the plain weight of a weight without a kept copy, made when needed
   Relayout w_packed_in_;  // f32 [K, N] -> the forward's bf16 layout, a oneDNN reorder
   cpu::LinearBackwardMatmuls backward_;
   const void* packed_w_ = nullptr;  // w_packed_in_'s buffer, once filled
