@@ -1,6 +1,6 @@
 // A weight's bf16 copy (Note [a weight's bf16 copy] in core/bf16_copy.h): the host's
 // optimizer writes each updated weight's bf16 rounding beside it, and a bf16 layer on the
-// cpu reads that copy instead of casting the weight again. Training that way gives the
+// cpu (linear, multi_head_attention) reads that copy instead of casting the weight again. Training that way gives the
 // bits of casting at every step, and a weight changed any other way is cast again.
 #include <catch2/catch.hpp>
 
@@ -22,10 +22,11 @@ std::string model_yaml(const std::string& optimizer) {
   return "name: copied\n"
          "precision: bf16\n"
          "inputs:\n"
-         "  x: {shape: [batch, 48]}\n"
+         "  x: {shape: [batch, 4, 48]}\n"
          "targets:\n"
-         "  y: {shape: [batch, 8]}\n"
+         "  y: {shape: [batch, 4, 8]}\n"
          "layers:\n"
+         "  - {name: att, op: multi_head_attention, embed_dim: 48, num_heads: 4, batch_first: true}\n"
          "  - {name: fc1, op: linear, in_features: 48, out_features: 64}\n"
          "  - {name: act, op: relu}\n"
          "  - {name: fc2, op: linear, in_features: 64, out_features: 8}\n"
@@ -43,7 +44,7 @@ Model load_model(const std::string& optimizer, uint64_t seed) {
 
 TensorMap random_batch(std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Tensor x = Tensor::empty({16, 48}, DType::float32), y = Tensor::empty({16, 8}, DType::float32);
+  Tensor x = Tensor::empty({16, 4, 48}, DType::float32), y = Tensor::empty({16, 4, 8}, DType::float32);
   for (float& v : x.span<float>()) v = normal(rng);
   for (float& v : y.span<float>()) v = normal(rng);
   return {{"x", x}, {"y", y}};
@@ -95,7 +96,8 @@ TEST_CASE("bf16 training reads the copies its optimizer writes, with the bits of
       INFO(name);
       CHECK(same_bits(p, cast.parameters().at(name)));
     }
-    CHECK(checked_copies(copied) == 2);  // fc1's and fc2's weights (the biases stay fp32)
+    // the attention's two projections, fc1's and fc2's weights (the biases stay fp32)
+    CHECK(checked_copies(copied) == 4);
   }
 }
 
@@ -123,7 +125,7 @@ TEST_CASE("a weight changed other than by the optimizer is cast again, not read 
     INFO(name);
     CHECK(same_bits(p, fresh.parameters().at(name)));
   }
-  CHECK(checked_copies(m) == 2);
+  CHECK(checked_copies(m) == 4);
 }
 
 TEST_CASE("a bf16 copy holds a version only once stamped: by a cast, or by the bump that follows its rewrite", "[precision][bf16]") {

@@ -33,7 +33,8 @@
 // its backward, dropout, the bias sums and everything kept or written stay fp32 (torch
 // rounds each product's output to bf16; Tandem keeps the fp32 accumulator). The weights'
 // copies are cast from the fp32 masters only when those changed since the last cast
-// (params_version and their storage: DerivedParams), as linear keeps its cast weight.
+// (params_version and their storage: DerivedParams), as linear keeps its cast weight, into
+// the copies the weights' storages keep, which the optimizer writes as it updates them.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -229,17 +230,22 @@ class AttentionKernel final : public Kernel {
     const void* out;  // W_out [E, E]
   };
   /// The weights as the products read them: themselves in fp32; in bf16 their copies, cast
-  /// again only when the weights changed since (DerivedParams).
+  /// again only when the weights changed since (DerivedParams): the copies their storages
+  /// keep, which the optimizer writes as it updates them (Note [a weight's bf16 copy] in
+  /// core/bf16_copy.h), or this kernel's own.
   WeightOperands weight_operands(std::span<const Tensor> params, uint64_t version) {
-    const float* w_in = params[0].data<float>();
-    const float* w_out = params[p_.has_bias ? 2 : 1].data<float>();
-    if (!bf16_) return {w_in, w_out};
+    const Tensor& w_in = params[0];
+    const Tensor& w_out = params[p_.has_bias ? 2 : 1];
+    if (!bf16_) return {w_in.data<float>(), w_out.data<float>()};
     if (!weights16_for_.current(version, params)) {
-      operand(w_in, 3 * p_.e * p_.e, w_in16_);
-      operand(w_out, p_.e * p_.e, w_out16_);
+      params16_ = {bf16_weight(w_in, version, w_in16_), bf16_weight(w_out, version, w_out16_)};
       weights16_for_.mark(version, params);
     }
-    return {w_in16_.data(), w_out16_.data()};
+    return params16_;
+  }
+  const void* bf16_weight(const Tensor& w, uint64_t version, std::vector<uint16_t>& own) const {
+    if (const uint16_t* kept = cpu::kept_bf16_weight(w, version)) return kept;
+    return operand(w.data<float>(), w.numel(), own);
   }
   /// The operand `elements` elements past `base`.
   const void* at(const void* base, int64_t elements) const {
@@ -311,7 +317,8 @@ class AttentionKernel final : public Kernel {
   // backward (through the pointers below, the fp32 buffers themselves in fp32).
   std::vector<uint16_t> x_bf16_[3], w_in16_, w_out16_, qp_bf16_, kp_bf16_, vp_bf16_, weights_bf16_, ctx_bf16_;
   std::vector<uint16_t> grad_bf16_[2];  // backward's: two in use at once at most
-  cpu::DerivedParams weights16_for_;    // what w_in16_ and w_out16_ were cast from
+  WeightOperands params16_{};           // W_in and W_out in bf16, as the products read them
+  cpu::DerivedParams weights16_for_;    // what params16_ were cast from
   const void* qp16_ = nullptr;
   const void* kp16_ = nullptr;
   const void* vp16_ = nullptr;

@@ -13,7 +13,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/cpu/ops/op_util.h"
+#include "backends/kernel.h"
 #include "core/bfloat16.h"
+#include "core/tensor.h"
 
 namespace tandem::cpu {
 
@@ -24,6 +26,20 @@ inline void cast_to_bf16(const float* src, uint16_t* dst, int64_t n) {
 #pragma omp simd
     for (int64_t i = begin; i < end; ++i) dst[i] = float_to_bf16(src[i]);
   });
+}
+
+/// The bf16 copy that weight `w`'s storage keeps (Note [a weight's bf16 copy] in
+/// core/bf16_copy.h), cast from `w` here unless it holds params version `version` already
+/// (the optimizer wrote it, or another kernel cast it). Null where `w` keeps none (it is
+/// not the whole of a storage in host memory) or the caller tracks no versions.
+inline const uint16_t* kept_bf16_weight(const Tensor& w, uint64_t version) {
+  Bf16Copy* copy = version == kUnknownParamsVersion ? nullptr : w.bf16_copy(/*make=*/true);
+  if (copy == nullptr) return nullptr;
+  if (!copy->current(version)) {
+    cast_to_bf16(w.data<float>(), copy->data(), w.numel());
+    copy->made_at(version);
+  }
+  return copy->data();
 }
 
 /// A buffer of `n` bf16 values (64-byte aligned, from oneDNN's engine), filled by cast().

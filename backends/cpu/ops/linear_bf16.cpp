@@ -148,19 +148,13 @@ class LinearBf16Kernel final : public Kernel {
   }
 
   /// plain_w_ := the weight of `version` in bf16, as it is: the copy its storage keeps when
-  /// the weight is in host memory (the optimizer may have written it already: Note [a
-  /// weight's bf16 copy]), else this kernel's own cast.
+  /// the weight is in host memory (the optimizer may have written it already), else this
+  /// kernel's own cast.
   void cast_plain(uint64_t version, std::span<const Tensor> weight) {
-    Bf16Copy* copy = version == kUnknownParamsVersion ? nullptr : weight[0].bf16_copy(/*make=*/true);
-    if (copy == nullptr) {
+    plain_w_ = cpu::kept_bf16_weight(weight[0], version);
+    if (plain_w_ == nullptr) {
       if (!w_plain_in_.allocated()) w_plain_in_ = cpu::Bf16Cast(ctx_.engine(), n_ * k_);
       plain_w_ = w_plain_in_.cast(weight[0].data<float>());
-    } else {
-      if (!copy->current(version)) {
-        cpu::cast_to_bf16(weight[0].data<float>(), copy->data(), n_ * k_);
-        copy->made_at(version);
-      }
-      plain_w_ = copy->data();
     }
     plain_for_.mark(version, weight);
   }
