@@ -47,7 +47,8 @@ class CudaContext {
   CudnnHandle& cudnn();
   /// Blocks the host until the three streams have run everything queued.
   void synchronize();
-  /// For linear kernels made after the call; f32 by default.
+  /// For the matrix-work kernels (linear, matmul, conv2d, attention, gru/lstm) made after
+  /// the call whose layers declare no precision of their own; f32 by default.
   void set_matmul_precision(MatmulPrecision precision) { matmul_precision_ = precision; }
   MatmulPrecision matmul_precision() const { return matmul_precision_; }
 

@@ -162,7 +162,7 @@ struct RunOptions {
   bool placed = false;
   int steps = 20;
   int64_t global_batch = 0;  // default: 4 per rank
-  DistributedOptions ddp;
+  DistributedOptions ddp = {};
 };
 
 TensorMap global_batch(const Model& model, int64_t size, uint64_t seed) {

@@ -2,7 +2,8 @@
 // (tests/unit/precision_training_test.cpp): the digits MLP and CNN (configs/), all of each
 // on cuda:0, trained in fp32, bf16 and fp16 (dynamic loss scaling) on the same split and
 // seed, end within half a point of fp32's validation accuracy. The MLP is averaged over
-// three seeds, the CNN run at one.
+// three seeds, the CNN over two (one digit of 359 is 0.28 points: a single run leaves one
+// digit of slack).
 //
 // The digits are scikit-learn's CSV, which the configs name where Debian installs it; on a
 // GPU machine gpu_check.sh finds scikit-learn's copy and passes it as TANDEM_DIGITS_CSV.
@@ -58,7 +59,7 @@ TEST_CASE("the digits MLP and CNN trained in bf16 and fp16 on a GPU reach fp32's
     std::vector<uint64_t> seeds;
     double floor;  // fp32's accuracy is at least this
   };
-  for (const Run& run : {Run{"digits_mlp.yaml", {0, 1, 2}, 0.95}, Run{"digits_cnn.yaml", {0}, 0.97}}) {
+  for (const Run& run : {Run{"digits_mlp.yaml", {0, 1, 2}, 0.95}, Run{"digits_cnn.yaml", {0, 1}, 0.97}}) {
     double fp32 = 0, bf16 = 0, fp16 = 0;
     for (uint64_t seed : run.seeds) {
       const double a = accuracy_on_gpu(run.config, Precision::fp32, seed),

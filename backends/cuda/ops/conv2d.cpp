@@ -8,13 +8,15 @@
 // into the gradient); the bias and its gradient stay fp32.
 //
 // The algorithms are chosen in the factory by cuDNN's heuristics, the first that runs in
-// this math, and one workspace, the largest the three need, is kept by the kernel.
+// this math (in 16 bits: deterministic ones first, each with the math type cuDNN ranked
+// it under), and one workspace, the largest the three need, is kept by the kernel.
 //   forward:  y = conv(x, W) (+ b broadcast over N, OH, OW)
 //   backward: dx  = conv_backward_data(dy, W)       (assigned: beta 0)
 //             dW += conv_backward_filter(x, dy)     (accumulated: beta 1)
 //             db += sum over N, OH, OW of dy        (accumulated: beta 1)
 // cuDNN pads symmetrically: padding 'same' that needs more on one side is unsupported
 // (the registry says so and the layer runs elsewhere).
+#include <algorithm>
 #include <vector>
 
 #include "backends/cuda/cudnn_descriptors.h"
@@ -58,7 +60,7 @@ class Conv2dKernel final : public Kernel {
     TANDEM_ASSERT(spec.params.size() == (has_bias_ ? 2u : 1u), "conv2d: wrong parameter count");
     cudnnHandle_t h = ctx.cudnn().get();
     size_t workspace = 0;
-    forward_algo_ = pick<cudnnConvolutionFwdAlgoPerf_t>(
+    forward_ = pick<cudnnConvolutionFwdAlgoPerf_t>(
         [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* perf) {
           return cudnnGetConvolutionForwardAlgorithm_v7(h, x_.get(), w_.get(), conv_.get(), y_.get(), want, got, perf);
         },
@@ -66,7 +68,7 @@ class Conv2dKernel final : public Kernel {
           return cudnnGetConvolutionForwardWorkspaceSize(h, x_.get(), w_.get(), conv_.get(), y_.get(), algo, bytes);
         },
         workspace, "forward");
-    data_algo_ = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+    data_ = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
         [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_.get(), y_.get(), conv_.get(), x_.get(), want, got,
                                                              perf);
@@ -76,7 +78,7 @@ class Conv2dKernel final : public Kernel {
                                                               bytes);
         },
         workspace, "backward data");
-    filter_algo_ = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+    filter_ = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
         [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_.get(), y_.get(), conv_.get(), w_.get(), want, got,
                                                                perf);
@@ -88,16 +90,18 @@ class Conv2dKernel final : public Kernel {
         workspace, "backward filter");
     if (workspace > 0) workspace_ = ctx.allocator().allocate(workspace);
     workspace_bytes_ = workspace;
-    // 16-bit x (dx in backward, once dW has read x), W, y (dy in backward) and dW
-    if (half_) halves_ = ctx.allocator().allocate(std::max<size_t>(2 * (x_numel_ + 2 * w_numel_ + y_numel_), 2));
+    // 16-bit x (dx in backward, once dW has read x), W, y (dy in backward) and dW, each on
+    // a 256-byte boundary as cudaMalloc's own blocks are
+    if (half_) halves_ = ctx.allocator().allocate(std::max<size_t>(half_offset(4), 256));
   }
 
   void forward(const KernelArgs& args) override {
     const float one = 1.f, zero = 0.f;
     cudnnHandle_t h = ctx_.cudnn().get();
     float* y = args.outputs[0].data<float>();
+    set_math(forward_.math);
     TANDEM_CUDNN_CHECK(cudnnConvolutionForward(h, &one, x_.get(), operand(args.inputs[0], x16(), x_numel_), w_.get(),
-                                               operand(args.params[0], w16(), w_numel_), conv_.get(), forward_algo_,
+                                               operand(args.params[0], w16(), w_numel_), conv_.get(), forward_.algo,
                                                workspace(), workspace_bytes_, &zero, y_.get(), half_ ? y16() : y));
     if (half_) widen_from_half(half_type_, y16(), y, y_numel_, false, stream());
     if (has_bias_)
@@ -113,15 +117,17 @@ class Conv2dKernel final : public Kernel {
     const Tensor& dx = args.grad_inputs[0];
     const Tensor& dw = args.grad_params[0];
     if (dw.defined()) {  // first: in 16 bits dx then takes x's copy's place
+      set_math(filter_.math);
       TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, x_.get(), operand(args.inputs[0], x16(), x_numel_),
-                                                        y_.get(), dy, conv_.get(), filter_algo_, workspace(),
+                                                        y_.get(), dy, conv_.get(), filter_.algo, workspace(),
                                                         workspace_bytes_, half_ ? &zero : &one, w_.get(),
                                                         half_ ? dw16() : dw.raw_data()));
       if (half_) widen_from_half(half_type_, dw16(), dw.data<float>(), w_numel_, /*accumulate=*/true, stream());
     }
     if (dx.defined()) {
+      set_math(data_.math);
       TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, w_.get(), operand(args.params[0], w16(), w_numel_),
-                                                      y_.get(), dy, conv_.get(), data_algo_, workspace(),
+                                                      y_.get(), dy, conv_.get(), data_.algo, workspace(),
                                                       workspace_bytes_, &zero, x_.get(), half_ ? x16() : dx.raw_data()));
       if (half_) widen_from_half(half_type_, x16(), dx.data<float>(), x_numel_, false, stream());
     }
@@ -131,22 +137,43 @@ class Conv2dKernel final : public Kernel {
   }
 
  private:
+  /// An algorithm and the math type cuDNN ranked it with.
+  template <class Algo>
+  struct Choice {
+    Algo algo{};
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  };
+
   /// The first algorithm cuDNN's heuristics rank that it can run here; raises `workspace`
-  /// to what it needs.
+  /// to what it needs. In 16 bits: with the math type cuDNN ranked it under (an algorithm
+  /// ranked under default math may refuse tensor-op math: PyTorch sets each one's, and
+  /// CUDA.jl met CUDNN_STATUS_BAD_PARAM on fp16 without), and deterministic ones first: an
+  /// algorithm that adds in a varying order gives fp32 noise that a 16-bit rounding can
+  /// turn into a whole bf16 step, where the runs of one kernel should agree.
   template <class Perf, class Find, class Size>
-  auto pick(Find&& find, Size&& size, size_t& workspace, const char* what) const -> decltype(Perf{}.algo) {
+  auto pick(Find&& find, Size&& size, size_t& workspace, const char* what) const -> Choice<decltype(Perf{}.algo)> {
     constexpr int kWant = 8;
     Perf perf[kWant];
     int got = 0;
     TANDEM_CUDNN_CHECK(find(kWant, &got, perf));
-    for (int i = 0; i < got; ++i) {
-      size_t bytes = 0;
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || size(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-      workspace = std::max(workspace, bytes);
-      return perf[i].algo;
+    for (int pass = half_ ? 0 : 1; pass < 2; ++pass) {
+      for (int i = 0; i < got; ++i) {
+        if (pass == 0 && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (half_) set_math(perf[i].mathType);
+        size_t bytes = 0;
+        if (size(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+        workspace = std::max(workspace, bytes);
+        return {perf[i].algo, perf[i].mathType};
+      }
     }
     throw Unsupported(std::string("conv2d: cuDNN has no ") + what + " algorithm for this shape " +
                       (half_ ? "in 16 bits on tensor cores" : "in fp32 FMA math"));
+  }
+  /// In 16 bits, the descriptor's math type for the next call (one descriptor serves the
+  /// three directions, each with its algorithm's math type). fp32 keeps FMA math throughout.
+  void set_math(cudnnMathType_t math) const {
+    if (half_) TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), math));
   }
 
   /// `t` as cuDNN reads it: itself in fp32, else its 16-bit copy, cast into `copy`.
@@ -156,11 +183,21 @@ class Conv2dKernel final : public Kernel {
     return copy;
   }
   cudaStream_t stream() const { return ctx_.stream().get(); }
-  char* halves() const { return static_cast<char*>(halves_->data()); }
-  void* x16() const { return halves(); }
-  void* w16() const { return halves() + 2 * x_numel_; }
-  void* y16() const { return halves() + 2 * (x_numel_ + w_numel_); }
-  void* dw16() const { return halves() + 2 * (x_numel_ + w_numel_ + y_numel_); }
+  /// Byte offset of the k-th 16-bit copy (x, W, y, dW; 4: their total), 256-aligned each.
+  size_t half_offset(int k) const {
+    const int64_t numel[4] = {x_numel_, w_numel_, y_numel_, w_numel_};
+    size_t at = 0;
+    for (int i = 0; i < k; ++i) at += (static_cast<size_t>(2 * numel[i]) + 255) / 256 * 256;
+    return at;
+  }
+  /// The k-th copy; null in fp32, which has none (and never reads these).
+  void* half_copy(int k) const {
+    return halves_ ? static_cast<char*>(halves_->data()) + half_offset(k) : nullptr;
+  }
+  void* x16() const { return half_copy(0); }
+  void* w16() const { return half_copy(1); }
+  void* y16() const { return half_copy(2); }
+  void* dw16() const { return half_copy(3); }
   void* workspace() const { return workspace_ ? workspace_->data() : nullptr; }
 
   CudaContext& ctx_;
@@ -172,9 +209,9 @@ class Conv2dKernel final : public Kernel {
   FilterDescriptor w_;
   ConvolutionDescriptor conv_;
   int64_t x_numel_, w_numel_, y_numel_;
-  cudnnConvolutionFwdAlgo_t forward_algo_{};
-  cudnnConvolutionBwdDataAlgo_t data_algo_{};
-  cudnnConvolutionBwdFilterAlgo_t filter_algo_{};
+  Choice<cudnnConvolutionFwdAlgo_t> forward_;
+  Choice<cudnnConvolutionBwdDataAlgo_t> data_;
+  Choice<cudnnConvolutionBwdFilterAlgo_t> filter_;
   std::shared_ptr<Storage> workspace_;
   size_t workspace_bytes_ = 0;
   std::shared_ptr<Storage> halves_;  // 16 bits: the copies of x, W, y and dW
