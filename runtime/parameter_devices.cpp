@@ -46,7 +46,7 @@ void PlacedParameterDevices::pull(const Tensor& state) {
 }
 
 Tensor PlacedParameterDevices::zeros_like(const Tensor& param) {
-  return host_parameter_devices(HostThreads::one).zeros_like(param);  // replicas on the GPUs come with the first update
+  return host().zeros_like(param);  // replicas on the GPUs come with the first update
 }
 
 void PlacedParameterDevices::sgd(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g,
@@ -54,7 +54,7 @@ void PlacedParameterDevices::sgd(const optim_detail::SgdScalars& s, const Tensor
   const std::string name = cache_.held_name_of(p);
   if (name.empty()) {
     pull(buf);
-    return host_parameter_devices(HostThreads::one).sgd(s, p, g, buf, first);
+    return host().sgd(s, p, g, buf, first);
   }
   const Replicas held = cache_.replicas(name);
   std::vector<Tensor> bufs = buf.defined() ? state_on(buf, held) : std::vector<Tensor>(held.size());
@@ -71,7 +71,7 @@ void PlacedParameterDevices::adam(const optim_detail::AdamScalars& s, const Tens
   if (name.empty()) {
     pull(m);
     pull(v);
-    return host_parameter_devices(HostThreads::one).adam(s, p, g, m, v);
+    return host().adam(s, p, g, m, v);
   }
   const Replicas held = cache_.replicas(name);
   const std::vector<Tensor>& ms = state_on(m, held);
@@ -85,7 +85,7 @@ void PlacedParameterDevices::adam(const optim_detail::AdamScalars& s, const Tens
 
 double PlacedParameterDevices::sum_of_squares(const Tensor& g) {
   const std::string name = cache_.held_name_of(g);
-  if (name.empty()) return host_parameter_devices(HostThreads::one).sum_of_squares(g);
+  if (name.empty()) return host().sum_of_squares(g);
   const DeviceParameterCache::Replica first = cache_.replicas(name).front();  // every replica holds the sum
   Backend& b = registry_.backend(first.device);
   Lane& compute = b.lane(LaneKind::compute);
@@ -98,7 +98,7 @@ double PlacedParameterDevices::sum_of_squares(const Tensor& g) {
 
 void PlacedParameterDevices::scale(const Tensor& g, float factor) {
   const std::string name = cache_.held_name_of(g);
-  if (name.empty()) return host_parameter_devices(HostThreads::one).scale(g, factor);
+  if (name.empty()) return host().scale(g, factor);
   TraceLabel label(name, "gradient clipped");
   for (const DeviceParameterCache::Replica& r : cache_.replicas(name)) {
     Backend& b = registry_.backend(r.device);
@@ -121,7 +121,7 @@ bool PlacedParameterDevices::scale_checking_finite(std::span<const Tensor> grads
       it->second.push_back(r.grad);
     }
   }
-  bool finite = on_host.empty() || host_parameter_devices(HostThreads::one).scale_checking_finite(on_host, factor);
+  bool finite = on_host.empty() || host().scale_checking_finite(on_host, factor);
   TraceLabel label("gradients unscaled and checked");
   for (auto& [device, tensors] : by_device) {
     Backend& b = registry_.backend(device);

@@ -49,6 +49,9 @@ class PlacedParameterDevices final : public ParameterDevices {
   /// no longer hold.
   void pull(const Tensor& state);
   void download(Device device, const Tensor& from, const Tensor& host);
+  /// The host's arithmetic, for the parameters no GPU holds: on this thread alone, beside
+  /// the host lanes' OpenMP team (Note [which threads update] in backends/optimizer_update.h).
+  static ParameterDevices& host() { return host_parameter_devices(HostThreads::one); }
 
   DeviceRegistry& registry_;
   DeviceParameterCache& cache_;

@@ -160,7 +160,7 @@ class Conv2dKernel final : public Kernel {
       for (int i = 0; i < got; ++i) {
         if (pass == 0 && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (half_) set_math(perf[i].mathType);
+        set_math(perf[i].mathType);
         size_t bytes = 0;
         if (size(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
         workspace = std::max(workspace, bytes);
