@@ -2,7 +2,7 @@
 // against a bare cudaMemcpyAsync from pinned memory, the fastest a copy can be, in one run:
 //   - pinned:  copy_to_device_async / copy_to_host_async from and into pinned memory, the
 //              path the runtime's crossings take (a host tensor that crosses to or from a
-//              GPU is allocated in pinned memory: PlacedSchedule::allocator_for); should
+//              GPU is allocated in pinned memory: Schedule::allocator_for); should
 //              equal the bare call. "h2d_ratio" and "d2h_ratio" are this path's;
 //   - staged:  copy_to_device / copy_to_host from ordinary (pageable) memory, as a tensor a
 //              caller hands in is; pinned chunks, pipelined ("staged_*_ratio"), beside the

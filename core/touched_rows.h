@@ -17,7 +17,7 @@
 // training, not twice that. Its rows are kept in the order they were first marked, each
 // starting at zero; values_of(row) finds one. Nothing can mark all of them: the model keeps
 // a table this way only when embedding kernels on the cpu are its only writers, and refuses
-// a placement that would put it on a GPU (runtime/device_parameter_cache.cpp).
+// a placement that would put it on a GPU (runtime/params/device_parameter_cache.cpp).
 #pragma once
 
 #include <cstdint>

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "find_config.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 
 int main(int argc, char** argv) {

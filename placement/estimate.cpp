@@ -91,7 +91,7 @@ void pass5_estimate(PlaceContext& ctx) {
       read_on_cpu[p.name] = read_on_cpu[p.name] || s.device == Device::cpu();
     }
   // A trainable parameter that no cpu layer reads is held by its GPUs in training, each with
-  // its own optimizer state (runtime/device_parameter_cache.h: where a master lives); the
+  // its own optimizer state (runtime/params/device_parameter_cache.h: where a master lives); the
   // host's copy and state stay as well.
   auto held_state = [&](Device d) {
     size_t bytes = 0;

@@ -199,7 +199,7 @@ class Replicator {
     }
     // Layer by layer, each layer's replicas one after the other: the order a runtime submits
     // them in, so that the replicas of a layer reach their devices together and can run side
-    // by side (runtime/replica_groups.h).
+    // by side (runtime/exec/replica_groups.h).
     for (int n = first; n < end; ++n) {
       for (int k = 0; k < replicas; ++k) {
         std::map<int, int>& remap = replica_value[k];

@@ -11,13 +11,11 @@
 #include "graph/loss_reach.h"
 #include "graph/text_similarity.h"
 #include "runtime/checkpoint_metadata.h"
-#include "runtime/compiled_forward.h"
-#include "runtime/compiled_training.h"
-#include "runtime/device_registry.h"
-#include "runtime/multi_device_forward.h"
-#include "runtime/multi_device_training.h"
+#include "runtime/devices/device_registry.h"
+#include "runtime/exec/forward_executor.h"
+#include "runtime/exec/training_executor.h"
 #include "runtime/optim/optimizer.h"
-#include "runtime/parameter_devices.h"
+#include "runtime/params/parameter_devices.h"
 #include "runtime/io/safetensors.h"
 #include "core/random.h"
 
@@ -47,7 +45,7 @@ std::set<std::string> row_gradient_tables(const Graph& graph) {
 }  // namespace
 
 Model::Model(Graph graph, Start start)
-    : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)), cpu_(open_cpu_compute()) {
+    : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)) {
   const std::set<std::string> row_tables = row_gradient_tables(*graph_);
   for (const ParamSpec& p : graph_->parameters()) {
     try {
@@ -66,7 +64,7 @@ Model::Model(Graph graph, Start start)
 
 void Model::set_precision(Precision precision) {
   if (precision == graph_->precision) return;
-  if (!compiled_.empty() || !training_.empty() || !placed_.empty() || !placed_training_.empty())
+  if (!passes_.empty())
     throw UserError("the precision of model '" + graph_->name +
                     "' is set before its first pass; load the model again to run it in " +
                     std::string(precision_name(precision)));
@@ -76,8 +74,42 @@ void Model::set_precision(Precision precision) {
   plan_ = plan_on_cpu(*graph_);
 }
 
-Model::Model(Model&&) noexcept = default;
-Model& Model::operator=(Model&&) noexcept = default;
+Model::Model(Model&& other) noexcept { *this = std::move(other); }
+
+Model& Model::operator=(Model&& other) noexcept {
+  if (this == &other) return *this;
+  passes_.clear();  // they refer to this model's cache and devices: before those go
+  last_pass_ = nullptr;
+  parameter_devices_.reset();
+  device_params_.reset();
+  graph_ = std::move(other.graph_);
+  plan_ = std::move(other.plan_);
+  params_ = std::move(other.params_);
+  params_version_ = other.params_version_;
+  grads_ = std::move(other.grads_);
+  gradients_allocated_ = other.gradients_allocated_;
+  grad_rows_ = std::move(other.grad_rows_);
+  on_cpu_only_ = other.on_cpu_only_;
+  registry_ = std::move(other.registry_);
+  cpu_alone_ = std::move(other.cpu_alone_);
+  policy_ = std::move(other.policy_);
+  masters_on_host_ = other.masters_on_host_;
+  device_totals_ = std::move(other.device_totals_);
+  forward_hook_ = std::move(other.forward_hook_);
+  // The parameter cache and the executors refer to the maps just moved: those of the cpu
+  // alone are made again at the next pass. A placed model's keep their GPUs' masters.
+  if (registry_) {
+    device_params_ = std::move(other.device_params_);
+    parameter_devices_ = std::move(other.parameter_devices_);
+    passes_ = std::move(other.passes_);
+    last_pass_ = other.last_pass_;
+  } else {
+    other.passes_.clear();
+    other.device_params_.reset();
+  }
+  other.last_pass_ = nullptr;
+  return *this;
+}
 Model::~Model() = default;
 
 void Model::init_parameters(uint64_t seed) {
@@ -316,30 +348,6 @@ TensorMap Model::random_inputs(const Bindings& bindings, uint64_t seed) const {
   return inputs;
 }
 
-CompiledForward& Model::compiled_for(const Bindings& bindings) {
-  auto it = compiled_.find(bindings);
-  if (it != compiled_.end()) return *it->second;
-  auto compiled = std::make_unique<CompiledForward>(*graph_, plan_, bindings, *cpu_, params_);
-  return *compiled_.emplace(bindings, std::move(compiled)).first->second;
-}
-
-TensorMap Model::forward(const TensorMap& inputs) {
-  Bindings bindings = bind(inputs);
-  std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
-  std::vector<Tensor> outputs;
-  if (runs_placed()) {
-    MultiDeviceForward& placed = placed_for(bindings);
-    outputs = placed.run(ordered, params_version_, &forward_hook_);
-    add_to_totals(device_totals_, placed.report());
-  } else {
-    outputs = compiled_for(bindings).run(ordered, params_version_, false, 0, &forward_hook_);
-  }
-  TensorMap named;
-  for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_->outputs[i].name, std::move(outputs[i]));
-  return named;
-}
-
 }  // namespace tandem
 
 namespace tandem {
@@ -402,82 +410,6 @@ void Model::zero_gradients() {
     }
     rows.clear();
   }
-}
-
-CompiledTraining& Model::training_for(const Bindings& bindings, bool input_grads) {
-  auto key = std::make_pair(bindings, input_grads);
-  auto it = training_.find(key);
-  if (it != training_.end()) return *it->second;
-  allocate_gradients();  // the executor binds them
-  std::vector<int> kept;
-  if (graph_->loss) kept.push_back(graph_->loss->input);
-  auto compiled =
-      std::make_unique<CompiledTraining>(*graph_, plan_, bindings, *cpu_, params_, grads_, grad_rows_, input_grads, kept);
-  return *training_.emplace(key, std::move(compiled)).first->second;
-}
-
-TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
-  if (runs_placed()) return placed_backward(inputs, grad_outputs, training, seed);
-  Bindings bindings = bind(inputs);
-  CompiledTraining& t = training_for(bindings, true);
-  std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
-  t.forward(ordered, seed, params_version_, training);
-  std::vector<int> seeded;
-  for (const GraphOutput& out : graph_->outputs) {
-    auto it = grad_outputs.find(out.name);
-    if (it == grad_outputs.end()) continue;
-    if (graph_->values[out.value].type.dtype != DType::float32)
-      throw UserError("output '" + out.name + "' is int64 and has no gradient");
-    Tensor& buffer = t.gradient_buffer(out.value);
-    if (it->second.shape() != buffer.shape() || it->second.dtype() != DType::float32)
-      throw UserError("the gradient of output '" + out.name + "' must be float32 " + shape_str(buffer.shape()) + ", got " +
-                      shape_str(it->second.shape()));
-    std::memcpy(buffer.raw_data(), it->second.raw_data(), buffer.nbytes());
-    seeded.push_back(out.value);
-  }
-  for (const auto& [name, g] : grad_outputs)
-    if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&n = name](const GraphOutput& o) { return o.name == n; }))
-      throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
-  t.backward(seeded);
-  TensorMap input_grads;
-  for (size_t i = 0; i < graph_->inputs.size(); ++i)
-    if (Tensor g = t.input_gradient(i); g.defined()) input_grads.emplace(graph_->inputs[i].name, std::move(g));
-  return input_grads;
-}
-
-LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale) {
-  if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
-  check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
-  if (runs_placed()) return placed_loss_and_backward(batch, seed, ready, loss_scale);
-  Bindings bindings = bind_batch(batch);
-  CompiledTraining& t = training_for(bindings, false);
-  std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_->inputs) ordered.push_back(batch.at(in.name));
-  t.forward(ordered, seed, params_version_);
-  const LossSpec& loss = *graph_->loss;
-  const Tensor& target = batch.at(graph_->values[loss.target].name);
-  Tensor& seed_gradient = t.gradient_buffer(loss.input);
-  LossValue value = cpu_->loss(loss, t.value(loss.input), target, seed_gradient);
-  if (loss_scale != 1.0f) scale_host(seed_gradient.data<float>(), seed_gradient.numel(), loss_scale);
-  t.backward({loss.input}, ready);
-  return value;
-}
-
-LossValue Model::evaluate_loss(const TensorMap& batch) {
-  if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss");
-  if (runs_placed()) return placed_evaluate_loss(batch);
-  bind_batch(batch);
-  TensorMap inputs;
-  for (const GraphInput& in : graph_->inputs) inputs.emplace(in.name, batch.at(in.name));
-  const LossSpec& loss = *graph_->loss;
-  // the scored tensor may be any layer's output: run the compiled forward and read it
-  Bindings bindings = bind(inputs);
-  CompiledTraining& t = training_for(bindings, false);
-  std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
-  t.forward(ordered, 0, params_version_, /*training=*/false);
-  return cpu_->loss(loss, t.value(loss.input), batch.at(graph_->values[loss.target].name), Tensor());
 }
 
 TensorMap Model::random_targets(const Bindings& bindings, uint64_t seed) const {

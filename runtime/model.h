@@ -20,20 +20,18 @@
 #include "graph/symbolic.h"
 #include "placement/place.h"
 #include "placement/plan.h"
-#include "runtime/device_report.h"
+#include "runtime/devices/device_report.h"
 #include "runtime/forward_hook.h"
-#include "runtime/gradient_ready.h"
+#include "runtime/exec/gradient_ready.h"
 
 namespace tandem {
 
-class CompiledForward;
-class CompiledTraining;
 class DeviceParameterCache;
 class DeviceRegistry;
+class ForwardExecutor;
 class ParameterDevices;
 class PlacedParameterDevices;
-class MultiDeviceForward;
-class MultiDeviceTraining;
+class TrainingExecutor;
 
 class Model {
  public:
@@ -113,7 +111,8 @@ class Model {
   /// Forward in training mode, the model's loss against the batch's targets, backward:
   /// parameter gradients accumulate into gradients(). `batch` holds inputs and targets.
   /// With `ready`, each trainable parameter is named once its gradient in gradients() is
-  /// complete (in gradient_completion_order(); in placed training, once backward is over).
+  /// complete (or, held by GPUs, among them): while backward goes on where the devices allow
+  /// (runtime/exec/gradient_return.h).
   /// `loss_scale` multiplies the loss's gradient before backward, as torch's
   /// `(loss * scale).backward()`: fp16 loss scaling (runtime/optim/loss_scaler.h). The
   /// returned loss is unscaled.
@@ -128,7 +127,7 @@ class Model {
   void parameters_changed();
   /// What runs an optimizer's arithmetic for the parameters: the host, or, in placed
   /// training, the GPUs that hold a parameter only they run (Note [where a master lives]
-  /// in runtime/device_parameter_cache.h). The optimizer is handed the host's tensors
+  /// in runtime/params/device_parameter_cache.h). The optimizer is handed the host's tensors
   /// either way.
   ParameterDevices& parameter_devices();
   /// Checks `batch` against the inputs and targets; the symbol values it implies.
@@ -150,9 +149,9 @@ class Model {
 
   /// From now on forward() places the model with place(graph, registry's inventory,
   /// `policy`) (its batch and bindings those of each call) and runs the plan on the
-  /// registry's devices (MultiDeviceForward); backward(), loss_and_backward() and
-  /// evaluate_loss() run a training plan (policy.training) the same way
-  /// (MultiDeviceTraining). Parameters and gradients keep their master copy on the host.
+  /// registry's devices; backward(), loss_and_backward() and evaluate_loss() run a training
+  /// plan (policy.training) the same way. The executors are those of the cpu alone
+  /// (runtime/exec/): only the plan and the devices differ.
   /// A layer a GPU's backend cannot run is planned on the cpu, with the reason in the plan.
   void use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolicy policy);
   /// Every layer on `device`, whatever the model file declares, as torch's module.to():
@@ -185,60 +184,68 @@ class Model {
   /// Called after each layer of every forward() (inference) until replaced; an empty
   /// function removes it. See forward_hook.h.
   void set_forward_hook(ForwardHook hook) { forward_hook_ = std::move(hook); }
-  /// Per device, what the last placed forward (or training step) did; empty before one.
+  /// Per device, what the last forward (or training step) did; empty before one.
   std::vector<DeviceReport> device_report() const;
-  /// Per device, what every placed pass since use_devices() or the last reset did together
+  /// Per device, what every pass since use_devices() or the last reset did together
   /// (add_to_totals): what `tandem train --report` prints.
   const std::vector<DeviceReport>& device_totals() const { return device_totals_; }
   void reset_device_totals() { device_totals_.clear(); }
-  /// The plan of the last placed forward or training step; plan() (all on the cpu) before one.
+  /// The plan of the last forward or training step; plan() (all on the cpu) before one.
   const Plan& last_plan() const;
 
  private:
-  CompiledForward& compiled_for(const Bindings& bindings);
-  CompiledTraining& training_for(const Bindings& bindings, bool input_grads);
+  /// What a pass needs: the symbol values, and a training executor (backward, losses) or an
+  /// inference one; with input_grads, backward yields the float inputs' gradients too.
+  struct PassKey {
+    Bindings bindings;
+    bool training = false;
+    bool input_grads = false;
+    auto operator<=>(const PassKey&) const = default;
+  };
+  /// The executor of one PassKey: one of the two.
+  struct Pass {
+    std::unique_ptr<ForwardExecutor> inference;
+    std::unique_ptr<TrainingExecutor> training;
+  };
+  /// The executor for `key`, compiled on first need for the devices passes run on.
+  Pass& pass_for(const PassKey& key);
+  /// The devices passes run on: the registry the model is placed on (runs_placed()), else
+  /// the cpu alone, its kernels on the calling thread. Makes the parameter cache for them.
+  DeviceRegistry& pass_devices();
   Bindings bind_declared(const TensorMap& tensors, const std::vector<GraphInput>& declared, bool allow_extra) const;
-
-  // On the heap so that its address survives moving the Model: compiled executors
-  // refer to it.
-  std::unique_ptr<const Graph> graph_;
-  Plan plan_;
-  TensorMap params_;
-  uint64_t params_version_ = 0;
-  std::unique_ptr<ComputeOps> cpu_;  // the single-device path's kernels, run on the calling thread
-  std::map<Bindings, std::unique_ptr<CompiledForward>> compiled_;
-  // Dense gradients, made on first need (allocate_gradients): mutable, as gradients()
-  // hands out zeros it may have to make.
-  mutable TensorMap grads_;
-  mutable bool gradients_allocated_ = false;
-  void allocate_gradients() const;
-  TouchedRowsMap grad_rows_;  // every trainable parameter: its touched rows (a row gradient's values)
-  std::map<std::pair<Bindings, bool>, std::unique_ptr<CompiledTraining>> training_;
-  // multi-device inference (model_devices.cpp)
+  /// The graph inputs of `tensors`, in graph-input order.
+  std::vector<Tensor> ordered_inputs(const TensorMap& tensors) const;
   /// Places the model as its file declares if it names GPUs and nothing else was asked
   /// for (see above); whether passes run placed.
   bool runs_placed();
   PlacementPolicy policy_of_model_file() const;
-  bool on_cpu_only_ = false;  // to(cpu): annotations overridden
-  MultiDeviceForward& placed_for(const Bindings& bindings);
-  std::shared_ptr<DeviceRegistry> registry_;
-  PlacementPolicy policy_;
-  std::unique_ptr<DeviceParameterCache> device_params_;  // GPU copies of the weights: before their users
-  std::unique_ptr<PlacedParameterDevices> parameter_devices_;  // the devices' optimizer arithmetic, when placed
   /// The host's tensors brought up to date from masters on GPUs, before the host reads them.
   void sync_parameters() const;
-  /// Moves every master back to the host before placement changes (its devices go away).
+  /// Moves every master back to the host and forgets the executors before the devices
+  /// passes run on change.
   void leave_devices();
-  std::map<Bindings, std::unique_ptr<MultiDeviceForward>> placed_;
-  MultiDeviceForward* last_placed_ = nullptr;
-  // multi-device training (model_devices.cpp)
-  MultiDeviceTraining& placed_training_for(const Bindings& bindings, bool input_grads);
-  TensorMap placed_backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed);
-  LossValue placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale);
+  void allocate_gradients() const;
+
+  // On the heap so that its address survives moving the Model: executors refer to it.
+  std::unique_ptr<const Graph> graph_;
+  Plan plan_;
+  TensorMap params_;
+  uint64_t params_version_ = 0;
+  // Dense gradients, made on first need (allocate_gradients): mutable, as gradients()
+  // hands out zeros it may have to make.
+  mutable TensorMap grads_;
+  mutable bool gradients_allocated_ = false;
+  TouchedRowsMap grad_rows_;  // every trainable parameter: its touched rows (a row gradient's values)
+  // where passes run (model_devices.cpp)
+  bool on_cpu_only_ = false;  // to(cpu): annotations overridden
+  std::shared_ptr<DeviceRegistry> registry_;   // placed: use_devices(), to() a GPU, the file's GPUs
+  std::shared_ptr<DeviceRegistry> cpu_alone_;  // otherwise: the cpu on the calling thread
+  PlacementPolicy policy_;
+  std::unique_ptr<DeviceParameterCache> device_params_;  // for the devices passes run on: before the executors
+  std::unique_ptr<PlacedParameterDevices> parameter_devices_;  // the devices' optimizer arithmetic, when placed
   bool masters_on_host_ = false;
-  LossValue placed_evaluate_loss(const TensorMap& batch);
-  std::map<std::pair<Bindings, bool>, std::unique_ptr<MultiDeviceTraining>> placed_training_;
-  MultiDeviceTraining* last_training_ = nullptr;
+  std::map<PassKey, Pass> passes_;
+  const Pass* last_pass_ = nullptr;
   std::vector<DeviceReport> device_totals_;
   ForwardHook forward_hook_;
 };

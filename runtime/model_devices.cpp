@@ -1,15 +1,17 @@
-// Model's multi-device inference and training: forward() on a place() plan over the cpu
-// and simulated GPUs, and backward(), loss_and_backward() and evaluate_loss() on a training
-// plan (Model::use_devices). Apart from model.cpp so that the single-device path stays as
-// it was.
+// Model's passes and the devices they run on: forward(), backward(), loss_and_backward()
+// and evaluate_loss() written once, over a plan on the cpu alone (its kernels on the
+// calling thread) or placed over the cpu and GPUs (use_devices, to(), a model file that
+// names GPUs). Either way the same two executors run them (runtime/exec/).
 #include <algorithm>
+#include <cstring>
 
-#include "runtime/backend_capabilities.h"
-#include "runtime/device_registry.h"
+#include "graph/loss_reach.h"
+#include "runtime/devices/backend_capabilities.h"
+#include "runtime/devices/device_registry.h"
+#include "runtime/exec/forward_executor.h"
+#include "runtime/exec/training_executor.h"
 #include "runtime/model.h"
-#include "runtime/multi_device_forward.h"
-#include "runtime/multi_device_training.h"
-#include "runtime/parameter_devices.h"
+#include "runtime/params/parameter_devices.h"
 
 namespace tandem {
 
@@ -27,6 +29,8 @@ bool names_gpus(const Graph& g) {
 
 }  // namespace
 
+// ---- the devices passes run on ------------------------------------------------------------
+
 PlacementPolicy Model::policy_of_model_file() const {
   PlacementPolicy policy;
   if (graph_->placement) apply_placement_spec(*graph_->placement, policy);
@@ -39,6 +43,13 @@ bool Model::runs_placed() {
   return placed();
 }
 
+DeviceRegistry& Model::pass_devices() {
+  if (runs_placed()) return *registry_;
+  if (!cpu_alone_) cpu_alone_ = DeviceRegistry::cpu_alone();
+  if (!device_params_) device_params_ = std::make_unique<DeviceParameterCache>(params_, grads_, grad_rows_, *cpu_alone_);
+  return *cpu_alone_;
+}
+
 Allocator& Model::batch_memory() {
   if (!runs_placed() || !registry_->has(Device::cuda(0))) return cpu_allocator();
   return registry_->backend(Device::cuda(0)).host_allocator();
@@ -47,10 +58,8 @@ Allocator& Model::batch_memory() {
 void Model::leave_devices() {
   sync_parameters();  // masters on GPUs come home before the GPUs go
   if (parameter_devices_) parameter_devices_->sync_state_to_host();
-  last_placed_ = nullptr;
-  last_training_ = nullptr;
-  placed_.clear();  // compiled for the old devices: drain their lanes while they exist
-  placed_training_.clear();
+  last_pass_ = nullptr;
+  passes_.clear();  // compiled for the old devices: drain their lanes while they exist
   parameter_devices_.reset();
   device_params_.reset();
   device_totals_.clear();
@@ -112,53 +121,53 @@ void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolic
   ask_backends(policy_, *registry_);  // a layer a GPU cannot run is planned on the cpu
 }
 
-MultiDeviceForward& Model::placed_for(const Bindings& bindings) {
-  auto it = placed_.find(bindings);
-  if (it == placed_.end()) {
-    PlacementPolicy policy = policy_;
-    policy.bindings = bindings;
-    if (auto batch = bindings.find("batch"); batch != bindings.end()) policy.batch = batch->second;
-    Plan plan = place(*graph_, registry_->inventory(), policy);
-    auto compiled = std::make_unique<MultiDeviceForward>(*graph_, plan, bindings, params_, *registry_, params_version_,
-                                                         device_params_.get());
-    it = placed_.emplace(bindings, std::move(compiled)).first;
+// ---- passes -------------------------------------------------------------------------------
+
+Model::Pass& Model::pass_for(const PassKey& key) {
+  DeviceRegistry& devices = pass_devices();
+  auto it = passes_.find(key);
+  if (it == passes_.end()) {
+    Plan plan = plan_for(key.bindings, key.training);
+    Pass pass;
+    if (key.training) {
+      allocate_gradients();  // the executor binds them
+      std::vector<int> kept;
+      if (graph_->loss) kept.push_back(graph_->loss->input);
+      pass.training = std::make_unique<TrainingExecutor>(*graph_, plan, key.bindings, *device_params_, devices,
+                                                         key.input_grads, kept, /*hold_parameters=*/!masters_on_host_);
+    } else {
+      pass.inference =
+          std::make_unique<ForwardExecutor>(*graph_, plan, key.bindings, *device_params_, devices, params_version_);
+    }
+    it = passes_.emplace(key, std::move(pass)).first;
   }
-  last_placed_ = it->second.get();
-  last_training_ = nullptr;
-  return *last_placed_;
+  last_pass_ = &it->second;
+  return it->second;
 }
 
-MultiDeviceTraining& Model::placed_training_for(const Bindings& bindings, bool input_grads) {
-  auto key = std::make_pair(bindings, input_grads);
-  auto it = placed_training_.find(key);
-  if (it == placed_training_.end()) {
-    PlacementPolicy policy = policy_;
-    policy.training = true;
-    policy.bindings = bindings;
-    if (auto batch = bindings.find("batch"); batch != bindings.end()) policy.batch = batch->second;
-    Plan plan = place(*graph_, registry_->inventory(), policy);
-    allocate_gradients();  // the executor binds them
-    std::vector<int> kept;
-    if (graph_->loss) kept.push_back(graph_->loss->input);
-    auto compiled = std::make_unique<MultiDeviceTraining>(*graph_, plan, bindings, *device_params_, *registry_, input_grads,
-                                                          kept, /*hold_parameters=*/!masters_on_host_);
-    it = placed_training_.emplace(key, std::move(compiled)).first;
-  }
-  last_training_ = it->second.get();
-  last_placed_ = nullptr;
-  return *last_training_;
+std::vector<Tensor> Model::ordered_inputs(const TensorMap& tensors) const {
+  std::vector<Tensor> ordered;
+  for (const GraphInput& in : graph_->inputs) ordered.push_back(tensors.at(in.name));
+  return ordered;
 }
 
-TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
+TensorMap Model::forward(const TensorMap& inputs) {
+  ForwardExecutor& pass = *pass_for({bind(inputs), false, false}).inference;
+  std::vector<Tensor> outputs = pass.run(ordered_inputs(inputs), params_version_, &forward_hook_);
+  add_to_totals(device_totals_, pass.report());
+  TensorMap named;
+  for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_->outputs[i].name, std::move(outputs[i]));
+  return named;
+}
+
+TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs, bool training, uint64_t seed) {
   Bindings bindings = bind(inputs);
   for (const auto& [name, g] : grad_outputs)
     if (std::none_of(graph_->outputs.begin(), graph_->outputs.end(), [&n = name](const GraphOutput& o) { return o.name == n; }))
       throw UserError("model '" + graph_->name + "' has no output '" + name + "'");
-  MultiDeviceTraining& t = placed_training_for(bindings, true);
-  MultiDeviceTraining::ReleaseOnError release(t);  // a gradient refused below: the activations go back
-  std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
-  t.forward(ordered, seed, params_version_, training);
+  TrainingExecutor& t = *pass_for({bindings, true, true}).training;
+  TrainingExecutor::ReleaseOnError release(t);  // a gradient refused below: the activations go back
+  t.forward(ordered_inputs(inputs), seed, params_version_, training);
   std::vector<int> seeded;
   for (const GraphOutput& out : graph_->outputs) {
     auto it = grad_outputs.find(out.name);
@@ -181,52 +190,49 @@ TensorMap Model::placed_backward(const TensorMap& inputs, const TensorMap& grad_
   return input_grads;
 }
 
-LossValue Model::placed_loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready,
-                                          float loss_scale) {
+LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale) {
+  if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
+  check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
   Bindings bindings = bind_batch(batch);
   const LossSpec& loss = *graph_->loss;
   if (graph_->values[loss.input].producer < 0)
     throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
-  MultiDeviceTraining& t = placed_training_for(bindings, false);
-  MultiDeviceTraining::ReleaseOnError release(t);  // out of memory anywhere in the step: nothing stays
-  std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_->inputs) ordered.push_back(batch.at(in.name));
-  t.forward(ordered, seed, params_version_);
+  TrainingExecutor& t = *pass_for({bindings, true, false}).training;
+  TrainingExecutor::ReleaseOnError release(t);  // out of memory anywhere in the step: nothing stays
+  t.forward(ordered_inputs(batch), seed, params_version_);
   LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
   if (loss_scale != 1.0f) t.scale_loss_gradients(loss_scale);
-  t.backward(t.loss_seeds(), ready);  // names the gradients GPUs hold as backward completes them
+  t.backward(t.loss_seeds(), ready);  // names each gradient as backward completes it
   add_to_totals(device_totals_, t.report());
-  if (ready)  // every gradient reached the host's when backward ended
-    for (const std::string& name : gradient_completion_order(*graph_)) (*ready)(name);
   return value;
 }
 
-LossValue Model::placed_evaluate_loss(const TensorMap& batch) {
+LossValue Model::evaluate_loss(const TensorMap& batch) {
+  if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss");
   bind_batch(batch);
-  TensorMap inputs;
+  TensorMap inputs;  // the bindings the inputs alone imply: those of the training executor
   for (const GraphInput& in : graph_->inputs) inputs.emplace(in.name, batch.at(in.name));
-  const LossSpec& loss = *graph_->loss;
-  MultiDeviceTraining& t = placed_training_for(bind(inputs), false);
-  std::vector<Tensor> ordered;
-  for (const GraphInput& in : graph_->inputs) ordered.push_back(inputs.at(in.name));
-  t.forward(ordered, 0, params_version_, /*training=*/false);
-  LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/false);
+  TrainingExecutor& t = *pass_for({bind(inputs), true, false}).training;
+  t.forward(ordered_inputs(inputs), 0, params_version_, /*training=*/false);
+  LossValue value = t.loss(*graph_->loss, batch.at(graph_->values[graph_->loss->target].name), /*with_gradient=*/false);
   add_to_totals(device_totals_, t.report());
   return value;
 }
+
+// ---- what the passes did ------------------------------------------------------------------
 
 std::vector<DeviceReport> Model::device_report() const {
-  if (last_training_) return last_training_->report();
-  return last_placed_ ? last_placed_->report() : std::vector<DeviceReport>{};
+  if (!last_pass_) return {};
+  return last_pass_->training ? last_pass_->training->report() : last_pass_->inference->report();
 }
 
 const Plan& Model::last_plan() const {
-  if (last_training_) return last_training_->plan();
-  return last_placed_ ? last_placed_->plan() : plan_;
+  if (!last_pass_) return plan_;
+  return last_pass_->training ? last_pass_->training->plan() : last_pass_->inference->plan();
 }
 
 int64_t Model::primitives_created() const {
-  return cpu_->preparations() + (registry_ ? registry_->preparations() : 0);
+  return (cpu_alone_ ? cpu_alone_->preparations() : 0) + (registry_ ? registry_->preparations() : 0);
 }
 
 }  // namespace tandem

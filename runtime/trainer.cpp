@@ -205,7 +205,7 @@ double Trainer::step(const TensorMap& batch) {
     }
   } catch (const OutOfMemory& e) {
     // Nothing of the step was applied: the model returned its buffers as the error left it
-    // (MultiDeviceTraining::ReleaseOnError), the weights and the optimizer's state are
+    // (TrainingExecutor::ReleaseOnError), the weights and the optimizer's state are
     // untouched, and the step is not counted. The gradients backward had written so far go,
     // so that the model is as if the step had not run and a smaller batch can go next.
     forget_gradients();

@@ -7,11 +7,19 @@
 
 namespace tandem::cpu {
 
-CpuBackend::CpuBackend() : HostBackend(make_compute_ops()) {}
+CpuBackend::CpuBackend(CpuLane lane) : HostBackend(make_compute_ops()) {
+  if (lane == CpuLane::calling_thread) {
+    caller_ = std::make_unique<CallingThreadLane>("cpu");
+    lane_ = caller_.get();
+  } else {
+    queue_ = std::make_unique<HostLane>("cpu", HostLaneEngine::Lane::compute);
+    lane_ = queue_.get();
+  }
+}
 
 CpuBackend::~CpuBackend() {
   try {
-    queue_.synchronize();
+    lane_->synchronize();
   } catch (...) {
     // an error nobody synchronised for; a destructor has no one to tell
   }
@@ -34,7 +42,7 @@ void CpuBackend::copy(Lane& lane, const BufferRef& dst, const BufferRef& src, si
 
 DeviceCounters CpuBackend::counters() const {
   DeviceCounters c;
-  c.busy_seconds = queue_.work().busy_seconds;
+  c.busy_seconds = queue_ ? queue_->work().busy_seconds : caller_->busy_seconds();
   return c;
 }
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 
 namespace tandem::python {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "placement/plan.h"
-#include "runtime/device_report.h"
+#include "runtime/devices/device_report.h"
 
 namespace tandem::python {
 

@@ -59,8 +59,9 @@ def _last_plan(self):
 
 
 def _report(self, totals=False):
-    """Per device, what the last placed pass did (totals=True: every pass since the model
-    was placed, as `tandem train --report`): peak memory, busy time, bytes copied."""
+    """Per device, what the last pass did (totals=True: every pass since the model was
+    placed, or since it first ran, as `tandem train --report`): peak memory, busy time, bytes
+    copied. A model on the cpu alone reports the cpu."""
     return DeviceReport(self._report(bool(totals)))
 
 

@@ -95,9 +95,9 @@ class Plan:
 
 
 class DeviceReport:
-    """Per device, what placed passes did: a list of rows (device, peak_bytes,
-    current_bytes, busy_ms, bytes_in, bytes_out, copies_in, copies_out); empty before a
-    placed pass (a model on the cpu alone runs on the calling thread and reports nothing)."""
+    """Per device, what passes did: a list of rows (device, peak_bytes, current_bytes,
+    busy_ms, bytes_in, bytes_out, copies_in, copies_out); empty before a pass. A model on
+    the cpu alone has one row, the cpu's."""
 
     def __init__(self, rows):
         self.rows = [SimpleNamespace(**row) for row in rows]

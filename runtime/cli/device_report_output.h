@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "placement/plan.h"
-#include "runtime/device_report.h"
+#include "runtime/devices/device_report.h"
 
 namespace tandem {
 

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/memory_size.h"
 #include "runtime/cli/commands.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/threads.h"
 
 namespace tandem::cli {

@@ -8,7 +8,7 @@
 
 #include "graph/graph.h"
 #include "placement/place.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 
 namespace tandem::cli {

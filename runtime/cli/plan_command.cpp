@@ -18,8 +18,8 @@
 #include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
-#include "runtime/backend_capabilities.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/backend_capabilities.h"
+#include "runtime/devices/device_registry.h"
 
 namespace tandem::cli {
 namespace {

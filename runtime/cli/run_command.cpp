@@ -18,7 +18,7 @@
 #include "runtime/cli/precision_option.h"
 #include "runtime/cli/slow_step_note.h"
 #include "runtime/cli/trace_option.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/input_file.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/model.h"

@@ -19,7 +19,7 @@
 #include "runtime/cli/trace_option.h"
 #include "runtime/cli/training_log.h"
 #include "core/readable_file.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/trainer.h"
 
 namespace tandem::cli {

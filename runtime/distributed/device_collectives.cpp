@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "backends/backend.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 
 namespace tandem {
 namespace {

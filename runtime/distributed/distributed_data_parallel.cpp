@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "graph/symbolic.h"
 #include "runtime/distributed/broadcast_tensors.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 
 namespace tandem {

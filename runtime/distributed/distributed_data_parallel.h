@@ -27,7 +27,7 @@
 #include "runtime/distributed/device_collectives.h"
 #include "runtime/distributed/gradient_reducer.h"
 #include "runtime/distributed/process_group.h"
-#include "runtime/gradient_ready.h"
+#include "runtime/exec/gradient_ready.h"
 
 namespace tandem {
 

@@ -12,7 +12,7 @@
 // With compress_bf16 a bucket travels as bf16, half the bytes (DDP's bf16_compress_hook);
 // row gradients travel as float32 either way (DDP's hooks skip sparse gradients too).
 //
-// Gradients that GPUs hold (Note [where a master lives] in runtime/device_parameter_cache.h:
+// Gradients that GPUs hold (Note [where a master lives] in runtime/params/device_parameter_cache.h:
 // parameters only GPUs run, their masters and gradients on the GPUs) are reduced on the GPUs
 // when the ranks have communicators between their GPUs (device_collectives.h): they go into
 // buckets of their own, in the same completion order and under the same caps, and a full one

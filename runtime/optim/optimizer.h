@@ -21,7 +21,7 @@ namespace tandem {
 
 /// Where an optimizer's arithmetic runs for each parameter: on the host by default; placed
 /// training keeps a GPU-only parameter's master copy, its gradient and its optimizer state
-/// on that GPU, and updates it there (runtime/parameter_devices.h). Each call takes the
+/// on that GPU, and updates it there (runtime/params/parameter_devices.h). Each call takes the
 /// tensors where they are; a tensor's device says which device does the work.
 class ParameterDevices {
  public:

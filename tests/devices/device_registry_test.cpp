@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "../support/scoped_env.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 
 using namespace tandem;
 using tandem::testing::ScopedEnv;

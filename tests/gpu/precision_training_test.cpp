@@ -15,7 +15,7 @@
 #include <string>
 
 #include "runtime/data/dataset.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 #include "runtime/trainer.h"
 

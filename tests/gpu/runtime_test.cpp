@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 #include "runtime/trainer.h"
 

@@ -1,4 +1,4 @@
-// Parameters that GPUs hold (Note [where a master lives] in runtime/device_parameter_cache.h):
+// Parameters that GPUs hold (Note [where a master lives] in runtime/params/device_parameter_cache.h):
 // the host sees them up to date whenever it reads them, checkpoints save and resume them
 // with their optimizer state, the host's writes win, clipping sums them on the GPUs, and a
 // model moved back to the cpu goes on training where it was. Each against the same run on

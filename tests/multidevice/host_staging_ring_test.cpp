@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "backends/host_lanes.h"
-#include "runtime/host_staging_ring.h"
+#include "runtime/params/host_staging_ring.h"
 
 using namespace tandem;
 

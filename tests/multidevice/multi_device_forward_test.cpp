@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 
 using namespace tandem;

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 #include "multidevice_support.h"
 #include "runtime/trainer.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 
 namespace tandem::testing {

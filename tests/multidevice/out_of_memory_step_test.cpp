@@ -18,7 +18,7 @@
 
 #include "core/error.h"
 #include "multidevice_support.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/model.h"
 #include "runtime/trainer.h"
 #include "../unit/unit_test_support.h"

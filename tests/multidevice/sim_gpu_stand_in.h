@@ -9,7 +9,7 @@
 #include "backends/cpu/cpu_compute_ops.h"
 #include "backends/sim/sim_gpu.h"
 #include "core/memory_size.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 
 namespace tandem::testing {
 

@@ -291,7 +291,7 @@ TEST_CASE("training needs more memory than inference") {
   // the parameters' gradients, and during backward an output's and an input's gradient
   CHECK(t.gradient_bytes == 6 * layer + 2 * 16 * 100 * 4);
   // no cpu layer reads these parameters: the GPU holds them, with Adam's two moments
-  // (runtime/device_parameter_cache.h); the host keeps its copy and state too
+  // (runtime/params/device_parameter_cache.h); the host keeps its copy and state too
   CHECK(t.optimizer_bytes == 2 * 6 * layer);
   const DeviceEstimate& host = estimate_of(training, Device::cpu());
   CHECK(host.parameter_bytes == 6 * layer);       // the master copy

@@ -270,7 +270,7 @@ TEST_CASE("the report sets the plan's predicted peak beside the measured one, pe
 
 TEST_CASE("train --report: the predicted peak of a GPU that holds Adam's state is close to the measured one") {
   // The GPU that runs every layer holds the parameters with their gradients and Adam's two
-  // moments (runtime/device_parameter_cache.h); the plan counted no optimizer state there
+  // moments (runtime/params/device_parameter_cache.h); the plan counted no optimizer state there
   // and predicted 318.6 KiB against 490.2 KiB measured.
   const std::string model = std::string(TANDEM_SOURCE_DIR) + "/configs/digits_mlp.yaml";
   int code = 0;

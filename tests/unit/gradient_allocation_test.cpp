@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "graph/load_graph.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/trainer.h"
 #include "unit_test_support.h"
 

@@ -15,7 +15,7 @@
 #include <set>
 
 #include "graph/load_graph.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/trainer.h"
 #include "unit_test_support.h"

@@ -13,8 +13,8 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "placement/plan.h"
-#include "runtime/device_registry.h"
-#include "runtime/device_report.h"
+#include "runtime/devices/device_registry.h"
+#include "runtime/devices/device_report.h"
 
 namespace tandem {
 
@@ -38,11 +38,14 @@ PlanDevices open_plan_devices(const Plan& plan, DeviceRegistry& registry);
 /// The index of `device` among `devices` (a bug in Tandem if it is not there).
 int plan_device_index(const PlanDevices& devices, Device device);
 
-/// "layer 'fc' (linear)": how errors name a layer.
+/// "layer 'fc' (linear)": how errors, traces and the schedule name a layer.
 inline std::string layer_context(const Node& node) { return "layer '" + node.path + "' (" + node.op + ")"; }
 
-/// Allocates on `allocator`, naming `context` when the device is out of memory.
+/// Allocates on `allocator`, naming `context` when the device is out of memory or the tensor
+/// is larger than one may be.
 Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std::string& context);
+/// A layer's output: as allocate(), named "`layer` output [shape]" (built only on failure).
+Tensor allocate_output(const Shape& shape, DType dtype, Allocator& allocator, const std::string& layer);
 
 /// Queues a copy of `src` (on `from`'s device) into `dst` (on `to`'s) and returns the lane
 /// it is on. The rule: a device end's backend moves the bytes, on its copy_in lane for a

@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/device_parameter_cache.h"
-#include "runtime/device_registry.h"
+#include "runtime/params/device_parameter_cache.h"
+#include "runtime/devices/device_registry.h"
 #include "runtime/optim/optimizer.h"
 
 namespace tandem {

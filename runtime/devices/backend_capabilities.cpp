@@ -1,4 +1,4 @@
-#include "runtime/backend_capabilities.h"
+#include "runtime/devices/backend_capabilities.h"
 
 #include "backends/kernel.h"
 

@@ -1,80 +1,85 @@
-#include "runtime/multi_device_forward.h"
-
-#include <algorithm>
+#include "runtime/exec/forward_executor.h"
 
 #include "backends/trace.h"
-#include "runtime/trace_args.h"
 #include "core/error.h"
-#include "runtime/device_parameter_cache.h"
-#include "runtime/device_registry.h"
-#include "runtime/node_kernels.h"
-#include "runtime/placed_schedule.h"
+#include "runtime/devices/device_registry.h"
+#include "runtime/exec/buffer_plan.h"
+#include "runtime/exec/layer_seed.h"
+#include "runtime/exec/liveness.h"
+#include "runtime/exec/node_kernels.h"
+#include "runtime/exec/schedule.h"
+#include "runtime/exec/trace_args.h"
+#include "runtime/params/device_parameter_cache.h"
 
 namespace tandem {
 
-MultiDeviceForward::MultiDeviceForward(const Graph& given, const Plan& plan, const Bindings& bindings,
-                                       const TensorMap& params, DeviceRegistry& registry, uint64_t params_version,
-                                       DeviceParameterCache* shared)
+ForwardExecutor::ForwardExecutor(const Graph& given, const Plan& plan, const Bindings& bindings,
+                                 DeviceParameterCache& cache, DeviceRegistry& registry, uint64_t params_version)
     : plan_(plan),
       graph_(executed_graph(plan_, given)),  // replicated data_parallel blocks: the plan keeps it
       input_count_(given.inputs.size()),
-      value_shapes_(concrete_shapes(graph_, bindings)) {
-  TANDEM_ASSERT(!plan_.training, "MultiDeviceForward runs inference plans only");
-  const Graph& graph = graph_;
-  if (!shared) {
-    static const TensorMap no_gradients;
-    static TouchedRowsMap no_rows;  // inference asks for no gradient: never touched
-    own_cache_ = std::make_unique<DeviceParameterCache>(params, no_gradients, no_rows, registry);
-    shared = own_cache_.get();
-  }
-  cache_ = shared;
-  schedule_ = std::make_unique<PlacedSchedule>(
-      graph, plan_, value_shapes_, registry, /*trailing_copies=*/true,
-      [&](const ParamSpec& p, Device device, const std::string& context) { return cache_->weight(p.name, device, context); });
-  const PlacedSchedule& s = *schedule_;
-  for (const GraphOutput& out : graph.outputs) output_slots_.push_back(s.find_slot(out.value, 0, "the output gather"));
-
+      value_shapes_(concrete_shapes(graph_, bindings)),
+      cache_(cache) {
+  TANDEM_ASSERT(!plan_.training, "ForwardExecutor runs inference plans only");
+  schedule_ = std::make_unique<Schedule>(
+      graph_, plan_, value_shapes_, registry, /*trailing_copies=*/true,
+      [&](const ParamSpec& p, Device device, const std::string& context) { return cache_.weight(p.name, device, context); });
+  const Schedule& s = *schedule_;
   const size_t n_slots = s.slot_keys.size();
-  last_reader_.assign(n_slots, -1);
-  for (size_t i = 0; i < s.actions.size(); ++i) {
-    const PlacedAction& a = s.actions[i];
-    if (a.kind == PlacedAction::Kind::copy) last_reader_[a.src_slot] = static_cast<int>(i);
-    for (int slot : a.in_slots) last_reader_[slot] = static_cast<int>(i);
+  is_output_.assign(n_slots, false);
+  for (const GraphOutput& out : graph_.outputs) {
+    output_slots_.push_back(s.find_slot(out.value, 0, "the output gather"));
+    is_output_[output_slots_.back()] = true;
   }
-  for (int slot : output_slots_) last_reader_[slot] = -1;
+  last_reader_ = last_forward_readers(s);
   // An event after a layer's output only where a reader runs on another lane: a copy (its
   // lane is the mover's, queue_copy) or a layer on another device.
   read_elsewhere_.assign(n_slots, false);
   std::vector<int> producer(n_slots, -1);  // slot -> the device whose compute lane writes it
-  for (const PlacedAction& a : s.actions)
-    if (a.kind == PlacedAction::Kind::op) producer[a.out_slot] = a.device;
-  for (const PlacedAction& a : s.actions) {
-    if (a.kind == PlacedAction::Kind::copy) read_elsewhere_[a.src_slot] = true;
+  for (const ScheduleAction& a : s.actions)
+    if (a.kind == ScheduleAction::Kind::op) producer[a.out_slot] = a.device;
+  for (const ScheduleAction& a : s.actions) {
+    if (a.kind == ScheduleAction::Kind::copy) read_elsewhere_[a.src_slot] = true;
     for (int slot : a.in_slots) read_elsewhere_[slot] = read_elsewhere_[slot] || producer[slot] != a.device;
   }
   for (size_t i = s.actions.size(); i-- > 0;)  // a view's readers read its input's storage
-    if (s.actions[i].kind == PlacedAction::Kind::op && !s.actions[i].kernel && read_elsewhere_[s.actions[i].out_slot])
+    if (s.actions[i].kind == ScheduleAction::Kind::op && !s.actions[i].kernel && read_elsewhere_[s.actions[i].out_slot])
       read_elsewhere_[s.actions[i].in_slots[0]] = true;
   slots_.resize(n_slots);
   ready_.resize(n_slots);
   ready_lane_.assign(n_slots, nullptr);
+  allocate_buffers();
   copy_parameters(params_version);  // compile time: a one-off, not in any run's report
   synchronize_devices(s.devices);
 }
 
-MultiDeviceForward::~MultiDeviceForward() { drain_lanes(); }
+ForwardExecutor::~ForwardExecutor() { drain_lanes(); }
 
-void MultiDeviceForward::drain_lanes() noexcept { drain_devices(schedule_->devices); }
+void ForwardExecutor::drain_lanes() noexcept { drain_devices(schedule_->devices); }
 
-void MultiDeviceForward::copy_parameters(uint64_t params_version) {
-  DeviceParameterCache::Traffic uploaded = cache_->refresh(params_version);
+void ForwardExecutor::allocate_buffers() {
+  const Schedule& s = *schedule_;
+  BufferPlan plan = plan_buffers(graph_, s, value_shapes_, output_slots_);
+  buffer_of_slot_ = std::move(plan.buffer_of_slot);
+  for (const BufferPlan::Buffer& b : plan.buffers) {
+    const ScheduleAction& a = s.actions[b.sized_by];
+    const std::string what = a.context + " output " + shape_str(value_shapes_[a.node->output]) +
+                             " (in a buffer that layers after it reuse)";
+    buffers_.push_back(allocate({static_cast<int64_t>((b.bytes + 7) / 8)}, DType::int64,
+                                s.devices[b.device]->backend->allocator(), what));
+    buffer_bytes_ += buffers_.back().nbytes();
+  }
+}
+
+void ForwardExecutor::copy_parameters(uint64_t params_version) {
+  DeviceParameterCache::Traffic uploaded = cache_.refresh(params_version);
   PlanDevice& cpu = *schedule_->devices[0];
   cpu.counted_here.bytes_out += uploaded.bytes;
   cpu.counted_here.copies_out += uploaded.copies;
   params_version_ = params_version;
 }
 
-void MultiDeviceForward::call_hook(const PlacedAction& a) {
+void ForwardExecutor::call_hook(const ScheduleAction& a) {
   if (!hook_) return;
   LayerCall call{a.node, schedule_->devices[a.device]->device, {}, value_shapes_[a.node->output]};
   for (int v : a.node->inputs) call.input_shapes.push_back(value_shapes_[v]);
@@ -82,11 +87,11 @@ void MultiDeviceForward::call_hook(const PlacedAction& a) {
   schedule_->compute_lane(a).submit([hook = hook_, call = std::move(call)] { (*hook)(call); });
 }
 
-void MultiDeviceForward::run_action(size_t index, uint64_t params_version) {
-  PlacedSchedule& s = *schedule_;
-  const PlacedAction& a = s.actions[index];
+void ForwardExecutor::run_action(size_t index, uint64_t params_version) {
+  Schedule& s = *schedule_;
+  const ScheduleAction& a = s.actions[index];
   PlanDevice& dev = *s.devices[a.device];
-  if (a.kind == PlacedAction::Kind::copy) {
+  if (a.kind == ScheduleAction::Kind::copy) {
     const Tensor& src = slots_[a.src_slot];
     Tensor dst = allocate(src.shape(), src.dtype(), s.allocator_for(a.dst_slot, a.device), a.context);
     TraceLabel label(a.context, "copy");
@@ -108,12 +113,16 @@ void MultiDeviceForward::run_action(size_t index, uint64_t params_version) {
     return;
   }
   std::vector<Tensor> inputs;
+  inputs.reserve(a.in_slots.size());
   for (int slot : a.in_slots) inputs.push_back(slots_[slot]);
-  Tensor out = allocate(out_shape, graph_.values[node.output].type.dtype, s.allocator_for(a.out_slot, a.device), a.context);
+  const DType dtype = graph_.values[node.output].type.dtype;
+  const int buffer = buffer_of_slot_[a.out_slot];
+  Tensor out = buffer >= 0 ? Tensor::from_storage(buffers_[buffer].storage(), out_shape, dtype)
+                           : allocate_output(out_shape, dtype, s.allocator_for(a.out_slot, a.device), a.context);
   slots_[a.out_slot] = out;
   for (int slot : a.in_slots)  // the host never waits: the lane does
     if (ready_lane_[slot] != &lane) lane.wait(ready_[slot]);
-  const uint64_t seed = static_cast<uint64_t>(a.step);
+  const uint64_t seed = layer_seed(0, a.step);
   TraceLabel label(a.context, "forward");
   TraceArgs args(Trace::active() ? layer_trace_args(node, dev.device, inputs, out_shape, out.dtype()) : std::string());
   lane.submit(
@@ -127,9 +136,9 @@ void MultiDeviceForward::run_action(size_t index, uint64_t params_version) {
   ready_lane_[a.out_slot] = &lane;
 }
 
-std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, uint64_t params_version,
-                                            const ForwardHook* hook) {
-  PlacedSchedule& s = *schedule_;
+std::vector<Tensor> ForwardExecutor::run(const std::vector<Tensor>& inputs, uint64_t params_version,
+                                         const ForwardHook* hook) {
+  Schedule& s = *schedule_;
   hook_ = hook && *hook ? hook : nullptr;
   start_device_reports(s.devices);
   // new weights since the last run go up now, and count as this run's traffic
@@ -150,15 +159,13 @@ std::vector<Tensor> MultiDeviceForward::run(const std::vector<Tensor>& inputs, u
     for (size_t i = 0; i < s.actions.size(); ++i) {
       run_action(i, params_version);
       // the host lets go after the last reader is submitted; queued work keeps what it reads
-      const PlacedAction& a = s.actions[i];
+      const ScheduleAction& a = s.actions[i];
       auto release = [&](int slot) {
-        if (last_reader_[slot] == static_cast<int>(i)) slots_[slot] = Tensor(), ready_[slot] = DeviceEvent();
+        if (last_reader_[slot] == static_cast<int>(i) && !is_output_[slot]) slots_[slot] = Tensor(), ready_[slot] = DeviceEvent();
       };
-      if (a.kind == PlacedAction::Kind::copy) release(a.src_slot);
+      if (a.kind == ScheduleAction::Kind::copy) release(a.src_slot);
       for (int slot : a.in_slots) release(slot);
-      if (a.out_slot >= 0 && last_reader_[a.out_slot] < 0 &&
-          std::find(output_slots_.begin(), output_slots_.end(), a.out_slot) == output_slots_.end())
-        slots_[a.out_slot] = Tensor();  // read by nobody
+      if (a.out_slot >= 0) release(a.out_slot);  // read by nobody
     }
     synchronize_devices(s.devices);  // rethrows a failed task's error
     for (int slot : output_slots_) outputs.push_back(slots_[slot]);

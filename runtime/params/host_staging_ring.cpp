@@ -1,4 +1,4 @@
-#include "runtime/host_staging_ring.h"
+#include "runtime/params/host_staging_ring.h"
 
 #include <iterator>
 

@@ -1,15 +1,16 @@
-#include "runtime/placed_schedule.h"
+#include "runtime/exec/schedule.h"
 
 #include "core/error.h"
-#include "runtime/node_kernels.h"
+#include "runtime/exec/node_kernels.h"
 
 namespace tandem {
 
-PlacedSchedule::PlacedSchedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes,
+Schedule::Schedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes,
                                DeviceRegistry& registry, bool trailing_copies, const ParameterSource& parameter)
     : devices(open_plan_devices(plan, registry)), slots_(graph, devices, slot_keys) {
   auto device_index = [&](Device d) { return plan_device_index(devices, d); };
-  for (const GraphInput& in : graph.inputs) input_slots.push_back(slots_.add(in.value, 0));
+  home_slot.assign(graph.values.size(), -1);
+  for (const GraphInput& in : graph.inputs) input_slots.push_back(home_slot[in.value] = slots_.add(in.value, 0));
 
   const size_t end = plan.steps.size();
   step_action.assign(end, -1);
@@ -21,8 +22,8 @@ PlacedSchedule::PlacedSchedule(const Graph& graph, const Plan& plan, const std::
          ++next_copy) {
       if (i == end && !trailing_copies) continue;
       const CopyStep& c = plan.copies[next_copy];
-      PlacedAction a;
-      a.kind = PlacedAction::Kind::copy;
+      ScheduleAction a;
+      a.kind = ScheduleAction::Kind::copy;
       a.from_device = device_index(c.from);
       a.device = device_index(c.to);
       a.context = i < end ? layer_context(graph.nodes[plan.steps[i].node])
@@ -35,14 +36,14 @@ PlacedSchedule::PlacedSchedule(const Graph& graph, const Plan& plan, const std::
     if (i == end) break;
     const OpStep& s = plan.steps[i];
     const Node& node = graph.nodes[s.node];
-    PlacedAction a;
+    ScheduleAction a;
     a.step = static_cast<int>(i);
     a.node = &node;
     a.device = device_index(s.device);
     a.context = layer_context(node);
     for (const ParamSpec& p : node.params) a.params.push_back(parameter(p, s.device, a.context));
     for (int v : node.inputs) a.in_slots.push_back(slots_.find(v, a.device, a.context));
-    a.out_slot = slots_.add(node.output, a.device);
+    a.out_slot = home_slot[node.output] = slots_.add(node.output, a.device);
     step_action[i] = static_cast<int>(actions.size());
     actions.push_back(std::move(a));
   }
@@ -50,8 +51,8 @@ PlacedSchedule::PlacedSchedule(const Graph& graph, const Plan& plan, const std::
                 "a forward copy of the plan is out of order");
 
   for (size_t i = 0; i < actions.size(); ++i) {
-    PlacedAction& a = actions[i];
-    if (a.kind != PlacedAction::Kind::op || a.node->schema->is_view) continue;
+    ScheduleAction& a = actions[i];
+    if (a.kind != ScheduleAction::Kind::op || a.node->schema->is_view) continue;
     Backend& backend = *devices[a.device]->backend;
     a.kernel = make_node_kernel([&](const KernelSpec& spec) { return backend.make_kernel(spec); },
                                 devices[a.device]->device, graph, *a.node, shapes, a.params);
@@ -60,24 +61,24 @@ PlacedSchedule::PlacedSchedule(const Graph& graph, const Plan& plan, const std::
   choose_host_memory();
 }
 
-void PlacedSchedule::choose_host_memory() {
+void Schedule::choose_host_memory() {
   host_memory_of.assign(slot_keys.size(), -1);
   std::vector<int> view_of(slot_keys.size(), -1);  // a view's slot -> the slot whose storage it shares
-  for (const PlacedAction& a : actions)
-    if (a.kind == PlacedAction::Kind::op && !a.kernel) view_of[a.out_slot] = a.in_slots.at(0);
+  for (const ScheduleAction& a : actions)
+    if (a.kind == ScheduleAction::Kind::op && !a.kernel) view_of[a.out_slot] = a.in_slots.at(0);
   auto storage_slot = [&](int slot) {
     while (view_of[slot] >= 0) slot = view_of[slot];
     return slot;
   };
   auto is_host = [&](int device) { return devices[device]->device == Device::cpu(); };
-  for (const PlacedAction& a : actions) {
-    if (a.kind != PlacedAction::Kind::copy || is_host(a.from_device) == is_host(a.device)) continue;
+  for (const ScheduleAction& a : actions) {
+    if (a.kind != ScheduleAction::Kind::copy || is_host(a.from_device) == is_host(a.device)) continue;
     int& peer = host_memory_of[is_host(a.from_device) ? storage_slot(a.src_slot) : a.dst_slot];
     if (peer < 0) peer = is_host(a.from_device) ? a.device : a.from_device;  // the first GPU wins
   }
 }
 
-Allocator& PlacedSchedule::allocator_for(int slot, int device) const {
+Allocator& Schedule::allocator_for(int slot, int device) const {
   const int peer = slot >= 0 && static_cast<size_t>(slot) < host_memory_of.size() ? host_memory_of[slot] : -1;
   if (peer >= 0 && devices[device]->device == Device::cpu()) return devices[peer]->backend->host_allocator();
   return devices[device]->backend->allocator();

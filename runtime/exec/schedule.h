@@ -1,7 +1,8 @@
-// PlacedSchedule: what both placed executors (inference and training) build from a plan
-// before they run anything: the devices, the plan's op steps and forward copies as actions
-// in execution order, the slot of every tensor on every device it lives on, each layer's
-// kernel from its device's backend, and which kernels are one layer's replicas.
+// Schedule: what the forward and the training executor build from a plan before they run
+// anything, for a plan on the cpu alone as for one over many devices: the devices, the
+// plan's op steps and forward copies as actions in execution order, the slot of every
+// tensor on every device it lives on, each layer's kernel from its device's backend, and
+// which kernels are one layer's replicas.
 #pragma once
 
 #include <functional>
@@ -13,13 +14,13 @@
 #include "backends/kernel.h"
 #include "graph/graph.h"
 #include "placement/plan.h"
-#include "runtime/plan_devices.h"
-#include "runtime/replica_groups.h"
+#include "runtime/exec/plan_devices.h"
+#include "runtime/exec/replica_groups.h"
 
 namespace tandem {
 
 /// One op step or forward copy of the plan.
-struct PlacedAction {
+struct ScheduleAction {
   enum class Kind { op, copy } kind = Kind::op;
   int device = 0;       // op: where it runs; copy: the destination (indices into the devices)
   std::string context;  // "layer 'fc' (linear)": named in errors
@@ -40,20 +41,20 @@ struct PlacedAction {
 using ParameterSource = std::function<Tensor(const ParamSpec& param, Device device, const std::string& context)>;
 
 /// Not copyable or movable (its slot table refers to its members).
-class PlacedSchedule {
+class Schedule {
  public:
   /// `graph` is the executed graph (placement/plan.h, executed_graph). With
   /// `trailing_copies`, the plan's forward copies after the last step (the outputs'
   /// gather) are actions too.
-  PlacedSchedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes, DeviceRegistry& registry,
+  Schedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes, DeviceRegistry& registry,
                  bool trailing_copies, const ParameterSource& parameter);
-  PlacedSchedule(const PlacedSchedule&) = delete;
-  PlacedSchedule& operator=(const PlacedSchedule&) = delete;
+  Schedule(const Schedule&) = delete;
+  Schedule& operator=(const Schedule&) = delete;
 
   /// The slot of `value` on devices[device], which `reader` reads.
   int find_slot(int value, int device, const std::string& reader) const { return slots_.find(value, device, reader); }
   /// The lane action `a` runs on: its device's compute lane (ops); copies choose theirs.
-  Lane& compute_lane(const PlacedAction& a) const { return *devices[a.device]->compute; }
+  Lane& compute_lane(const ScheduleAction& a) const { return *devices[a.device]->compute; }
   /// Where the tensor of `slot` (on devices[device]) is allocated: its device's memory, but
   /// a host tensor that a copy moves to or from a GPU comes from that GPU's host_allocator()
   /// (pinned memory for CUDA), so the copy is one asynchronous transfer instead of a memcpy
@@ -63,10 +64,11 @@ class PlacedSchedule {
 
   PlanDevices devices;                          // cpu first
   std::vector<std::pair<int, int>> slot_keys;   // slot -> (value, device)
-  std::vector<PlacedAction> actions;            // forward copies and op steps, in plan order
+  std::vector<ScheduleAction> actions;            // forward copies and op steps, in plan order
   std::vector<int> step_action;                 // op step -> its action
   std::vector<std::vector<int>> copies_before;  // op step -> the copy actions run just before it
   std::vector<int> input_slots;                 // graph input i -> its slot (on the cpu)
+  std::vector<int> home_slot;                   // value -> the slot where it is produced (-1: none)
   ReplicaGroups replica_groups;                 // which op actions are one layer's replicas
   std::vector<int> host_memory_of;              // slot -> the device whose host memory holds it, or -1
 

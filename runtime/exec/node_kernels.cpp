@@ -1,4 +1,4 @@
-#include "runtime/node_kernels.h"
+#include "runtime/exec/node_kernels.h"
 
 namespace tandem {
 
@@ -59,18 +59,6 @@ std::unique_ptr<Kernel> make_node_kernel(const std::function<KernelChoice(const 
     throw UserError("layer '" + node.path + "' (" + node.op + ") cannot run on " + device.str() + ": " +
                     choice.unsupported + "; place it on another device (--place '" + node.path + "=cpu')");
   return std::move(choice.kernel);
-}
-
-std::string layer_in_messages(const Node& node) { return "layer '" + node.path + "' (" + node.op + ")"; }
-
-Tensor allocate_for_layer(const Node& node, const Shape& shape, DType dtype, const char* what) {
-  try {
-    return Tensor::empty(shape, dtype);
-  } catch (const OutOfMemory& e) {
-    throw e.in(layer_in_messages(node) + " " + what + " " + shape_str(shape));
-  } catch (const UserError& e) {  // larger than a tensor may be
-    throw UserError(layer_in_messages(node) + " " + what + ": " + e.what());
-  }
 }
 
 void forward_naming_layer(Kernel& kernel, const KernelArgs& args, const std::string& layer) {

@@ -1,4 +1,4 @@
-#include "runtime/gradient_ready.h"
+#include "runtime/exec/gradient_ready.h"
 
 #include <algorithm>
 #include <set>

@@ -1,4 +1,4 @@
-#include "runtime/trace_args.h"
+#include "runtime/exec/trace_args.h"
 
 #include <nlohmann/json.hpp>
 

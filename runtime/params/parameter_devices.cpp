@@ -1,4 +1,4 @@
-#include "runtime/parameter_devices.h"
+#include "runtime/params/parameter_devices.h"
 
 #include <algorithm>
 #include <cstring>

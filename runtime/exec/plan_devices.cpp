@@ -1,4 +1,4 @@
-#include "runtime/plan_devices.h"
+#include "runtime/exec/plan_devices.h"
 
 #include <exception>
 
@@ -35,6 +35,16 @@ Tensor allocate(const Shape& shape, DType dtype, Allocator& allocator, const std
     return Tensor::empty(shape, dtype, allocator);
   } catch (const OutOfMemory& e) {
     throw e.in(context);
+  } catch (const UserError& e) {  // larger than a tensor may be
+    throw UserError(context + ": " + e.what());
+  }
+}
+
+Tensor allocate_output(const Shape& shape, DType dtype, Allocator& allocator, const std::string& layer) {
+  try {
+    return Tensor::empty(shape, dtype, allocator);
+  } catch (const UserError&) {
+    return allocate(shape, dtype, allocator, layer + " output " + shape_str(shape));  // fails again, named
   }
 }
 

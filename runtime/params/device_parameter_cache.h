@@ -19,7 +19,7 @@
 // makes the host the master again until the next training step holds them.
 //
 // A parameter that a layer reads on the cpu keeps its master on the host. See
-// multi_device_training.h for where this fits in a training step. Devices are reached
+// runtime/exec/training_executor.h for where this fits in a training step. Devices are reached
 // through their backends only.
 #pragma once
 
@@ -33,7 +33,7 @@
 #include "core/tensor.h"
 #include "core/touched_rows.h"
 #include "core/device.h"
-#include "runtime/host_staging_ring.h"
+#include "runtime/params/host_staging_ring.h"
 
 namespace tandem {
 

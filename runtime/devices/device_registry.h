@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/compute_ops.h"
 #include "backends/cuda_backend_module.h"
 #include "backends/cuda_devices.h"
 #include "core/device.h"
@@ -64,6 +63,9 @@ class DeviceRegistry {
   /// `open_real` (when given) for the CUDA backend (for tests).
   DeviceRegistry(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus, std::string why_no_gpus = {},
                  RealGpuOpener open_real = {});
+  /// The cpu alone, its work run on the calling thread (backends/calling_thread_lane.h):
+  /// where a model that names no GPU runs. Looks for no GPU.
+  static std::shared_ptr<DeviceRegistry> cpu_alone();
   ~DeviceRegistry();
   DeviceRegistry(const DeviceRegistry&) = delete;
   DeviceRegistry& operator=(const DeviceRegistry&) = delete;
@@ -98,6 +100,8 @@ class DeviceRegistry {
   const std::string& why_no_gpus() const { return why_no_gpus_; }
 
  private:
+  struct CpuAloneTag {};
+  explicit DeviceRegistry(CpuAloneTag);
   void build(const DeviceOptions& options, std::vector<CudaDeviceInfo> real_gpus);
   std::string available() const;
 
@@ -112,10 +116,6 @@ class DeviceRegistry {
   int hidden_real_gpus_ = 0;
   std::string why_no_gpus_;
 };
-
-/// The cpu's ComputeOps, for the runtime's single-device path (kernels run on the calling
-/// thread): the one other place the runtime opens a concrete backend.
-std::unique_ptr<ComputeOps> open_cpu_compute();
 
 /// The number of simulated GPUs TANDEM_SIM_GPUS asks for: 0 when unset or empty. Throws
 /// UserError for anything but a whole number from 0 to max_sim_gpus.

@@ -29,13 +29,6 @@ std::unique_ptr<Kernel> make_node_kernel(const std::function<KernelChoice(const 
                                          const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
                                          const std::vector<Tensor>& params);
 
-/// "layer 'fc' (linear)": how an error names the layer it happened in.
-std::string layer_in_messages(const Node& node);
-
-/// A tensor for `node`'s use (its output, a gradient); an OutOfMemory says which layer
-/// asked and for what (`what`: "output", "input gradient").
-Tensor allocate_for_layer(const Node& node, const Shape& shape, DType dtype, const char* what);
-
 /// kernel.forward(args), its errors named after `layer` ("layer 'fc' (linear)"): a
 /// UserError's message and an OutOfMemory's context say which layer failed.
 void forward_naming_layer(Kernel& kernel, const KernelArgs& args, const std::string& layer);

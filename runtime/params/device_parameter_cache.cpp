@@ -1,11 +1,11 @@
-#include "runtime/device_parameter_cache.h"
+#include "runtime/params/device_parameter_cache.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "backends/trace.h"
-#include "runtime/device_registry.h"
-#include "runtime/plan_devices.h"
+#include "runtime/devices/device_registry.h"
+#include "runtime/exec/plan_devices.h"
 
 namespace tandem {
 

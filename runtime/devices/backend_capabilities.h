@@ -4,7 +4,7 @@
 #pragma once
 
 #include "placement/place.h"
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 
 namespace tandem {
 

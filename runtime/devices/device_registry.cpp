@@ -1,4 +1,4 @@
-#include "runtime/device_registry.h"
+#include "runtime/devices/device_registry.h"
 
 #include <unistd.h>
 
@@ -75,8 +75,6 @@ int count_from_environment(const char* variable, int most) {
   return count;
 }
 
-std::unique_ptr<ComputeOps> open_cpu_compute() { return cpu::make_compute_ops(); }
-
 namespace {
 
 // The CUDA backend's module (backends/cuda_backend_module.h): TANDEM_CUDA_BACKEND names it;
@@ -151,6 +149,16 @@ DeviceRegistry::DeviceRegistry(const DeviceOptions& options, std::vector<CudaDev
                                RealGpuOpener open_real)
     : open_real_(open_real ? std::move(open_real) : RealGpuOpener(open_cuda_backend)), why_no_gpus_(std::move(why_no_gpus)) {
   build(options, std::move(real_gpus));
+}
+
+DeviceRegistry::DeviceRegistry(CpuAloneTag) {
+  inventory_.devices = {DeviceInfo{Device::cpu(), host_memory_bytes(), false, cpu_model_name()}};
+  inventory_.no_gpu_reason = "the model runs on the cpu alone";
+  backends_.push_back(std::make_unique<cpu::CpuBackend>(cpu::CpuLane::calling_thread));
+}
+
+std::shared_ptr<DeviceRegistry> DeviceRegistry::cpu_alone() {
+  return std::shared_ptr<DeviceRegistry>(new DeviceRegistry(CpuAloneTag{}));
 }
 
 DeviceRegistry::~DeviceRegistry() {

@@ -1,0 +1,276 @@
+#include "runtime/exec/training_executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/trace.h"
+#include "core/error.h"
+#include "runtime/devices/device_registry.h"
+#include "runtime/exec/gradient_return.h"
+#include "runtime/exec/layer_seed.h"
+#include "runtime/exec/liveness.h"
+#include "runtime/exec/node_kernels.h"
+#include "runtime/exec/parallel_loss.h"
+#include "runtime/exec/schedule.h"
+#include "runtime/exec/trace_args.h"
+
+namespace tandem {
+
+TrainingExecutor::TrainingExecutor(const Graph& given, const Plan& plan, const Bindings& bindings,
+                                   DeviceParameterCache& cache, DeviceRegistry& registry, bool input_grads,
+                                   const std::vector<int>& kept, bool hold_parameters)
+    : plan_(plan),
+      graph_(executed_graph(plan_, given)),  // replicated data_parallel blocks: the plan keeps it
+      cache_(cache),
+      shapes_(concrete_shapes(graph_, bindings)) {
+  const Graph& graph = graph_;
+  // A training forward updates buffers (running statistics) in place: on a GPU, in its
+  // copy. That copy goes back to the master after the forward; of a data_parallel block's
+  // replicas, replica 0's (as torch's DataParallel keeps).
+  for (const OpStep& s : plan_.steps) {
+    const Node& node = graph.nodes[s.node];
+    for (const ParamSpec& p : node.params)
+      if (!p.trainable && s.device != Device::cpu() && (!node.replica || node.replica->replica == 0))
+        buffers_to_master_.emplace_back(p.name, s.device);
+  }
+  schedule_ = std::make_unique<Schedule>(
+      graph, plan_, shapes_, registry, /*trailing_copies=*/false,  // outputs and the loss's target: loss() copies it
+      [&](const ParamSpec& p, Device device, const std::string& context) { return cache_.weight(p.name, device, context); });
+  Schedule& s = *schedule_;
+  requires_grad_ = values_requiring_grad(graph, s, input_grads);
+  targets_.resize(s.actions.size());
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const int index = s.step_action[i];
+    const ScheduleAction& a = s.actions[index];
+    const Device device = plan_.steps[i].device;
+    GradientTargets& t = targets_[index];
+    for (size_t k = 0; k < a.node->params.size(); ++k) {
+      const ParamSpec& p = a.node->params[k];
+      t.param_grads.push_back(p.trainable ? cache_.gradient(p.name, device, a.context) : Tensor());
+      if (!a.kernel) continue;
+      TouchedRows* rows = p.trainable ? cache_.gradient_rows(p.name, device) : nullptr;
+      const bool recorded = rows && a.kernel->records_touched_rows(k);
+      t.recorded_rows.push_back(recorded ? rows : nullptr);
+      if (rows && !recorded) t.unrecorded_rows.push_back(rows);
+    }
+  }
+  gradient_return_ = std::make_unique<GradientReturn>(s, cache_, hold_parameters);
+  // the gradients go back in the reverse order of the copies
+  copies_after_backward_.assign(s.copies_before.begin(), s.copies_before.begin() + static_cast<long>(plan_.steps.size()));
+  for (auto& copies : copies_after_backward_) std::reverse(copies.begin(), copies.end());
+
+  std::vector<int> kept_slots;
+  for (int v : kept) kept_slots.push_back(s.home_slot[v]);
+  if (graph.parallel_loss)  // what the replicas' losses score
+    for (const ParallelLoss::Part& part : graph.parallel_loss->parts) kept_slots.push_back(s.home_slot[part.value]);
+  release_after_forward_ = release_after_forward(graph, s, kept_slots);
+
+  values_.resize(s.slot_keys.size());
+  grads_.resize(s.slot_keys.size());
+  grad_ready_.assign(s.slot_keys.size(), false);
+  budget_.assign(s.devices.size(), 0);
+}
+
+TrainingExecutor::~TrainingExecutor() { clear(); }
+
+void TrainingExecutor::clear() noexcept {
+  drain_devices(schedule_->devices);  // an error is already on its way from the call that failed
+  for (Tensor& t : values_) t = Tensor();
+  for (Tensor& t : grads_) t = Tensor();
+}
+
+void TrainingExecutor::after_submit() {
+  if (lockstep_) synchronize_devices(schedule_->devices);
+}
+
+Tensor TrainingExecutor::allocate_on(int device, const Shape& shape, DType dtype, const std::string& context,
+                                     Allocator* memory) {
+  PlanDevice& dev = *schedule_->devices[device];
+  Allocator& allocator = dev.backend->allocator();
+  // The host runs ahead of the lanes, and a buffer it has let go of returns to its pool
+  // only once its last reader has run: past the memory the step took in lockstep, wait for
+  // the lanes, so that running ahead never costs memory.
+  if (!lockstep_ && allocator.current_bytes() + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget_[device])
+    synchronize_devices(schedule_->devices);
+  return allocate(shape, dtype, memory ? *memory : allocator, context);
+}
+
+Tensor TrainingExecutor::copy_between(const Tensor& src, int from, int to, const std::string& context) {
+  PlanDevice& f = *schedule_->devices[from];
+  PlanDevice& t = *schedule_->devices[to];
+  // a GPU's tensor lands on the host in that GPU's host memory (pinned for CUDA): one
+  // asynchronous transfer, no staging (Schedule::allocator_for)
+  const bool to_host = t.device == Device::cpu() && f.device != Device::cpu();
+  Tensor dst = allocate_on(to, src.shape(), src.dtype(), context, to_host ? &f.backend->host_allocator() : nullptr);
+  TraceLabel label(context, "copy");
+  TraceArgs args(Trace::active() ? copy_trace_args(f.device, t.device, src) : std::string());
+  // after the source device's work so far (the writer among it), before the destination's
+  // next kernels
+  Lane& lane = queue_copy(f, t, src, dst, f.compute, f.compute->record());
+  if (&lane != t.compute) t.compute->wait(lane.record());
+  after_submit();
+  return dst;
+}
+
+void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed, uint64_t params_version,
+                               bool training) {
+  Schedule& s = *schedule_;
+  start_device_reports(s.devices);
+  DeviceParameterCache::Traffic uploaded;  // counted: real traffic
+  for (const auto& [name, replicas] : gradient_return_->held_replicas()) uploaded += cache_.hold(name, params_version);
+  uploaded += cache_.refresh(params_version);
+  s.devices[0]->counted_here.bytes_out += uploaded.bytes;
+  s.devices[0]->counted_here.copies_out += uploaded.copies;
+  seed_ = seed;
+  training_ = training;
+  params_version_ = params_version;
+  {  // on an error, every buffer of the step goes back to its pool
+    ReleaseOnError release(*this);
+    for (Tensor& t : values_) t = Tensor();
+    for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[s.input_slots[i]] = inputs[i];
+    s.replica_groups.start_pass();
+    for (size_t i = 0; i < s.actions.size(); ++i) {
+      const ScheduleAction& a = s.actions[i];
+      if (a.kind == ScheduleAction::Kind::copy) {
+        values_[a.dst_slot] = copy_between(values_[a.src_slot], a.from_device, a.device, a.context);
+      } else if (!a.kernel) {
+        values_[a.out_slot] = values_[a.in_slots[0]].view(shapes_[a.node->output]);
+      } else {
+        const Node& node = *a.node;
+        std::vector<Tensor> inputs;
+        inputs.reserve(a.in_slots.size());
+        for (int slot : a.in_slots) inputs.push_back(values_[slot]);
+        Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context,
+                                 &s.allocator_for(a.out_slot, a.device));
+        values_[a.out_slot] = out;
+        const uint64_t step_seed = layer_seed(seed, a.step);
+        TraceLabel label(a.context, "forward");
+        TraceArgs args(Trace::active() ? layer_trace_args(node, s.devices[a.device]->device, inputs, out.shape(), out.dtype())
+                                       : std::string());
+        s.compute_lane(a).submit(
+            [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
+              forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, training, step_seed, params_version},
+                                   a.context);
+            },
+            s.replica_groups.group_of(static_cast<int>(i)));
+        after_submit();
+      }
+      for (int slot : release_after_forward_[i]) values_[slot] = Tensor();
+    }
+    std::vector<std::pair<Tensor, Tensor>> updated_buffers;  // (master, its copy on the host)
+    if (training)
+      for (const auto& [name, device] : buffers_to_master_) {
+        Tensor on_device = cache_.weight(name, device, "");
+        PlanDevice& dev = *s.devices[plan_device_index(s.devices, device)];
+        Tensor host = Tensor::empty(on_device.shape(), on_device.dtype(), dev.backend->host_allocator());
+        TraceLabel label(name, "buffer to the master");
+        queue_copy(dev, *s.devices[0], on_device, host, dev.compute, dev.compute->record());
+        updated_buffers.emplace_back(cache_.master(name), host);
+      }
+    synchronize_devices(s.devices);  // the caller may read the outputs
+    // Only now, with every device's upload of the old values done, the master changes; the
+    // other devices' copies are stale and go up again before their next use.
+    for (auto& [master, host] : updated_buffers) std::memcpy(master.raw_data(), host.raw_data(), host.nbytes());
+    for (const auto& [name, device] : buffers_to_master_) cache_.invalidate(name);
+  }
+  finish_report();
+}
+
+LossValue TrainingExecutor::loss(const LossSpec& spec, const Tensor& target, bool with_gradient) {
+  if (graph_.parallel_loss) return parallel_loss(spec, target, with_gradient);
+  Schedule& s = *schedule_;
+  loss_seeds_ = {spec.input};
+  const int slot = s.home_slot[spec.input];
+  TANDEM_ASSERT(slot >= 0, "the loss's input is not produced");
+  const int device = s.slot_keys[slot].second;
+  const std::string context = "the loss (" + spec.op + ")";
+  LossValue value;
+  {  // on an error, every buffer of the step goes back to its pool
+    ReleaseOnError release(*this);
+    Tensor on_device_target = device == 0 ? target : copy_between(target, 0, device, context);
+    Tensor grad;
+    if (with_gradient) {
+      TANDEM_ASSERT(requires_grad_[spec.input], "the loss's input has no gradient");
+      grads_[slot] = allocate_on(device, shapes_[spec.input], DType::float32, context);
+      grad = grads_[slot];
+    }
+    // the host needs the value: it waits, so `value` may live here
+    TraceLabel label(context);
+    PlanDevice& dev = *s.devices[device];
+    dev.backend->loss(*dev.compute, spec, values_[slot], on_device_target, grad, &value);
+    synchronize_devices(s.devices);
+  }
+  finish_report();
+  return value;
+}
+
+LossValue TrainingExecutor::parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient) {
+  Schedule& s = *schedule_;
+  const ParallelLoss& parallel = *graph_.parallel_loss;
+  const size_t n = parallel.parts.size();
+  std::vector<LossValue> values(n);
+  std::vector<int> slots(n), devices(n);
+  loss_seeds_.clear();
+  {  // on an error, every buffer of the step goes back to its pool
+    ReleaseOnError release(*this);
+    for (size_t k = 0; k < n; ++k) {
+      const ParallelLoss::Part& part = parallel.parts[k];
+      slots[k] = s.home_slot[part.value];
+      TANDEM_ASSERT(slots[k] >= 0, "a replica's share of the loss's input is not produced");
+      devices[k] = s.slot_keys[slots[k]].second;
+      PlanDevice& dev = *s.devices[devices[k]];
+      const std::string context = "the parallel loss (" + spec.op + ") on " + dev.device.str();
+      Tensor rows_k = parallel_loss_target(target, parallel, k);
+      Tensor on_device = devices[k] == 0 ? rows_k : copy_between(rows_k, 0, devices[k], context);
+      Tensor grad;
+      if (with_gradient) {
+        grad = allocate_on(devices[k], shapes_[part.value], DType::float32, context);
+        grads_[slots[k]] = grad;
+        loss_seeds_.push_back(part.value);
+      }
+      // the host waits below before it reads `values`
+      TraceLabel label(context);
+      dev.backend->loss(*dev.compute, spec, values_[slots[k]], on_device, grad, &values[k]);
+    }
+    synchronize_devices(s.devices);  // every replica's loss ran on its own device, together
+  }
+  // Only scalars travelled: each replica's gradient was of its own mean, rescaled to the batch's.
+  std::vector<float> scales;
+  LossValue total = combine_parallel_losses(values, spec.reduction == "mean", scales);
+  if (with_gradient && spec.reduction == "mean")
+    for (size_t k = 0; k < n; ++k) {
+      TraceLabel label("the parallel loss's gradient rescaled to the batch's mean");
+      PlanDevice& dev = *s.devices[devices[k]];
+      dev.backend->scale(*dev.compute, grads_[slots[k]], scales[k]);
+      after_submit();
+    }
+  finish_report();
+  return total;
+}
+
+void TrainingExecutor::scale_loss_gradients(float factor) {
+  Schedule& s = *schedule_;
+  for (int value : loss_seeds_) {
+    const int slot = s.home_slot[value];
+    PlanDevice& dev = *s.devices[s.slot_keys[slot].second];
+    TraceLabel label("the loss's gradient scaled (fp16 loss scaling)");
+    dev.backend->scale(*dev.compute, grads_[slot], factor);
+    after_submit();
+  }
+}
+
+void TrainingExecutor::seed_gradient(int value, const Tensor& grad) {
+  const int slot = schedule_->home_slot[value];
+  TANDEM_ASSERT(slot >= 0 && requires_grad_[value], "tensor '" + graph_.values[value].name + "' has no gradient");
+  const int device = schedule_->slot_keys[slot].second;
+  if (device == 0) {
+    grads_[slot] = Tensor::empty(shapes_[value], DType::float32);
+    std::memcpy(grads_[slot].raw_data(), grad.raw_data(), grads_[slot].nbytes());
+  } else {
+    grads_[slot] = copy_between(grad, 0, device, "the gradient of '" + graph_.values[value].name + "'");
+  }
+}
+
+void TrainingExecutor::finish_report() { report_ = device_reports(schedule_->devices); }
+
+}  // namespace tandem
