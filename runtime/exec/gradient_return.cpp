@@ -84,13 +84,24 @@ void GradientReturn::step_done(int step) {
   if (ready_) announce_reached();
 }
 
+void GradientReturn::announce_submitted() {
+  if (!ready_) return;
+  for (; !unannounced_.empty(); unannounced_.pop_front()) {
+    unannounced_.front().second.wait();  // rethrows a failed lane's error
+    (*ready_)(unannounced_.front().first);
+  }
+}
+
+void GradientReturn::abandon() noexcept {
+  ready_ = nullptr;
+  unannounced_.clear();
+  buckets_.clear();
+}
+
 DeviceParameterCache::Traffic GradientReturn::finish() {
   for (auto& [device, bucket] : buckets_) send(bucket);
-  if (ready_)
-    for (; !unannounced_.empty(); unannounced_.pop_front()) {
-      unannounced_.front().second.wait();  // rethrows a failed lane's error
-      (*ready_)(unannounced_.front().first);
-    }
+  announce_submitted();
+  ready_ = nullptr;  // the caller's, valid during this backward only
   return sent_;
 }
 

@@ -46,9 +46,15 @@ class GradientReturn {
   void begin(const GradientReady* ready);
   /// After the backward of op step `step` was submitted: what it completed goes on.
   void step_done(int step);
+  /// Waits for, and announces in order, every gradient whose last contribution was
+  /// submitted: what the host does before it waits for the lanes for another reason (memory),
+  /// so that no announcement waits behind work that does not produce it.
+  void announce_submitted();
   /// After the last step: the buckets left are sent, and every parameter not yet announced
   /// is, in order, as its gradient is reached. What went to the host, for the report.
   DeviceParameterCache::Traffic finish();
+  /// A backward that failed: nothing more is announced, nor kept.
+  void abandon() noexcept;
 
  private:
   void send(std::vector<ParameterKey>& bucket);

@@ -75,6 +75,7 @@ TrainingExecutor::~TrainingExecutor() { clear(); }
 
 void TrainingExecutor::clear() noexcept {
   drain_devices(schedule_->devices);  // an error is already on its way from the call that failed
+  if (gradient_return_) gradient_return_->abandon();
   for (Tensor& t : values_) t = Tensor();
   for (Tensor& t : grads_) t = Tensor();
 }
@@ -90,8 +91,10 @@ Tensor TrainingExecutor::allocate_on(int device, const Shape& shape, DType dtype
   // The host runs ahead of the lanes, and a buffer it has let go of returns to its pool
   // only once its last reader has run: past the memory the step took in lockstep, wait for
   // the lanes, so that running ahead never costs memory.
-  if (!lockstep_ && allocator.current_bytes() + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget_[device])
+  if (!lockstep_ && allocator.current_bytes() + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget_[device]) {
+    gradient_return_->announce_submitted();  // what is complete need not wait for the rest
     synchronize_devices(schedule_->devices);
+  }
   return allocate(shape, dtype, memory ? *memory : allocator, context);
 }
 
