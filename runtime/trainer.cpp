@@ -8,6 +8,7 @@
 
 #include "backends/trace.h"
 #include "core/printable_text.h"
+#include "graph/batch_dim.h"
 #include "graph/loss_reach.h"
 #include "runtime/checkpoint.h"
 #include "runtime/micro_batches.h"
@@ -30,20 +31,17 @@ uint64_t micro_seed(uint64_t step, int rank, int64_t micro) {
   return z ^ (z >> 31);
 }
 
-/// The inputs and targets whose batch is not their first dimension (those with exactly
-/// one symbol, elsewhere: data_columns' rule), for to_model_layout. Unlike data_columns it
-/// refuses nothing: a Dataset the caller built for a model with other symbols is fed as is.
+/// The inputs and targets whose batch is not their first dimension (graph/batch_dim.h, as
+/// data_columns), for to_model_layout. Unlike data_columns it refuses nothing: a Dataset
+/// the caller built for a model with other symbols is fed as is.
 std::vector<ColumnSpec> moved_columns(const Graph& graph) {
   std::vector<ColumnSpec> out;
   auto add = [&](const GraphInput& decl) {
-    const SymShape& shape = graph.values[decl.value].type.shape;
-    int symbolic = -1, count = 0;
-    for (size_t d = 0; d < shape.size(); ++d)
-      if (!shape[d].is_constant()) symbolic = static_cast<int>(d), ++count;
-    if (count != 1 || symbolic == 0) return;
+    const std::optional<int> batch_dim = batch_dim_of(graph.values[decl.value].type.shape);
+    if (!batch_dim || *batch_dim == 0) return;
     ColumnSpec c;
     c.name = decl.name;
-    c.batch_dim = symbolic;
+    c.batch_dim = *batch_dim;
     out.push_back(std::move(c));
   };
   for (const GraphInput& in : graph.inputs) add(in);
@@ -478,24 +476,19 @@ std::vector<ColumnSpec> data_columns(const Graph& graph) {
     c.name = decl.name;
     c.dtype = type.dtype;
     c.high = decl.high;
-    // the one symbolic dimension is the batch: first ([batch, 64]) or not ([seq, batch] of a
-    // sequence-first model); the data holds samples first either way (to_model_layout)
-    int batch_dim = -1;
-    for (size_t d = 0; d < type.shape.size(); ++d) {
-      if (type.shape[d].is_constant()) {
-        c.sample_shape.push_back(type.shape[d].constant());
-      } else if (batch_dim >= 0 || !type.shape[d].as_symbol()) {
-        throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
-                        ": to be fed from data exactly one dimension may be symbolic (the batch); give the others "
-                        "fixed sizes");
-      } else {
-        batch_dim = static_cast<int>(d);
-      }
-    }
-    if (batch_dim < 0)
+    // the one symbolic dimension is the batch (graph/batch_dim.h), and it must be a plain
+    // symbol; the data holds samples first either way (to_model_layout)
+    for (const Dim& d : type.shape)
+      if (d.is_constant()) c.sample_shape.push_back(d.constant());
+    if (c.sample_shape.size() == type.shape.size())
       throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
                       ": to be fed from data one dimension must be the batch symbol, e.g. [batch, 64]");
-    c.batch_dim = batch_dim;
+    const std::optional<int> batch_dim = batch_dim_of(type.shape);
+    if (!batch_dim || !type.shape[static_cast<size_t>(*batch_dim)].as_symbol())
+      throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
+                      ": to be fed from data exactly one dimension may be symbolic (the batch); give the others "
+                      "fixed sizes");
+    c.batch_dim = *batch_dim;
     if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64) {
       if (!c.high) c.high = graph.values[graph.loss->input].type.shape[1].constant();
       // class indices may also be the ignored one (masked-token targets are -100 elsewhere)

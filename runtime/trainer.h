@@ -191,8 +191,8 @@ class Trainer {
 };
 
 /// The columns a dataset must provide for `graph`: each input and target without its
-/// batch dimension (the one symbolic dimension, recorded as batch_dim). UserError if a
-/// shape has no symbol or more than one.
+/// batch dimension (the one symbolic dimension, graph/batch_dim.h, recorded as batch_dim).
+/// UserError if a shape has no symbol or more than one, or its one is not a plain symbol.
 std::vector<ColumnSpec> data_columns(const Graph& graph);
 
 }  // namespace tandem
