@@ -144,10 +144,14 @@ class Backend {
   // ---- collectives (optional) --------------------------------------------------------
   /// Every member's tensor becomes the elementwise sum of all of them, queued on each
   /// member's compute lane (no host wait). Called on members[0].backend; every member is
-  /// of this backend. False: not offered for these members; the caller goes through the
-  /// host (host_collectives.h).
+  /// of this backend. False: not offered for these members, and the runtime sums through
+  /// the host instead (DeviceParameterCache::all_reduce_gradients: each member's tensor
+  /// copied down on its copy_out lane, added on the cpu's compute lane in member order,
+  /// the sum copied back up on each member's copy_in lane).
   virtual bool all_reduce_sum(std::span<const CollectiveMember> members) { return false; }
-  /// Every member's tensor becomes a copy of members[root]'s. As all_reduce_sum.
+  /// Every member's tensor becomes a copy of members[root]'s, queued on each member's
+  /// compute lane as all_reduce_sum. False: not offered. (The runtime does not call it
+  /// today; the GPU tests do.)
   virtual bool broadcast(std::span<const CollectiveMember> members, size_t root) { return false; }
 
   // ---- between processes (optional) --------------------------------------------------

@@ -1,7 +1,7 @@
 // The dropout mask: a counter-based generator, so element i's draw depends only on
 // (seed, i). The mask is the same for a given seed whatever the thread count or the
 // chunking, and any element can be drawn on its own (the reference uses this too).
-// The CUDA backend's dropout (backends/cuda/kernels/pointwise.cu) draws the same mask
+// The CUDA backend's dropout (backends/cuda/kernels/dropout.cu) draws the same mask
 // from these functions, compiled for the device as well.
 #pragma once
 

@@ -60,9 +60,14 @@ struct KernelArgs {
 
 /// The tensors of one backward call, for a kernel made by the same spec.
 ///
-/// Gradient convention (after llm.c): input gradients are ASSIGNED (the kernel writes
-/// every element of each defined grad_inputs[i]); parameter gradients ACCUMULATE (+=),
-/// so that a weight used twice, or over several micro-batches, sums its gradients.
+/// Gradient convention: input gradients are ASSIGNED (the kernel writes every element of
+/// each defined grad_inputs[i]); parameter gradients ACCUMULATE (+=), so that a weight
+/// used twice, or over several micro-batches, sums its gradients. Where a tensor has
+/// several readers (two layers, or one layer's two inputs), the executor gives each
+/// reader's backward after the first a buffer of its own and adds that to the gradient.
+/// llm.c, whose forward/backward pairs these follow, accumulates input gradients as well
+/// (its backward functions add into activation gradients zeroed before the pass);
+/// assigning them spares that zeroing.
 /// grad_inputs[i] is undefined (Tensor()) when input i needs no gradient (int64 indices,
 /// graph inputs): skip it.
 struct BackwardArgs {

@@ -1,6 +1,8 @@
 #include "core/printable_text.h"
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 namespace tandem {
 
@@ -59,6 +61,14 @@ std::string printable_text(std::string_view text) {
     i += length;
   }
   return out;
+}
+
+std::string short_number(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "+inf" : "-inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
 }
 
 }  // namespace tandem

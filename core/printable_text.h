@@ -19,4 +19,7 @@ std::string printable_text(std::string_view text);
 /// or cut short).
 size_t utf8_sequence_length(std::string_view text);
 
+/// A number as a message shows it: "NaN", "+inf", "65536", "1.5e-45" (printf's %g).
+std::string short_number(double x);
+
 }  // namespace tandem

@@ -5,19 +5,10 @@
 #include <string>
 
 #include "core/error.h"
+#include "graph/batch_dim.h"
 
 namespace tandem {
 namespace {
-
-/// The dimension of `decl` that holds the batch: its one symbolic dimension (0 when it has
-/// none or several, as data_columns would refuse to feed it from data anyway).
-int batch_dim_of(const Graph& graph, const GraphInput& decl) {
-  const SymShape& shape = graph.values[decl.value].type.shape;
-  int found = -1, count = 0;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (!shape[d].is_constant()) found = static_cast<int>(d), ++count;
-  return count == 1 ? found : 0;
-}
 
 /// Samples [lo, hi) of `t` along `dim`: a view along dimension 0, else a copy.
 Tensor samples(const Tensor& t, int dim, int64_t lo, int64_t hi) {
@@ -55,9 +46,12 @@ double loss_terms(const LossSpec& loss, const Tensor& target) {
 
 std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph) {
   TANDEM_ASSERT(parts >= 1, "split_micro_batches: at least one part");
-  std::vector<std::pair<const GraphInput*, int>> columns;  // each input and target, its batch dimension
-  for (const GraphInput& in : graph.inputs) columns.emplace_back(&in, batch_dim_of(graph, in));
-  for (const GraphInput& t : graph.targets) columns.emplace_back(&t, batch_dim_of(graph, t));
+  // Each input and target, and its batch dimension (graph/batch_dim.h): 0 when it has no
+  // symbolic dimension or several, as data_columns would refuse to feed it from data anyway.
+  std::vector<std::pair<const GraphInput*, int>> columns;
+  for (const std::vector<GraphInput>* decls : {&graph.inputs, &graph.targets})
+    for (const GraphInput& decl : *decls)
+      columns.emplace_back(&decl, batch_dim_of(graph.values[decl.value].type.shape).value_or(0));
   const auto& [first, first_dim] = columns.front();
   const int64_t size = batch.at(first->name).size(first_dim);
   parts = std::min(parts, size);  // an epoch's last batch may hold fewer samples than parts

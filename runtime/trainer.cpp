@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "backends/trace.h"
+#include "core/printable_text.h"
+#include "graph/batch_dim.h"
 #include "graph/loss_reach.h"
-#include "runtime/checkpoint_metadata.h"
-#include "runtime/io/safetensors.h"
+#include "runtime/checkpoint.h"
 #include "runtime/micro_batches.h"
 
 namespace tandem {
@@ -33,20 +31,17 @@ uint64_t micro_seed(uint64_t step, int rank, int64_t micro) {
   return z ^ (z >> 31);
 }
 
-/// The inputs and targets whose batch is not their first dimension (those with exactly
-/// one symbol, elsewhere: data_columns' rule), for to_model_layout. Unlike data_columns it
-/// refuses nothing: a Dataset the caller built for a model with other symbols is fed as is.
+/// The inputs and targets whose batch is not their first dimension (graph/batch_dim.h, as
+/// data_columns), for to_model_layout. Unlike data_columns it refuses nothing: a Dataset
+/// the caller built for a model with other symbols is fed as is.
 std::vector<ColumnSpec> moved_columns(const Graph& graph) {
   std::vector<ColumnSpec> out;
   auto add = [&](const GraphInput& decl) {
-    const SymShape& shape = graph.values[decl.value].type.shape;
-    int symbolic = -1, count = 0;
-    for (size_t d = 0; d < shape.size(); ++d)
-      if (!shape[d].is_constant()) symbolic = static_cast<int>(d), ++count;
-    if (count != 1 || symbolic == 0) return;
+    const std::optional<int> batch_dim = batch_dim_of(graph.values[decl.value].type.shape);
+    if (!batch_dim || *batch_dim == 0) return;
     ColumnSpec c;
     c.name = decl.name;
-    c.batch_dim = symbolic;
+    c.batch_dim = *batch_dim;
     out.push_back(std::move(c));
   };
   for (const GraphInput& in : graph.inputs) add(in);
@@ -65,15 +60,6 @@ std::string batch_size_text(const TensorMap& batch, const Graph& graph) {
         return "a batch of " + std::to_string(it->second.size(static_cast<int64_t>(d)));
   }
   return "its batch";
-}
-
-/// "NaN", "+inf", "65536", "1.5e-45": a number in a message.
-std::string short_number(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "+inf" : "-inf";
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
 }
 
 }  // namespace
@@ -415,76 +401,39 @@ size_t Trainer::optimizer_state_bytes() const {
   return bytes;
 }
 
+CheckpointMetadata Trainer::checkpoint_metadata() const {
+  return {model_.graph().name, epoch_, step_, total_steps_, spec_.seed, spec_.optimizer.name,
+          spec_.optimizer.lr, spec_.batch, spec_.epochs, spec_.accumulate, ranks()};
+}
+
+ResumingRun Trainer::resuming_run() const {
+  return {checkpoint_metadata(), scales_loss(), spec_.loss_scaling.growth_interval};
+}
+
 void Trainer::save_checkpoint(const std::string& path) const {
   // Every rank sends its share when the state is sharded; otherwise rank 0 alone holds
   // what it writes, and the others have nothing to do.
   if (!sharding_ && rank() != 0) return;
-  TensorMap state = optimizer_->state(updated_.names);
-  if (sharding_) state = sharding_->gather_state(state, "the optimizer state's shares for checkpoint " + path);
+  CheckpointContents contents;
+  contents.optimizer = optimizer_->state(updated_.names);
+  if (sharding_)
+    contents.optimizer =
+        sharding_->gather_state(contents.optimizer, "the optimizer state's shares for checkpoint " + path);
   if (rank() != 0) return;  // every rank holds the same weights and state
-  TensorMap tensors;
-  for (const auto& [name, p] : model_.parameters()) tensors.emplace(name, p);
-  for (auto& [name, t] : state) tensors.emplace("optimizer." + name, t);
-  if (scales_loss()) {  // GradScaler.state_dict()'s scale and _growth_tracker, and the count the report shows
-    tensors.emplace("loss_scaler.scale", Tensor::from_vector<float>({1}, {scaler_.scale()}));
-    tensors.emplace("loss_scaler.growth_tracker", Tensor::from_vector<int64_t>({1}, {scaler_.growth_tracker()}));
-    tensors.emplace("loss_scaler.skipped_steps", Tensor::from_vector<int64_t>({1}, {skipped_steps_}));
+  contents.weights = model_.parameters();
+  if (scales_loss()) {
+    contents.loss_scaler.emplace("scale", Tensor::from_vector<float>({1}, {scaler_.scale()}));
+    contents.loss_scaler.emplace("growth_tracker", Tensor::from_vector<int64_t>({1}, {scaler_.growth_tracker()}));
+    contents.loss_scaler.emplace("skipped_steps", Tensor::from_vector<int64_t>({1}, {skipped_steps_}));
   }
-  write_safetensors(path, tensors,
-                    checkpoint_metadata_map({model_.graph().name, epoch_, step_, total_steps_, spec_.seed,
-                                             spec_.optimizer.name, spec_.optimizer.lr, spec_.batch, spec_.epochs,
-                                             spec_.accumulate, ranks()}));
-}
-
-CheckpointMetadata Trainer::checked_metadata(const std::map<std::string, std::string>& meta,
-                                             const std::string& path) const {
-  if (!is_checkpoint_metadata(meta))
-    throw UserError(path + ": not a Tandem checkpoint (no training state); to start from these weights use --weights");
-  const CheckpointMetadata m = parse_checkpoint_metadata(meta, path);
-  if (m.model != model_.graph().name)
-    throw UserError(path + ": a checkpoint of model '" + m.model + "', not of '" + model_.graph().name + "'");
-  if (m.seed != spec_.seed || m.batch != spec_.batch || m.optimizer != spec_.optimizer.name)
-    throw UserError(path + ": the checkpoint was trained with seed " + std::to_string(m.seed) + ", batch " +
-                    std::to_string(m.batch) + " and optimizer " + m.optimizer +
-                    "; resume with the same settings to continue the same run");
-  if (m.accumulate != spec_.accumulate || m.ranks != ranks())
-    throw UserError(path + ": the checkpoint was trained with accumulate " + std::to_string(m.accumulate) + " on " +
-                    std::to_string(m.ranks) + " rank(s), this run has accumulate " + std::to_string(spec_.accumulate) +
-                    " on " + std::to_string(ranks()) + ": resume with the same settings to continue the same run");
-  return m;
-}
-
-std::pair<TensorMap, std::map<std::string, std::string>> Trainer::read_checkpoint(const std::string& path) {
-  // Every field is checked before the tensors are read and anything changes: a refused
-  // checkpoint leaves the trainer as it was.
-  auto read = [&] {
-    std::map<std::string, std::string> meta = read_safetensors_metadata(path);
-    checked_metadata(meta, path);
-    return std::make_pair(read_safetensors(path), std::move(meta));
-  };
-  if (!ddp_) return read();
-  // Rank 0 reads the file (the others' hosts need not have it) and tells the others what
-  // it found, or why it could not.
-  std::pair<TensorMap, std::map<std::string, std::string>> contents;
-  std::string meta, error;
-  if (rank() == 0) try {
-      contents = read();
-      meta = nlohmann::json(contents.second).dump();
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  ddp_->group().broadcast(error, 0, "rank 0's reading of checkpoint " + path);
-  if (!error.empty()) throw JobError(error);
-  ddp_->broadcast(contents.first, "the broadcast of checkpoint " + path);
-  ddp_->group().broadcast(meta, 0, "the broadcast of checkpoint " + path + "'s metadata");
-  contents.second = nlohmann::json::parse(meta).get<std::map<std::string, std::string>>();
-  return contents;
+  contents.metadata = checkpoint_metadata();
+  write_checkpoint(path, contents);
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
-  auto [tensors, meta] = read_checkpoint(path);
+  auto [tensors, meta] = read_checkpoint(path, resuming_run(), ddp_.get());
   try {
-    apply_checkpoint(path, std::move(tensors), meta);
+    apply_checkpoint(path, checked_checkpoint(std::move(tensors), meta, path, resuming_run()));
   } catch (const JobError&) {
     throw;
   } catch (const UserError& e) {
@@ -493,49 +442,9 @@ void Trainer::load_checkpoint(const std::string& path) {
   }
 }
 
-void Trainer::check_loss_scaler_state(const TensorMap& tensors, const std::string& path, int64_t steps) const {
-  const bool held = tensors.count("loss_scaler.scale") > 0;
-  if (held != scales_loss())
-    throw UserError(path + (held ? ": the checkpoint holds fp16 loss scaling state, and this run does not scale the loss "
-                                   "(no layer runs in fp16, or train: loss_scaling is disabled)"
-                                 : ": the checkpoint holds no fp16 loss scaling state, and this run scales the loss (a "
-                                   "layer runs in fp16)") +
-                    ": resume with the precision and loss_scaling it was trained with");
-  if (!held) return;
-  auto scalar = [&](const char* name, DType dtype) -> const Tensor& {
-    auto it = tensors.find(name);
-    if (it == tensors.end() || it->second.dtype() != dtype || it->second.numel() != 1)
-      throw UserError(path + ": the checkpoint's '" + name + "' must be one " + std::string(dtype_name(dtype)) +
-                      " value; the file is damaged or was not written by tandem train --save");
-    return it->second;
-  };
-  const float scale = scalar("loss_scaler.scale", DType::float32).data<float>()[0];
-  const int64_t tracker = scalar("loss_scaler.growth_tracker", DType::int64).data<int64_t>()[0];
-  const int64_t skipped = scalar("loss_scaler.skipped_steps", DType::int64).data<int64_t>()[0];
-  auto refuse = [&](const std::string& what) {
-    throw UserError(path + ": the checkpoint's " + what + "; the file is damaged or was not written by tandem train --save");
-  };
-  if (!(scale > 0) || !std::isfinite(scale))
-    refuse("loss_scaler.scale " + short_number(scale) + " is not a positive finite number");
-  if (tracker < 0 || tracker >= spec_.loss_scaling.growth_interval)
-    refuse("loss_scaler.growth_tracker " + std::to_string(tracker) + " is not within [0, growth_interval " +
-           std::to_string(spec_.loss_scaling.growth_interval) + ") (a run resumed with another growth_interval is refused " +
-           "here when its count has passed it)");
-  if (skipped < 0 || skipped > steps)
-    refuse("loss_scaler.skipped_steps " + std::to_string(skipped) + " is not within [0, " + std::to_string(steps) +
-           "], the steps done");
-}
-
-void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, const std::map<std::string, std::string>& meta) {
-  const CheckpointMetadata m = checked_metadata(meta, path);
-  check_loss_scaler_state(tensors, path, m.step);
-  TensorMap weights, state, scaler;
-  for (auto& [name, t] : tensors) {
-    if (name.starts_with("optimizer.")) state.emplace(name.substr(10), t);
-    else if (name.starts_with("loss_scaler.")) scaler.emplace(name.substr(12), t);
-    else weights.emplace(name, t);
-  }
-  model_.set_weights(weights, path);
+void Trainer::apply_checkpoint(const std::string& path, CheckpointContents checkpoint) {
+  model_.set_weights(checkpoint.weights, path);
+  TensorMap& state = checkpoint.optimizer;
   if (sharding_) {  // this rank's share: "step" and "<parameter>.<buffer>" of the parameters it updates
     const std::set<std::string> mine(updated_.names.begin(), updated_.names.end());
     std::erase_if(state, [&](const auto& entry) {
@@ -547,10 +456,12 @@ void Trainer::apply_checkpoint(const std::string& path, TensorMap tensors, const
   } catch (const UserError& e) {
     throw UserError(path + ": " + e.what());
   }
+  const CheckpointMetadata& m = checkpoint.metadata;
   epoch_ = m.epoch;
   step_ = m.step;
   total_steps_ = m.total_steps;
   total_from_checkpoint_ = true;
+  const TensorMap& scaler = checkpoint.loss_scaler;
   if (!scaler.empty()) {
     scaler_.restore(scaler.at("scale").data<float>()[0], scaler.at("growth_tracker").data<int64_t>()[0]);
     skipped_steps_ = scaler.at("skipped_steps").data<int64_t>()[0];
@@ -565,24 +476,19 @@ std::vector<ColumnSpec> data_columns(const Graph& graph) {
     c.name = decl.name;
     c.dtype = type.dtype;
     c.high = decl.high;
-    // the one symbolic dimension is the batch: first ([batch, 64]) or not ([seq, batch] of a
-    // sequence-first model); the data holds samples first either way (to_model_layout)
-    int batch_dim = -1;
-    for (size_t d = 0; d < type.shape.size(); ++d) {
-      if (type.shape[d].is_constant()) {
-        c.sample_shape.push_back(type.shape[d].constant());
-      } else if (batch_dim >= 0 || !type.shape[d].as_symbol()) {
-        throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
-                        ": to be fed from data exactly one dimension may be symbolic (the batch); give the others "
-                        "fixed sizes");
-      } else {
-        batch_dim = static_cast<int>(d);
-      }
-    }
-    if (batch_dim < 0)
+    // the one symbolic dimension is the batch (graph/batch_dim.h), and it must be a plain
+    // symbol; the data holds samples first either way (to_model_layout)
+    for (const Dim& d : type.shape)
+      if (d.is_constant()) c.sample_shape.push_back(d.constant());
+    if (c.sample_shape.size() == type.shape.size())
       throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
                       ": to be fed from data one dimension must be the batch symbol, e.g. [batch, 64]");
-    c.batch_dim = batch_dim;
+    const std::optional<int> batch_dim = batch_dim_of(type.shape);
+    if (!batch_dim || !type.shape[static_cast<size_t>(*batch_dim)].as_symbol())
+      throw UserError("'" + decl.name + "' has shape " + sym_shape_str(type.shape) +
+                      ": to be fed from data exactly one dimension may be symbolic (the batch); give the others "
+                      "fixed sizes");
+    c.batch_dim = *batch_dim;
     if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64) {
       if (!c.high) c.high = graph.values[graph.loss->input].type.shape[1].constant();
       // class indices may also be the ignored one (masked-token targets are -100 elsewhere)

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "graph/training_spec.h"
-#include "runtime/checkpoint_metadata.h"
+#include "runtime/checkpoint.h"
 #include "backends/loss_value.h"
 #include "runtime/data/dataset.h"
 #include "runtime/distributed/distributed_data_parallel.h"
@@ -179,25 +179,20 @@ class Trainer {
   /// Unscales this step's gradients; whether the step must be skipped (they overflowed), in
   /// which case the scale backs off. Stops the run when the scale has shrunk to nothing.
   bool unscale_gradients(double loss);
-  /// A checkpoint's loss scaler state, checked against this run and its `steps` done
-  /// (UserError naming `path`): present exactly when this run scales the loss, in range.
-  void check_loss_scaler_state(const TensorMap& tensors, const std::string& path, int64_t steps) const;
-  /// The tensors and metadata of a checkpoint: the file's, and on a distributed job rank
-  /// 0's file's on every rank.
-  std::pair<TensorMap, std::map<std::string, std::string>> read_checkpoint(const std::string& path);
-  /// A checkpoint's metadata, checked against this run: UserError when it is not a
-  /// checkpoint of this model or was trained with other settings.
-  CheckpointMetadata checked_metadata(const std::map<std::string, std::string>& meta, const std::string& path) const;
+  /// This run's position and settings, as a checkpoint records them (runtime/checkpoint.h).
+  CheckpointMetadata checkpoint_metadata() const;
+  /// What a checkpoint must match for this run to resume from it.
+  ResumingRun resuming_run() const;
   /// Sets the schedule's length to this run's `run_steps` (a resumed run's too, when its
   /// checkpoint's run was another length), telling the notice what changed.
   void lay_schedule_over(int64_t run_steps);
-  /// Takes a checked checkpoint's weights, optimizer state and position.
-  void apply_checkpoint(const std::string& path, TensorMap tensors, const std::map<std::string, std::string>& meta);
+  /// Takes a checked checkpoint's weights, optimizer state, position and loss scaler state.
+  void apply_checkpoint(const std::string& path, CheckpointContents checkpoint);
 };
 
 /// The columns a dataset must provide for `graph`: each input and target without its
-/// batch dimension (the one symbolic dimension, recorded as batch_dim). UserError if a
-/// shape has no symbol or more than one.
+/// batch dimension (the one symbolic dimension, graph/batch_dim.h, recorded as batch_dim).
+/// UserError if a shape has no symbol or more than one, or its one is not a plain symbol.
 std::vector<ColumnSpec> data_columns(const Graph& graph);
 
 }  // namespace tandem

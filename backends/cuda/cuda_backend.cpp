@@ -9,7 +9,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_limits.h"
 #include "backends/cuda/device_guard.h"
-#include "backends/cuda/kernels/norm.cuh"
+#include "backends/cuda/kernels/sum_of_squares.cuh"
 #include "backends/cuda/kernels/optimizer.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/loss.h"

@@ -1,4 +1,6 @@
-// The schema of each op family (graph/ops/*.cpp); the registry gathers them.
+// The schema of each op family (graph/ops/<family>.cpp); the registry gathers them. A
+// family has one file name in graph/ops/, backends/cpu/ops/, backends/cuda/ops/ and
+// backends/cuda/kernels/.
 #pragma once
 
 #include <vector>
@@ -7,16 +9,20 @@
 
 namespace tandem {
 
-std::vector<OpSchema> linear_schemas();        // linear, matmul
-std::vector<OpSchema> embedding_schemas();     // embedding, embedding_bag
-std::vector<OpSchema> activation_schemas();    // relu, gelu, tanh, sigmoid, softmax, log_softmax, dropout
-std::vector<OpSchema> normalization_schemas(); // layer_norm, batch_norm2d
-std::vector<OpSchema> convolution_schemas();   // conv2d
-std::vector<OpSchema> pooling_schemas();       // max_pool2d, avg_pool2d
-std::vector<OpSchema> elementwise_schemas();   // add, mul
-std::vector<OpSchema> shape_op_schemas();      // cat, narrow, flatten, reshape
-std::vector<OpSchema> recurrent_schemas();     // gru, lstm
-std::vector<OpSchema> attention_schemas();     // multi_head_attention
+std::vector<OpSchema> linear_schemas();      // linear
+std::vector<OpSchema> matmul_schemas();      // matmul
+std::vector<OpSchema> embedding_schemas();   // embedding, embedding_bag
+std::vector<OpSchema> activation_schemas();  // relu, gelu, tanh, sigmoid
+std::vector<OpSchema> softmax_schemas();     // softmax, log_softmax
+std::vector<OpSchema> dropout_schemas();     // dropout
+std::vector<OpSchema> layer_norm_schemas();  // layer_norm
+std::vector<OpSchema> batch_norm_schemas();  // batch_norm2d
+std::vector<OpSchema> conv2d_schemas();      // conv2d
+std::vector<OpSchema> pooling_schemas();     // max_pool2d, avg_pool2d
+std::vector<OpSchema> binary_schemas();      // add, mul
+std::vector<OpSchema> shape_op_schemas();    // cat, narrow, flatten, reshape
+std::vector<OpSchema> rnn_schemas();         // gru, lstm
+std::vector<OpSchema> attention_schemas();   // multi_head_attention
 /// How many of multi_head_attention's inputs are masks (its attribute `masks`).
 int64_t attention_mask_count(const Attributes& a);
 

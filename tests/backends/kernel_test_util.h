@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_kernels.h"
-#include "backends/cpu/reference/reference_ops.h"
+#include "tests/support/reference/reference_ops.h"
 
 namespace tandem::test {
 

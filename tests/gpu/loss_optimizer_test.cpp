@@ -1,4 +1,4 @@
-// The losses and fused optimizer updates on a GPU against the CPU's (runtime/loss.cpp,
+// The losses and fused optimizer updates on a GPU against the CPU's (backends/cpu/loss.cpp,
 // runtime/optim): losses to double rounding, gradients to float rounding, optimizer
 // steps bit for bit.
 #include "gpu_test_util.h"

@@ -1,4 +1,4 @@
-// The training losses on a GPU, with runtime/loss.cpp's semantics (torch 1.13's):
+// The training losses on a GPU, with backends/cpu/loss.cpp's semantics (torch 1.13's):
 // cross_entropy and nll_loss (ignore_index, label_smoothing), mse_loss and
 // binary_cross_entropy_with_logits, reduced by mean or sum; the gradient is written
 // (assigned) with the same scale. Sums are in double, as on the CPU, and in a fixed order.

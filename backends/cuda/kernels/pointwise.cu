@@ -1,4 +1,3 @@
-#include "backends/dropout_mask.h"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 
@@ -15,11 +14,6 @@ __global__ void scale_kernel(float* y, float factor, int64_t n) {
 
 __global__ void accumulate_kernel(float* __restrict__ y, const float* __restrict__ x, float alpha, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] += alpha * x[i];
-}
-
-__global__ void dropout_kernel(const float* in, float* out, int64_t n, float p, float scale, uint64_t seed) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
-    out[i] = dropout_keep(seed, static_cast<uint64_t>(i), p) ? in[i] * scale : 0.f;
 }
 
 }  // namespace
@@ -40,13 +34,6 @@ void accumulate(float* y, const float* x, float alpha, int64_t n, cudaStream_t s
   if (n == 0) return;
   accumulate_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(y, x, alpha, n);
   TANDEM_CUDA_CHECK_LAUNCH("accumulate");
-}
-
-void dropout_mask_apply(const float* in, float* out, int64_t n, float p, uint64_t seed, cudaStream_t stream) {
-  if (n == 0) return;
-  // The scale as the CPU computes it, so that kept values match bit for bit.
-  dropout_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(in, out, n, p, 1.f / (1.f - p), seed);
-  TANDEM_CUDA_CHECK_LAUNCH("dropout");
 }
 
 }  // namespace tandem::cuda

@@ -1,5 +1,5 @@
 // Small elementwise kernels over n floats that several ops and the collectives share:
-// fill, scale, accumulate, and dropout's masking.
+// fill, scale, accumulate (dropout's masking is kernels/dropout.cuh).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,8 +14,5 @@ void fill(float* y, float value, int64_t n, cudaStream_t stream);
 void scale(float* y, float factor, int64_t n, cudaStream_t stream);
 /// y [n] += alpha * x   (gradient sums; the all-reduce of replicas on one GPU)
 void accumulate(float* y, const float* x, float alpha, int64_t n, cudaStream_t stream);
-/// out [n] = in * keep(seed, i) / (1 - p), the mask of backends/dropout_mask.h, so
-/// that a seed drops the same elements on the CPU and on a GPU. 0 < p < 1.
-void dropout_mask_apply(const float* in, float* out, int64_t n, float p, uint64_t seed, cudaStream_t stream);
 
 }  // namespace tandem::cuda

@@ -21,6 +21,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/precision_gemms.h"
 #include "backends/cuda/kernels/attention.cuh"
+#include "backends/cuda/kernels/dropout.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/kernels/softmax.cuh"
 #include "backends/cuda/ops/op_factories.h"

@@ -1,7 +1,7 @@
 // The factories of the CUDA backend's op kernels, one per op (backends/kernel.h's
 // contract, on tensors in the device memory of the context's GPU; every call is queued on
 // the context's compute stream and returns without waiting, unless it says otherwise).
-// find_cuda_kernel() in cuda_kernels.cpp maps op names to these.
+// make_cuda_kernel() in cuda_kernels.cpp maps op names to these.
 #pragma once
 
 #include <memory>

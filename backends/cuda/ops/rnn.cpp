@@ -24,6 +24,7 @@
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/precision_gemms.h"
+#include "backends/cuda/kernels/dropout.cuh"
 #include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/kernels/rnn.cuh"
 #include "backends/cuda/ops/op_factories.h"

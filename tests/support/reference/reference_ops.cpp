@@ -1,4 +1,4 @@
-#include "backends/cpu/reference/reference_ops.h"
+#include "tests/support/reference/reference_ops.h"
 
 namespace tandem::reference {
 

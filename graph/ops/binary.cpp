@@ -12,7 +12,7 @@ TensorType broadcast_binary(const std::vector<TensorType>& in, const Attributes&
 
 }  // namespace
 
-std::vector<OpSchema> elementwise_schemas() {
+std::vector<OpSchema> binary_schemas() {
   OpSchema add;
   add.name = "add";
   add.summary = "a + alpha * b, broadcast (torch.add)";

@@ -1,8 +1,10 @@
-// Plain, obviously-correct implementations of every CPU op: simple loops over output
-// elements, accumulation in double, no threads, no oneDNN. Tests compare the kernels
-// against these. Same contract as a Kernel (backends/kernel.h): read args.inputs and
-// args.params with the spec's shapes, write every element of args.outputs. Inputs are
-// assumed valid (the kernels, not these, check indices and offsets).
+// Plain, obviously-correct implementations of the ops listed below: simple loops over
+// output elements, accumulation in double, no threads, no oneDNN. The kernel tests compare
+// the backends' kernels against these. Test support (the library tandem_test_reference,
+// tests/CMakeLists.txt): no library of Tandem's holds them. Same contract as a Kernel
+// (backends/kernel.h): read args.inputs and args.params with the spec's shapes, write every
+// element of args.outputs. Inputs are assumed valid (the kernels, not these, check indices
+// and offsets).
 #pragma once
 
 #include "backends/kernel.h"

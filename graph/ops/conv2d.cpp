@@ -6,7 +6,7 @@
 
 namespace tandem {
 
-std::vector<OpSchema> convolution_schemas() {
+std::vector<OpSchema> conv2d_schemas() {
   OpSchema s;
   s.name = "conv2d";
   s.summary = "2-D cross-correlation over [N, C, H, W] with stride, padding, dilation and groups (torch.nn.Conv2d)";

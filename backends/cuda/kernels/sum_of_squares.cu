@@ -1,5 +1,5 @@
 #include "backends/cuda/kernels/launch.cuh"
-#include "backends/cuda/kernels/norm.cuh"
+#include "backends/cuda/kernels/sum_of_squares.cuh"
 #include "backends/optimizer_update.h"
 
 namespace tandem::cuda {

@@ -86,6 +86,6 @@ OpSchema recurrent(const std::string& op, int64_t gates) {
 
 }  // namespace
 
-std::vector<OpSchema> recurrent_schemas() { return {recurrent("gru", 3), recurrent("lstm", 4)}; }
+std::vector<OpSchema> rnn_schemas() { return {recurrent("gru", 3), recurrent("lstm", 4)}; }
 
 }  // namespace tandem

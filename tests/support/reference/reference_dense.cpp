@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/cpu/reference/reference_ops.h"
+#include "tests/support/reference/reference_ops.h"
 
 namespace tandem::reference {
 

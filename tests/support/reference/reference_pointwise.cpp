@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backends/dropout_mask.h"
-#include "backends/cpu/reference/reference_ops.h"
+#include "tests/support/reference/reference_ops.h"
 
 namespace tandem::reference {
 

@@ -1,4 +1,4 @@
-#include "backends/cuda/kernels/activation.cuh"
+#include "backends/cuda/kernels/activations.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 
 namespace tandem::cuda {

@@ -1,0 +1,30 @@
+// softmax (torch.nn.Softmax) and log_softmax (torch.nn.LogSoftmax) along `dim`: the output
+// has the input's type.
+#include "graph/ops/op_schemas.h"
+
+namespace tandem {
+namespace {
+
+OpSchema softmax_like(std::string name, std::string summary) {
+  OpSchema s;
+  s.name = std::move(name);
+  s.summary = std::move(summary);
+  s.attrs = {{"dim", AttrType::integer, {}, true}};
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    require_dtype(in[0], DType::float32, "the input");
+    normalize_dim(a.get_int("dim"), static_cast<int64_t>(in[0].shape.size()), "dim");
+    return in[0];
+  };
+  return s;
+}
+
+}  // namespace
+
+std::vector<OpSchema> softmax_schemas() {
+  return {
+      softmax_like("softmax", "softmax along dim (torch.nn.Softmax)"),
+      softmax_like("log_softmax", "log of softmax along dim (torch.nn.LogSoftmax)"),
+  };
+}
+
+}  // namespace tandem
