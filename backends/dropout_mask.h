@@ -15,9 +15,14 @@
 
 namespace tandem {
 
+/// The 64-bit golden ratio, SplitMix64's increment: it spreads consecutive counters and seeds
+/// apart. Every seed Tandem derives (a layer's in a pass: runtime/exec/layer_seed.h; an
+/// element's here) mixes with this one constant.
+inline constexpr uint64_t golden_ratio_64 = 0x9E3779B97F4A7C15ull;
+
 /// SplitMix64's finaliser of (seed, counter): a well-mixed 64-bit value.
 TANDEM_HOST_DEVICE inline uint64_t counter_hash(uint64_t seed, uint64_t counter) {
-  uint64_t z = seed * 0xD1B54A32D192ED03ull + (counter + 1) * 0x9E3779B97F4A7C15ull;
+  uint64_t z = seed * 0xD1B54A32D192ED03ull + (counter + 1) * golden_ratio_64;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "backends/dropout_mask.h"
 #include "backends/trace.h"
 #include "core/printable_text.h"
 #include "graph/batch_dim.h"
@@ -17,7 +18,7 @@ namespace tandem {
 namespace {
 
 uint64_t step_seed(uint64_t seed, int64_t step) {
-  return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 1;
+  return seed * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(step) * golden_ratio_64 + 1;
 }
 
 /// The dropout seed of micro-batch `micro` of a step on `rank`: the step's own for the

@@ -6,14 +6,13 @@
 
 #include <cstdint>
 
-namespace tandem {
+#include "backends/dropout_mask.h"
 
-/// The 64-bit golden ratio: splitmix64's increment, which spreads consecutive seeds apart.
-inline constexpr uint64_t seed_mixer = 0x9e3779b97f4a7c15ULL;
+namespace tandem {
 
 /// The seed of step `step` of a pass seeded with `pass_seed`.
 constexpr uint64_t layer_seed(uint64_t pass_seed, int64_t step) {
-  return pass_seed * seed_mixer + static_cast<uint64_t>(step);
+  return pass_seed * golden_ratio_64 + static_cast<uint64_t>(step);
 }
 
 }  // namespace tandem
