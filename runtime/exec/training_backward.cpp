@@ -57,13 +57,13 @@ void TrainingExecutor::backward_step(int step) {
     bool taken = grad_ready_[slot];
     for (size_t j = 0; j < k; ++j) taken = taken || (written_now[j] && a.in_slots[j] == slot);
     if (taken) {
-      grad_inputs[k] = allocate_on(a.device, shapes_[v], DType::float32, a.context + " backward");
+      grad_inputs[k] = allocate_on(a.device, shapes_[v], DType::float32, a.context, nullptr, "backward");
       accumulate_into[k] = grads_[slot];
     } else {
       // in host memory a GPU copies fastest when it goes up to one (the reverse of the
       // forward copy that brought the value down)
-      grads_[slot] = allocate_on(a.device, shapes_[v], DType::float32, a.context + " backward",
-                                 &s.allocator_for(slot, a.device));
+      grads_[slot] = allocate_on(a.device, shapes_[v], DType::float32, a.context, &s.allocator_for(slot, a.device),
+                                 "backward");
       grad_inputs[k] = grads_[slot];
       written_now[k] = true;
     }

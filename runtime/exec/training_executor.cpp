@@ -85,7 +85,7 @@ void TrainingExecutor::after_submit() {
 }
 
 Tensor TrainingExecutor::allocate_on(int device, const Shape& shape, DType dtype, const std::string& context,
-                                     Allocator* memory) {
+                                     Allocator* memory, const char* phase) {
   PlanDevice& dev = *schedule_->devices[device];
   Allocator& allocator = dev.backend->allocator();
   // The host runs ahead of the lanes, and a buffer it has let go of returns to its pool
@@ -95,7 +95,12 @@ Tensor TrainingExecutor::allocate_on(int device, const Shape& shape, DType dtype
     gradient_return_->announce_submitted();  // what is complete need not wait for the rest
     synchronize_devices(schedule_->devices);
   }
-  return allocate(shape, dtype, memory ? *memory : allocator, context);
+  Allocator& from = memory ? *memory : allocator;
+  try {
+    return Tensor::empty(shape, dtype, from);
+  } catch (const UserError&) {
+    return allocate(shape, dtype, from, phase ? context + " " + phase : context);  // fails again, named
+  }
 }
 
 Tensor TrainingExecutor::copy_between(const Tensor& src, int from, int to, const std::string& context) {

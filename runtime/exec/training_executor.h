@@ -137,9 +137,10 @@ class TrainingExecutor {
   void after_submit();
   /// `from`'s gradient into slot `slot`: assigned when it has none yet, else added on `device`.
   void assign_or_add(int slot, int device, Tensor from);
-  /// From `memory` when given (host memory a GPU copies with fastest), else the device's own.
+  /// From `memory` when given (host memory a GPU copies with fastest), else the device's own;
+  /// named "`context` `phase`" when it fails (joined only then: this runs per layer).
   Tensor allocate_on(int device, const Shape& shape, DType dtype, const std::string& context,
-                     Allocator* memory = nullptr);
+                     Allocator* memory = nullptr, const char* phase = nullptr);
   void finish_report();
   void clear() noexcept;
 
