@@ -9,9 +9,11 @@
 // updates are elementwise; the norm sums fixed blocks in order). The team only where the
 // caller is the thread that runs the cpu's oneDNN kernels, so that its team is theirs:
 // the model on the cpu alone (its kernels run on the calling thread), or a host lane's
-// compute thread. A thread beside them opening a second team fights theirs, which keeps
-// spinning on every core for a while after its last kernel (measured: a one-GPU placed
-// step went 17.3 -> 18.7 ms). Adam's loop is bound by its divisions and square roots, not
+// compute thread: placed training runs the host's parameters' updates, gradient norms and
+// zeroing as tasks on the cpu's compute lane and waits for them
+// (runtime/params/parameter_devices.cpp, Model::zero_gradients). A thread beside them
+// opening a second team fights theirs, which keeps spinning on every core for a while after
+// its last kernel (measured: a one-GPU placed step went 17.3 -> 18.7 ms). Adam's loop is bound by its divisions and square roots, not
 // by memory: on this 2-core machine the team halves it (4.2M parameters, 2.6 -> 1.4 ms).
 #pragma once
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "backends/optimizer_update.h"
+#include "backends/trace.h"
 #include "graph/load_graph.h"
 #include "graph/loss_reach.h"
 #include "graph/text_similarity.h"
@@ -393,23 +394,32 @@ Tensor Model::gradient(const std::string& name) const {
 
 void Model::zero_gradients() {
   if (device_params_) device_params_->zero_held_gradients();
-  for (auto& [name, rows] : grad_rows_) {
-    auto it = grads_.find(name);
-    if (it == grads_.end()) {  // a row gradient (forgetting its rows zeroes it), or none yet
+  // On the thread that runs the cpu's kernels, over its OpenMP team (Note [which threads
+  // update] in backends/optimizer_update.h): the caller's for the cpu alone, the cpu lane's
+  // when placed (this thread waits meanwhile).
+  auto zero = [this] {
+    for (auto& [name, rows] : grad_rows_) {
+      auto it = grads_.find(name);
+      if (it == grads_.end()) {  // a row gradient (forgetting its rows zeroes it), or none yet
+        rows.clear();
+        continue;
+      }
+      Tensor& g = it->second;
+      if (rows.all() || rows.rows() == 0) {
+        zero_host(g.data<float>(), g.numel(), HostThreads::team);
+      } else {
+        const size_t row_bytes = g.nbytes() / static_cast<size_t>(rows.rows());
+        char* base = static_cast<char*>(g.raw_data());
+        for (int64_t r : rows.list()) std::memset(base + static_cast<size_t>(r) * row_bytes, 0, row_bytes);
+      }
       rows.clear();
-      continue;
     }
-    Tensor& g = it->second;
-    if (rows.all() || rows.rows() == 0) {
-      // the team where this thread runs the cpu's kernels (Note [which threads update])
-      zero_host(g.data<float>(), g.numel(), placed() ? HostThreads::one : HostThreads::team);
-    } else {
-      const size_t row_bytes = g.nbytes() / static_cast<size_t>(rows.rows());
-      char* base = static_cast<char*>(g.raw_data());
-      for (int64_t r : rows.list()) std::memset(base + static_cast<size_t>(r) * row_bytes, 0, row_bytes);
-    }
-    rows.clear();
-  }
+  };
+  if (!placed()) return zero();
+  Lane& lane = registry_->backend(Device::cpu()).lane(LaneKind::compute);
+  TraceLabel label("the host's gradients", "zeroed");
+  lane.submit(zero);
+  lane.synchronize();
 }
 
 TensorMap Model::random_targets(const Bindings& bindings, uint64_t seed) const {

@@ -132,8 +132,10 @@ void TrainingExecutor::backward(const std::vector<int>& seeded, const GradientRe
     s.devices[0]->counted_here.copies_in += downloaded.copies;
     synchronize_devices(s.devices);  // the optimizer reads the gradients on the host
     if (lockstep_) {  // the first step, run in lockstep, sets how far later ones may run ahead
-      for (size_t d = 0; d < s.devices.size(); ++d)
-        budget_[d] = std::max(budget_[d], s.devices[d]->backend->allocator().peak_bytes());
+      for (size_t d = 0; d < s.devices.size(); ++d) {  // the step's growth: what it held at once above its start
+        const size_t peak = s.devices[d]->backend->allocator().peak_bytes();
+        budget_[d] = std::max(budget_[d], peak > step_start_[d] ? peak - step_start_[d] : 0);
+      }
       lockstep_ = false;
     }
   }

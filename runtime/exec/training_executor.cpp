@@ -69,6 +69,7 @@ TrainingExecutor::TrainingExecutor(const Graph& given, const Plan& plan, const B
   grads_.resize(s.slot_keys.size());
   grad_ready_.assign(s.slot_keys.size(), false);
   budget_.assign(s.devices.size(), 0);
+  step_start_.assign(s.devices.size(), 0);
 }
 
 TrainingExecutor::~TrainingExecutor() { clear(); }
@@ -91,7 +92,8 @@ Tensor TrainingExecutor::allocate_on(int device, const Shape& shape, DType dtype
   // The host runs ahead of the lanes, and a buffer it has let go of returns to its pool
   // only once its last reader has run: past the memory the step took in lockstep, wait for
   // the lanes, so that running ahead never costs memory.
-  if (!lockstep_ && allocator.current_bytes() + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget_[device]) {
+  const size_t in_use = allocator.current_bytes(), step_use = in_use > step_start_[device] ? in_use - step_start_[device] : 0;
+  if (!lockstep_ && step_use + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget_[device]) {
     gradient_return_->announce_submitted();  // what is complete need not wait for the rest
     synchronize_devices(schedule_->devices);
   }
@@ -124,6 +126,7 @@ void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed,
                                bool training) {
   Schedule& s = *schedule_;
   start_device_reports(s.devices);
+  for (size_t d = 0; d < s.devices.size(); ++d) step_start_[d] = s.devices[d]->backend->allocator().current_bytes();
   DeviceParameterCache::Traffic uploaded;  // counted: real traffic
   for (const auto& [name, replicas] : gradient_return_->held_replicas()) uploaded += cache_.hold(name, params_version);
   uploaded += cache_.refresh(params_version);

@@ -10,8 +10,11 @@
 // overlap the kernels that do not depend on them, and the host's bookkeeping overlaps the
 // kernels. Running ahead must not cost memory: a buffer the host has let go of returns to
 // its pool only once its last reader has run, so the first forward-backward runs in
-// lockstep (the host waits for every task) and measures each device's peak, and later ones
-// wait for the lanes whenever an allocation would pass it.
+// lockstep (the host waits for every task) and measures how far each device's pool grew
+// above what it held when the step began, and later ones wait for the lanes whenever an
+// allocation would take the step past that growth. (Measured from the step's start, not as
+// a level: what stays between steps, such as optimizer state made after the first step,
+// would otherwise make every later allocation wait.)
 //
 // Forward: in training mode, each layer's output from its device's pool; each forward copy
 // of the plan moves an activation into the destination's pool; a tensor no backward reads
@@ -153,7 +156,10 @@ class TrainingExecutor {
   std::unique_ptr<GradientReturn> gradient_return_;
   std::vector<GradientTargets> targets_;                // per action (ops only)
   std::vector<std::vector<int>> copies_after_backward_; // op step -> copy actions whose gradient goes back after its backward
-  std::vector<size_t> budget_;                          // per device: pool bytes the host may have in use before it waits
+  // Per device: how far the step's own use of the pool (above what was in use when its
+  // forward began: weights, optimizer state) may grow before the host waits for the lanes,
+  // and where this step began.
+  std::vector<size_t> budget_, step_start_;
   std::vector<std::vector<int>> release_after_forward_; // action -> slots nobody reads afterwards
   std::vector<std::pair<std::string, Device>> buffers_to_master_;  // GPU copies a training forward updates
   std::vector<Tensor> values_;     // per slot

@@ -7,6 +7,13 @@
 
 namespace tandem {
 
+void PlacedParameterDevices::on_cpu_lane(const std::function<void(ParameterDevices& host)>& work) {
+  Lane& lane = registry_.backend(Device::cpu()).lane(LaneKind::compute);
+  TraceLabel label("the host's parameters", "optimizer arithmetic");
+  lane.submit([&work] { work(host_parameter_devices(HostThreads::team)); });
+  lane.synchronize();  // `work` refers to the caller's values; the caller reads what it wrote
+}
+
 void PlacedParameterDevices::download(Device device, const Tensor& from, const Tensor& host) {
   TraceLabel label("optimizer state", "to the host");
   Backend& b = registry_.backend(device);
@@ -46,7 +53,7 @@ void PlacedParameterDevices::pull(const Tensor& state) {
 }
 
 Tensor PlacedParameterDevices::zeros_like(const Tensor& param) {
-  return host().zeros_like(param);  // replicas on the GPUs come with the first update
+  return host_parameter_devices().zeros_like(param);  // replicas on the GPUs come with the first update
 }
 
 void PlacedParameterDevices::sgd(const optim_detail::SgdScalars& s, const Tensor& p, const Tensor& g,
@@ -54,7 +61,7 @@ void PlacedParameterDevices::sgd(const optim_detail::SgdScalars& s, const Tensor
   const std::string name = cache_.held_name_of(p);
   if (name.empty()) {
     pull(buf);
-    return host().sgd(s, p, g, buf, first);
+    return on_cpu_lane([&](ParameterDevices& host) { host.sgd(s, p, g, buf, first); });
   }
   const Replicas held = cache_.replicas(name);
   std::vector<Tensor> bufs = buf.defined() ? state_on(buf, held) : std::vector<Tensor>(held.size());
@@ -71,7 +78,7 @@ void PlacedParameterDevices::adam(const optim_detail::AdamScalars& s, const Tens
   if (name.empty()) {
     pull(m);
     pull(v);
-    return host().adam(s, p, g, m, v);
+    return on_cpu_lane([&](ParameterDevices& host) { host.adam(s, p, g, m, v); });
   }
   const Replicas held = cache_.replicas(name);
   const std::vector<Tensor>& ms = state_on(m, held);
@@ -85,7 +92,11 @@ void PlacedParameterDevices::adam(const optim_detail::AdamScalars& s, const Tens
 
 double PlacedParameterDevices::sum_of_squares(const Tensor& g) {
   const std::string name = cache_.held_name_of(g);
-  if (name.empty()) return host().sum_of_squares(g);
+  if (name.empty()) {
+    double sum = 0;
+    on_cpu_lane([&](ParameterDevices& host) { sum = host.sum_of_squares(g); });
+    return sum;
+  }
   const DeviceParameterCache::Replica first = cache_.replicas(name).front();  // every replica holds the sum
   Backend& b = registry_.backend(first.device);
   Lane& compute = b.lane(LaneKind::compute);
@@ -98,7 +109,7 @@ double PlacedParameterDevices::sum_of_squares(const Tensor& g) {
 
 void PlacedParameterDevices::scale(const Tensor& g, float factor) {
   const std::string name = cache_.held_name_of(g);
-  if (name.empty()) return host().scale(g, factor);
+  if (name.empty()) return on_cpu_lane([&](ParameterDevices& host) { host.scale(g, factor); });
   TraceLabel label(name, "gradient clipped");
   for (const DeviceParameterCache::Replica& r : cache_.replicas(name)) {
     Backend& b = registry_.backend(r.device);
@@ -121,7 +132,8 @@ bool PlacedParameterDevices::scale_checking_finite(std::span<const Tensor> grads
       it->second.push_back(r.grad);
     }
   }
-  bool finite = on_host.empty() || host().scale_checking_finite(on_host, factor);
+  bool finite = true;
+  if (!on_host.empty()) on_cpu_lane([&](ParameterDevices& host) { finite = host.scale_checking_finite(on_host, factor); });
   TraceLabel label("gradients unscaled and checked");
   for (auto& [device, tensors] : by_device) {
     Backend& b = registry_.backend(device);

@@ -7,6 +7,7 @@
 // update is queued on its compute lane: the host does not wait for it.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -49,9 +50,11 @@ class PlacedParameterDevices final : public ParameterDevices {
   /// no longer hold.
   void pull(const Tensor& state);
   void download(Device device, const Tensor& from, const Tensor& host);
-  /// The host's arithmetic, for the parameters no GPU holds: on this thread alone, beside
-  /// the host lanes' OpenMP team (Note [which threads update] in backends/optimizer_update.h).
-  static ParameterDevices& host() { return host_parameter_devices(HostThreads::one); }
+  /// Runs `work` (the host's arithmetic, for the parameters no GPU holds) on the cpu's
+  /// compute lane, whose thread's OpenMP team spans the cores, and waits for it: the team
+  /// where the cpu's kernels run, not a second one beside it (Note [which threads update] in
+  /// backends/optimizer_update.h).
+  void on_cpu_lane(const std::function<void(ParameterDevices& host)>& work);
 
   DeviceRegistry& registry_;
   DeviceParameterCache& cache_;
