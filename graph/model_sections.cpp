@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "graph/text_similarity.h"
@@ -41,7 +42,7 @@ class SectionReader : public YamlReader {
   TrainingSpec load_training(const YAML::Node& n) {
     if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
     check_keys(n, {"epochs", "batch", "accumulate", "shuffle", "drop_last", "seed", "validation_split", "optimizer",
-                   "schedule", "clip_grad_norm", "loss_scaling", "data"},
+                   "optimizer_groups", "schedule", "clip_grad_norm", "loss_scaling", "data"},
                "", "key of train");
     TrainingSpec t;
     auto positive = [&](const char* key, int64_t& out) {
@@ -69,27 +70,39 @@ class SectionReader : public YamlReader {
       if (*t.clip_grad_norm <= 0) fail(v, "", "clip_grad_norm must be positive");
     }
     if (n["optimizer"]) t.optimizer = load_optimizer(n["optimizer"]);
+    if (n["optimizer_groups"]) t.optimizer_groups = load_optimizer_groups(n["optimizer_groups"], t.optimizer);
     if (n["schedule"]) t.schedule = load_schedule(n["schedule"]);
     if (n["loss_scaling"]) t.loss_scaling = load_loss_scaling(n["loss_scaling"]);
     if (n["data"]) t.data = load_data_spec(n["data"]);
     return t;
   }
 
-  OptimizerConfig load_optimizer(const YAML::Node& n) {
-    if (!n.IsMap()) fail(n, "", "optimizer must be a mapping such as {name: adam, lr: 0.001}");
-    const YAML::Node name = require(n, "name", "");
-    OptimizerConfig o;
-    o.name = scalar_string(name, "", "optimizer name");
-    if (o.name == "sgd") {
-      check_keys(n, {"name", "lr", "momentum", "dampening", "nesterov", "weight_decay"}, "", "key of the sgd optimizer");
-    } else if (o.name == "adam" || o.name == "adamw") {
-      check_keys(n, {"name", "lr", "betas", "eps", "weight_decay"}, "", "key of the " + o.name + " optimizer");
-      o.lr = 0.001;
-      if (o.name == "adamw") o.weight_decay = 0.01;
-    } else {
-      fail(name, "", "unknown optimizer '" + o.name + "'" + did_you_mean(o.name, {"sgd", "adam", "adamw"}) +
-                         "; use sgd, adam or adamw");
+  // `optimizer:`, or with `group` an entry of `optimizer_groups:`, whose hyperparameters
+  // start from `base` (train: optimizer:) when it names no other optimizer, as torch's
+  // param_groups take the optimizer's defaults.
+  OptimizerConfig load_optimizer(const YAML::Node& n, const OptimizerConfig* base = nullptr) {
+    if (!n.IsMap())
+      fail(n, "", base ? "each entry of optimizer_groups must be a mapping such as {params: [tables.*], name: "
+                         "rowwise_adagrad, lr: 0.05}"
+                       : "optimizer must be a mapping such as {name: adam, lr: 0.001}");
+    OptimizerConfig o = base ? *base : OptimizerConfig{};
+    if (!base || n["name"]) {
+      const YAML::Node name = require(n, "name", "");
+      const std::string given = scalar_string(name, "", "optimizer name");
+      const std::vector<std::string>& names = optimizer_names();
+      if (std::find(names.begin(), names.end(), given) == names.end())
+        fail(name, "", "unknown optimizer '" + given + "'" + did_you_mean(given, names) +
+                           "; use sgd, adam, adamw, adagrad, rowwise_adagrad or sparse_adam");
+      if (!base || given != base->name) o = optimizer_defaults(given);
     }
+    std::set<std::string> keys;
+    if (o.name == "sgd") keys = {"name", "lr", "momentum", "dampening", "nesterov", "weight_decay"};
+    else if (o.name == "adam" || o.name == "adamw") keys = {"name", "lr", "betas", "eps", "weight_decay"};
+    else if (o.name == "adagrad") keys = {"name", "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"};
+    else if (o.name == "rowwise_adagrad") keys = {"name", "lr", "lr_decay", "initial_accumulator_value", "eps"};
+    else keys = {"name", "lr", "betas", "eps"};  // sparse_adam
+    if (base) keys.insert("params");
+    check_keys(n, keys, "", "key of the " + o.name + " optimizer" + (base ? " group" : ""));
     auto non_negative = [&](const char* key, double& out) {
       if (const YAML::Node v = n[key]) {
         out = scalar_number(v, "", key);
@@ -101,9 +114,11 @@ class SectionReader : public YamlReader {
     non_negative("dampening", o.dampening);
     non_negative("weight_decay", o.weight_decay);
     non_negative("eps", o.eps);
+    non_negative("lr_decay", o.lr_decay);
+    non_negative("initial_accumulator_value", o.initial_accumulator_value);
     if (n["nesterov"]) o.nesterov = scalar_bool(n["nesterov"], "", "nesterov");
     if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-      fail(n["nesterov"], "", "nesterov needs momentum > 0 and dampening 0 (as in torch.optim.SGD)");
+      fail(n["nesterov"] ? n["nesterov"] : n, "", "nesterov needs momentum > 0 and dampening 0 (as in torch.optim.SGD)");
     if (const YAML::Node b = n["betas"]) {
       if (!b.IsSequence() || b.size() != 2) fail(b, "", "betas must be a list of two numbers such as [0.9, 0.999]");
       o.beta1 = scalar_number(b[0], "", "beta1");
@@ -114,6 +129,35 @@ class SectionReader : public YamlReader {
       }
     }
     return o;
+  }
+
+  // `optimizer_groups:`: a list of {params: PATTERN | [PATTERNS], name: ..., lr: ..., ...}.
+  std::vector<OptimizerGroup> load_optimizer_groups(const YAML::Node& n, const OptimizerConfig& base) {
+    if (!n.IsSequence())
+      fail(n, "", "optimizer_groups must be a list such as [{params: [tables.*], name: rowwise_adagrad, lr: 0.05}]; got " +
+                      kind_of(n));
+    std::vector<OptimizerGroup> groups;
+    for (const YAML::Node& entry : n) {
+      OptimizerGroup g;
+      g.optimizer = load_optimizer(entry, &base);
+      const YAML::Node params = require(entry, "params", "");
+      if (params.IsScalar()) {
+        g.params.push_back(scalar_string(params, "", "params pattern"));
+        g.params_at.push_back(where(params).str());
+      } else if (params.IsSequence() && params.size() > 0) {
+        for (const YAML::Node& p : params) {
+          g.params.push_back(scalar_string(p, "", "params pattern"));
+          g.params_at.push_back(where(p).str());
+        }
+      } else {
+        fail(params, "", "params must be a pattern or a list of patterns over parameter names or layer paths, such as "
+                         "[tables.*, 'emb_*.weight']");
+      }
+      for (size_t i = 0; i < g.params.size(); ++i)
+        if (g.params[i].empty()) fail(params.IsScalar() ? params : params[i], "", "a params pattern must not be empty");
+      groups.push_back(std::move(g));
+    }
+    return groups;
   }
 
   ScheduleConfig load_schedule(const YAML::Node& n) {

@@ -7,16 +7,48 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tandem {
 
 struct OptimizerConfig {
-  std::string name = "sgd";  // sgd, adam, adamw
+  std::string name = "sgd";  // sgd, adam, adamw, adagrad, rowwise_adagrad, sparse_adam
   double lr = 0.01;
   double momentum = 0, dampening = 0;  // sgd
   bool nesterov = false;               // sgd
-  double weight_decay = 0;             // sgd, adam: L2 on the gradient; adamw: decoupled
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  double weight_decay = 0;             // sgd, adam, adagrad, rowwise_adagrad: L2 on the gradient; adamw: decoupled
+  double beta1 = 0.9, beta2 = 0.999;   // adam, adamw, sparse_adam
+  double eps = 1e-8;                   // adam, adamw, sparse_adam; adagrad, rowwise_adagrad: 1e-10
+  double lr_decay = 0;                  // adagrad, rowwise_adagrad: lr / (1 + (step - 1) * lr_decay)
+  double initial_accumulator_value = 0;  // adagrad, rowwise_adagrad
+};
+
+/// The optimizers Tandem has (torch.optim's names; rowwise_adagrad is torchrec's).
+inline const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names = {"sgd", "adam", "adamw", "adagrad", "rowwise_adagrad", "sparse_adam"};
+  return names;
+}
+
+/// Optimizer `name` with its constructor's defaults (torch.optim's, torchrec's).
+inline OptimizerConfig optimizer_defaults(const std::string& name) {
+  OptimizerConfig o;
+  o.name = name;
+  if (name == "adam" || name == "adamw" || name == "sparse_adam") o.lr = 0.001;
+  if (name == "adamw") o.weight_decay = 0.01;
+  if (name == "adagrad" || name == "rowwise_adagrad") o.eps = 1e-10;
+  return o;
+}
+
+/// One entry of `train: optimizer_groups:` (torch.optim's param_groups; TorchRec's fused
+/// table optimizer beside a dense one): the parameters whose names or layer paths match
+/// one of `params` (globs) are updated by `optimizer`; the first group that matches a
+/// parameter takes it, and the parameters no group matches take `train: optimizer:`.
+struct OptimizerGroup {
+  std::vector<std::string> params;
+  /// "FILE:LINE:COLUMN" of each pattern in the model file (empty when the API built it):
+  /// a pattern that matches no trained parameter is reported there.
+  std::vector<std::string> params_at;
+  OptimizerConfig optimizer;
 };
 
 struct ScheduleConfig {
@@ -64,6 +96,8 @@ struct TrainingSpec {
   uint64_t seed = 0;
   double validation_split = 0.0;
   OptimizerConfig optimizer;
+  /// Per-parameter-group optimizers (empty: `optimizer` updates every parameter).
+  std::vector<OptimizerGroup> optimizer_groups;
   ScheduleConfig schedule;
   std::optional<double> clip_grad_norm;
   LossScalingConfig loss_scaling;

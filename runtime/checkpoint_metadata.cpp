@@ -1,10 +1,12 @@
 #include "runtime/checkpoint_metadata.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 
 #include "core/error.h"
+#include "graph/training_spec.h"
 
 namespace tandem {
 namespace {
@@ -100,8 +102,9 @@ CheckpointMetadata parse_checkpoint_metadata(const std::map<std::string, std::st
   m.total_steps = r.whole<int64_t>("total_steps", 0, kMaxCount);
   m.seed = r.whole<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max());
   m.optimizer = r.text("optimizer");
-  if (m.optimizer != "sgd" && m.optimizer != "adam" && m.optimizer != "adamw")
-    r.fail_field("optimizer", m.optimizer, "is not an optimizer; expected sgd, adam or adamw");
+  if (std::find(optimizer_names().begin(), optimizer_names().end(), m.optimizer) == optimizer_names().end())
+    r.fail_field("optimizer", m.optimizer,
+                 "is not an optimizer; expected sgd, adam, adamw, adagrad, rowwise_adagrad or sparse_adam");
   m.lr = r.number("lr");
   m.batch = r.whole<int64_t>("batch", 1, kMaxCount);
   m.epochs = r.whole<int64_t>("epochs", 1, kMaxCount);

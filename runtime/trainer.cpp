@@ -66,7 +66,7 @@ std::string batch_size_text(const TensorMap& batch, const Graph& graph) {
 }  // namespace
 
 Trainer::Trainer(Model& model, TrainingSpec spec)
-    : model_(model), spec_(std::move(spec)), optimizer_(make_optimizer(spec_.optimizer)), scaler_(spec_.loss_scaling) {
+    : model_(model), spec_(std::move(spec)), scaler_(spec_.loss_scaling) {
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
   check_loss_reaches_parameters(model_.graph());
@@ -83,19 +83,14 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
       continue;
     }
     auto dense = dense_grads.find(name);
-    if (dense == dense_grads.end() && !optimizer_->takes_row_gradients())
-      throw UserError("parameter '" + name + "' belongs to a table declared sparse: true, whose gradient is kept " +
-                      "as the rows its batches looked up; only sgd without momentum and weight_decay can " +
-                      "update such a gradient, and this model trains with " + spec_.optimizer.name +
-                      (spec_.optimizer.name == "sgd" ? " with momentum or weight_decay" : "") +
-                      ". Drop sparse: true to give the table a dense gradient (torch's optimizers refuse " +
-                      "sparse gradients likewise)");
     names_.push_back(name);
     params_.push_back(model_.parameters().at(name));
     grads_.push_back(dense == dense_grads.end() ? Tensor() : dense->second);
     rows_.push_back(&rows);
   }
   updated_ = {names_, params_, grads_, rows_};
+  // refuses what cannot update a row gradient, naming the parameter
+  optimizer_ = std::make_unique<OptimizerGroups>(spec_, updated_.names, updated_.params, updated_.grads, updated_.rows);
 }
 
 bool Trainer::scales_loss() const {
@@ -134,6 +129,8 @@ void Trainer::distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions
       updated_.grads.push_back(grads_[i]);
       updated_.rows.push_back(rows_[i]);
     }
+    optimizer_ = std::make_unique<OptimizerGroups>(spec_, updated_.names, updated_.params, updated_.grads,
+                                                   updated_.rows, /*check_patterns=*/false);
   }
 }
 
@@ -225,10 +222,9 @@ double Trainer::step(const TensorMap& batch) {
                     "): the training loss is " + (std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf") +
                     "; the run stopped before updating the weights. Lower the learning rate (--lr), clip gradients "
                     "(train: clip_grad_norm), or check the data");
-  optimizer_->set_devices(devices);
   if (spec_.clip_grad_norm) clip_grad_norm(grads_, *spec_.clip_grad_norm, rows_, devices);
   last_lr_ = current_lr();
-  optimizer_->step_rows(updated_.params, updated_.grads, updated_.rows, last_lr_);
+  optimizer_->step(devices, spec_.schedule, step_, std::max<int64_t>(total_steps_, 1));
   if (sharding_) sharding_->share_parameters(params_, "the parameters each rank updated");
   if (ddp_) ddp_->share_buffers();
   model_.parameters_changed();
@@ -397,7 +393,7 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
 
 size_t Trainer::optimizer_state_bytes() const {
   size_t bytes = 0;
-  for (const auto& [name, t] : optimizer_->state(updated_.names))
+  for (const auto& [name, t] : optimizer_->state())
     if (name != "step") bytes += t.nbytes();
   return bytes;
 }
@@ -416,7 +412,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
   // what it writes, and the others have nothing to do.
   if (!sharding_ && rank() != 0) return;
   CheckpointContents contents;
-  contents.optimizer = optimizer_->state(updated_.names);
+  contents.optimizer = optimizer_->state();
   if (sharding_)
     contents.optimizer =
         sharding_->gather_state(contents.optimizer, "the optimizer state's shares for checkpoint " + path);
@@ -453,7 +449,7 @@ void Trainer::apply_checkpoint(const std::string& path, CheckpointContents check
     });
   }
   try {
-    optimizer_->load_state(state, updated_.names, updated_.params);
+    optimizer_->load_state(state);
   } catch (const UserError& e) {
     throw UserError(path + ": " + e.what());
   }

@@ -22,6 +22,7 @@
 #include "runtime/model.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/optimizer_groups.h"
 #include "runtime/roc_auc.h"
 
 namespace tandem {
@@ -142,7 +143,7 @@ class Trainer {
  private:
   Model& model_;
   TrainingSpec spec_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<OptimizerGroups> optimizer_;  // over updated_
   std::vector<std::string> names_;
   std::vector<Tensor> params_, grads_;
   std::vector<TouchedRows*> rows_;  // the model's touched rows of each gradient

@@ -3,6 +3,7 @@
 // way, so that a run from Python and one from the CLI are the same run, bit for bit.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "dataset_from_python.h"
@@ -91,16 +92,10 @@ TrainingSpec training_spec(const Graph& graph, const py::dict& settings) {
   if (auto v = get("seed")) spec.seed = v.cast<uint64_t>();
   if (auto v = get("optimizer")) {
     std::string name = py::str(v);
-    if (name != "sgd" && name != "adam" && name != "adamw")
-      throw UserError("Trainer(optimizer='" + name + "'): unknown optimizer" +
-                      did_you_mean(name, {"sgd", "adam", "adamw"}) + "; write sgd, adam or adamw");
-    if (name != spec.optimizer.name) {
-      OptimizerConfig fresh;
-      fresh.name = name;
-      if (name == "adam" || name == "adamw") fresh.lr = 0.001;
-      if (name == "adamw") fresh.weight_decay = 0.01;
-      spec.optimizer = fresh;
-    }
+    if (std::find(optimizer_names().begin(), optimizer_names().end(), name) == optimizer_names().end())
+      throw UserError("Trainer(optimizer='" + name + "'): unknown optimizer" + did_you_mean(name, optimizer_names()) +
+                      "; write sgd, adam, adamw, adagrad, rowwise_adagrad or sparse_adam");
+    if (name != spec.optimizer.name) spec.optimizer = optimizer_defaults(name);
   }
   OptimizerConfig& o = spec.optimizer;
   if (auto v = get("lr")) o.lr = v.cast<double>();

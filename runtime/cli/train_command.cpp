@@ -51,11 +51,7 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   if (o.accumulate) spec.accumulate = *o.accumulate;
   if (o.seed) spec.seed = *o.seed;
   if (!o.optimizer.empty() && o.optimizer != spec.optimizer.name) {
-    OptimizerConfig fresh;  // another optimizer: its own defaults, not the YAML's
-    fresh.name = o.optimizer;
-    if (o.optimizer == "adam" || o.optimizer == "adamw") fresh.lr = 0.001;
-    if (o.optimizer == "adamw") fresh.weight_decay = 0.01;
-    spec.optimizer = fresh;
+    spec.optimizer = optimizer_defaults(o.optimizer);  // another optimizer: its own defaults, not the YAML's
   }
   if (o.lr) spec.optimizer.lr = *o.lr;
   if (o.shuffle) spec.shuffle = *o.shuffle;
@@ -346,7 +342,10 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--accumulate", o->accumulate,
                   "micro-batches of --batch samples whose gradients one step sums (gradient accumulation)");
   sub->add_option("--lr", o->lr, "learning rate");
-  sub->add_option("--optimizer", o->optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  sub->add_option("--optimizer", o->optimizer,
+                  "sgd, adam, adamw, adagrad, rowwise_adagrad or sparse_adam (the parameters no train: "
+                  "optimizer_groups entry takes)")
+      ->check(CLI::IsMember(optimizer_names()));
   sub->add_option("--seed", o->seed, "seed for initial weights, shuffling, the split and dropout");
   sub->add_option("--validation-split", o->validation_split, "fraction of the data held out for validation");
   sub->add_option("--weights", o->weights, "start from these weights (safetensors)");

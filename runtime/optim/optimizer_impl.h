@@ -27,13 +27,55 @@ class BufferedOptimizer : public Optimizer {
   /// first step, when the buffers hold no history yet.
   bool begin_step(std::span<Tensor> params, std::span<const Tensor> grads);
 
+  /// The shape of buffer `b` of `param`: the parameter's own by default (rowwise_adagrad's
+  /// holds one value per row).
+  virtual Shape buffer_shape(size_t b, const Tensor& param) const { return param.shape(); }
+  /// The value buffer `b` starts at: 0 by default (Adagrad's initial_accumulator_value).
+  virtual float buffer_start(size_t b) const { return 0.0f; }
+  /// The state stays in host memory whatever device a parameter is on: for the optimizers
+  /// whose arithmetic runs on the host alone (they refuse a parameter a GPU holds).
+  bool host_state_ = false;
+
   std::string kind_;
   std::vector<std::string> buffer_names_;
   std::vector<std::vector<Tensor>> buffers_;  // [buffer][param]; empty before the first step
 };
 
+/// The rows of parameter `p` that an update visits, each with its gradient: the rows a row
+/// gradient holds (`rows->holds_values()`); with a dense gradient `g`, the rows `rows` lists
+/// when `lazy` (the update leaves a row whose gradient is zero as it is) and it lists them,
+/// else every row. A row is a slice along the first dimension (a 0-d tensor: one row).
+/// Calls f(row, param row, gradient row, width), rows ascending. Host float32 tensors only:
+/// UserError, naming `kind`, for a parameter a GPU holds.
+template <class F>
+void for_each_updated_row(const std::string& kind, ParameterDevices& devices, const Tensor& p, const Tensor& g,
+                          TouchedRows* rows, bool lazy, F&& f) {
+  if (devices.holds(p) || p.device() != Device::cpu())
+    throw UserError("optimizer " + kind + " updates parameters in host memory only, and a parameter of shape " +
+                    shape_str(p.shape()) + " is trained on a GPU; give the layers placed on GPUs sgd, adam or " +
+                    "adamw in train: optimizer_groups (docs/training.md)");
+  float* param = p.data<float>();
+  if (rows && rows->holds_values()) {
+    const int64_t width = rows->width();
+    for (int64_t r : rows->list()) f(r, param + r * width, rows->values_of(r), width);
+    return;
+  }
+  const int64_t count = p.dim() >= 1 ? p.size(0) : 1;
+  const int64_t width = count > 0 ? p.numel() / count : 0;
+  const float* grad = g.data<float>();
+  if (lazy && rows && !rows->all() && rows->rows() == count) {
+    for (int64_t r : rows->list()) f(r, param + r * width, grad + r * width, width);
+    return;
+  }
+  for (int64_t r = 0; r < count; ++r) f(r, param + r * width, grad + r * width, width);
+}
+
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& config);
 /// Adam (`decoupled` false: weight decay as L2 on the gradient) or AdamW (`decoupled` true).
 std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& config, bool decoupled);
+/// torch.optim.Adagrad (`rowwise` false) or torchrec's RowWiseAdagrad (`rowwise` true).
+std::unique_ptr<Optimizer> make_adagrad(const OptimizerConfig& config, bool rowwise);
+/// torch.optim.SparseAdam: lazy moments, only the rows a row gradient holds.
+std::unique_ptr<Optimizer> make_sparse_adam(const OptimizerConfig& config);
 
 }  // namespace tandem::optim_detail

@@ -1,4 +1,5 @@
 // The state every optimizer shares: a step count and buffers shaped like the parameters.
+#include <algorithm>
 #include <set>
 
 #include "runtime/optim/optimizer_impl.h"
@@ -73,7 +74,7 @@ void BufferedOptimizer::load_state(const TensorMap& state, std::span<const std::
   for (size_t b = 0; b < buffer_names_.size(); ++b) {
     for (size_t i = 0; i < names.size(); ++i) {
       std::string name = names[i] + "." + buffer_names_[b];
-      buffers[b].push_back(find_buffer(state, kind_, name, params[i].shape()).clone());
+      buffers[b].push_back(find_buffer(state, kind_, name, buffer_shape(b, params[i])).clone());
       expected.insert(std::move(name));
     }
   }
@@ -110,16 +111,26 @@ bool BufferedOptimizer::begin_step(std::span<Tensor> params, std::span<const Ten
   bool first = steps_ == 0;
   if (first) {
     buffers_.assign(buffer_names_.size(), {});
-    for (auto& buffer : buffers_)
-      for (const Tensor& p : params) buffer.push_back(devices_->zeros_like(p));
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      for (const Tensor& p : params) {
+        if (!host_state_) {
+          buffers_[b].push_back(devices_->zeros_like(p));
+          continue;
+        }
+        Tensor t = Tensor::zeros(buffer_shape(b, p), DType::float32);
+        if (const float start = buffer_start(b); start != 0.0f) std::fill_n(t.data<float>(), t.numel(), start);
+        buffers_[b].push_back(std::move(t));
+      }
   }
-  for (auto& buffer : buffers_) {
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    auto& buffer = buffers_[b];
     TANDEM_ASSERT(buffer.size() == params.size(), kind_ + " step: " + std::to_string(params.size()) +
                                                       " parameters, the state holds " +
                                                       std::to_string(buffer.size()));
     for (size_t i = 0; i < params.size(); ++i) {
-      TANDEM_ASSERT(buffer[i].shape() == params[i].shape(),
+      TANDEM_ASSERT(buffer[i].shape() == buffer_shape(b, params[i]),
                     kind_ + " step: parameter " + std::to_string(i) + " changed shape");
+      if (host_state_) continue;
       // The state lives where its parameter's master copy does: follow it when that moved
       // (to a GPU when placed training started, back to the host after Model::to(cpu)).
       if (buffer[i].device() != params[i].device()) {

@@ -181,7 +181,7 @@ TEST_CASE("make_optimizer rejects bad configurations with messages", "[optim]") 
     CHECK_THROWS_WITH(make_optimizer(c), Contains(text));
   };
   OptimizerConfig c = config("rmsprop", 0.1);
-  expect_error(c, "unknown optimizer 'rmsprop' (expected sgd, adam or adamw)");
+  expect_error(c, "unknown optimizer 'rmsprop' (expected sgd, adam, adamw, adagrad, rowwise_adagrad or sparse_adam)");
   expect_error(config("sgd", -0.1), "optimizer sgd: lr must be >= 0, got -0.1");
   expect_error(config("adam", std::nan("")), "optimizer adam: lr must be >= 0");
   c = config("sgd", 0.1);

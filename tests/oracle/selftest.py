@@ -4,6 +4,7 @@ make_cases end to end (including `oracle: skip`), the gradients of grads.safeten
 against finite differences, and the training cases against a hand-written replay of the
 losses, clipping, schedules and optimizers of docs/training.md.
 Run: /usr/bin/python3 tests/oracle/selftest.py"""
+import fnmatch
 import json
 import math
 import os
@@ -287,9 +288,9 @@ def _manual_loss(L, x, t):
     return per.mean() if L["reduction"] == "mean" else per.sum()
 
 
-def _manual_lr(train, k, total):
+def _manual_lr(train, k, total, lr=None):
     o, s = train["optimizer"], train["schedule"]
-    lr = o["lr"]
+    lr = o["lr"] if lr is None else lr
     if s["name"] == "step":
         return lr * s["gamma"] ** (k // s["step_size"])
     if s["name"] == "cosine":
@@ -301,13 +302,22 @@ def _manual_lr(train, k, total):
     return lr
 
 
+def _optimizer_of(train, name):
+    """The optimizer of parameter `name`: the first optimizer_groups entry whose pattern
+    matches it or its layer path (fnmatch), else train.optimizer."""
+    layer = name.rsplit(".", 1)[0]
+    for g in train.get("optimizer_groups") or []:
+        if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(layer, pat) for pat in g["params"]):
+            return g["optimizer"]
+    return train["optimizer"]
+
+
 def replay(case):
     """Re-runs a training case with hand-written losses, clipping, schedules and optimizers
     (torch is only used for the forward pass and its autograd)."""
     model, spec = load_case_model(case)
     model.train()
     train = spec.train
-    o = train["optimizer"]
     batches = read_safetensors(os.path.join(case["dir"], "batches.safetensors"))
     names, params = zip(*model.named_parameters())
     state = [{} for _ in params]
@@ -325,12 +335,32 @@ def replay(case):
             gs = [g * coef for g in gs]
         if k == 0:
             grads0 = dict(zip(names, [g.clone() for g in gs]))
-        lr = _manual_lr(train, k, case["total_steps"])
+        lrs.append(_manual_lr(train, k, case["total_steps"]))
         losses.append(float(loss))
-        lrs.append(lr)
         with torch.no_grad():
-            for p, g, st in zip(params, gs, state):
-                wd = o["weight_decay"]
+            for name, p, g, st in zip(names, params, gs, state):
+                o = _optimizer_of(train, name)
+                lr = _manual_lr(train, k, case["total_steps"], o["lr"])
+                wd = o.get("weight_decay", 0.0)
+                t = st["t"] = st.get("t", 0) + 1
+                if o["name"] in ("adagrad", "rowwise_adagrad"):
+                    clr = lr / (1 + (t - 1) * o["lr_decay"])
+                    g = g + wd * p
+                    g2 = g.reshape(g.shape[0], -1) if g.dim() else g.reshape(1, -1)
+                    sq = g2 * g2 if o["name"] == "adagrad" else (g2 * g2).mean(1, keepdim=True)
+                    st["sum"] = st.get("sum", torch.full_like(sq, o["initial_accumulator_value"])) + sq
+                    p -= (clr * g2 / (st["sum"].sqrt() + o["eps"])).reshape(p.shape)
+                    continue
+                if o["name"] == "sparse_adam":  # lazy: the rows the gradient holds (none is exactly zero here)
+                    b1, b2 = o["betas"]
+                    live = (g.reshape(g.shape[0], -1) != 0).any(1)
+                    m = st.setdefault("m", torch.zeros_like(p))
+                    v = st.setdefault("v", torch.zeros_like(p))
+                    m[live] = b1 * m[live] + (1 - b1) * g[live]
+                    v[live] = b2 * v[live] + (1 - b2) * g[live] * g[live]
+                    step = lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                    p[live] -= step * m[live] / (v[live].sqrt() + o["eps"])
+                    continue
                 if o["name"] == "sgd":
                     g = g + wd * p
                     if o["momentum"]:
@@ -343,7 +373,6 @@ def replay(case):
                 else:
                     p *= 1 - lr * wd
                 b1, b2 = o["betas"]
-                t = st["t"] = st.get("t", 0) + 1
                 st["m"] = b1 * st.get("m", torch.zeros_like(p)) + (1 - b1) * g
                 st["v"] = b2 * st.get("v", torch.zeros_like(p)) + (1 - b2) * g * g
                 mhat = st["m"] / (1 - b1 ** t)

@@ -12,6 +12,7 @@ The module tree mirrors the YAML: each block (a `layers:` list, a `module:` use,
 device and no `module.` prefix is added.
 """
 import collections
+import fnmatch
 import math
 import os
 import re
@@ -960,13 +961,16 @@ def linear_flops(model, inputs):
 LOSS_OPS = ("cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits")
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 LOSS_KEYS = {"op", "input", "target", "reduction", "ignore_index", "label_smoothing", "parallel"}
-TRAIN_KEYS = {"epochs", "batch", "shuffle", "drop_last", "seed", "validation_split", "optimizer", "schedule",
-              "clip_grad_norm", "data"}
+TRAIN_KEYS = {"epochs", "batch", "shuffle", "drop_last", "seed", "validation_split", "optimizer", "optimizer_groups",
+              "schedule", "clip_grad_norm", "data"}
 # optimizer name -> its keys with defaults
 OPTIMIZERS = {
     "sgd": {"lr": 0.01, "momentum": 0.0, "dampening": 0.0, "nesterov": False, "weight_decay": 0.0},
     "adam": {"lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0},
     "adamw": {"lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01},
+    "adagrad": {"lr": 0.01, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0, "eps": 1e-10},
+    "rowwise_adagrad": {"lr": 0.01, "lr_decay": 0.0, "initial_accumulator_value": 0.0, "eps": 1e-10},
+    "sparse_adam": {"lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-8},
 }
 SCHEDULES = {
     "constant": {},
@@ -1098,6 +1102,18 @@ def _parse_train(where, train):
         if not (isinstance(b, list) and len(b) == 2 and all(_is_num(x) and 0 <= x < 1 for x in b)):
             raise err("optimizer.betas must be two numbers in [0, 1)")
     t["optimizer"] = o
+    groups = train.get("optimizer_groups", [])
+    if not isinstance(groups, list):
+        raise err("optimizer_groups must be a list")
+    t["optimizer_groups"] = []
+    for g in groups:
+        if not isinstance(g, dict) or "params" not in g:
+            raise err("each entry of optimizer_groups needs params")
+        pats = g["params"] if isinstance(g["params"], list) else [g["params"]]
+        rest = {k: v for k, v in g.items() if k != "params"}
+        if "name" not in rest or rest["name"] == o["name"]:  # torch's param_groups: the defaults, overridden
+            rest = dict(o, **rest)
+        t["optimizer_groups"].append({"params": pats, "optimizer": _sub(where, "optimizer_groups", rest, OPTIMIZERS)})
     s = _sub(where, "schedule", train.get("schedule", {"name": "constant"}), SCHEDULES)
     if s["name"] == "step":
         if not _is_int(s["step_size"]) or s["step_size"] < 1:
@@ -1152,27 +1168,106 @@ def scheduled_lr(train, step, total_steps=None):
     return mn + (lr - mn) * (1 + math.cos(math.pi * frac)) / 2
 
 
-def make_scheduler(optimizer, train, total_steps=None):
-    """A LambdaLR stepped once per optimizer step: step k runs with scheduled_lr(k)."""
-    base = float(train["optimizer"]["lr"])
+def make_scheduler(optimizer, train, total_steps=None, base=None):
+    """A LambdaLR stepped once per optimizer step: step k runs with scheduled_lr(k) (from the
+    group's own lr `base`, as a torch scheduler moves every param group)."""
+    base = float(train["optimizer"]["lr"]) if base is None else float(base)
     scheduled_lr(train, 10 ** 9, total_steps)  # fail now, not mid-training, when total_steps is missing
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: scheduled_lr(train, k, total_steps) / base)
+
+    def factor(k):
+        return scheduled_lr(dict(train, optimizer=dict(train["optimizer"], lr=base)), k, total_steps) / base
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class RowWiseAdagrad(torch.optim.Optimizer):
+    """torchrec.optim.RowWiseAdagrad (FBGEMM's EXACT_ROWWISE_ADAGRAD) written out: one
+    accumulator per row of a 2-D parameter, which grows by the mean of the row gradient's
+    squares; p.addcdiv_(g, sqrt(sum) + eps, value=-lr / (1 + (step - 1) * lr_decay)). A
+    sparse gradient (a `sparse: true` table) is coalesced first (duplicate ids summed); its
+    absent rows have a zero gradient, which leaves them and their sums as they are."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, initial_accumulator_value=0.0, eps=1e-10):
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps))
+        for group in self.param_groups:
+            for p in group["params"]:
+                rows = p.shape[0] if p.dim() >= 1 else 1
+                self.state[p]["step"] = 0
+                self.state[p]["sum"] = torch.full((rows,), float(initial_accumulator_value))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.coalesce().to_dense() if p.grad.is_sparse else p.grad
+                st = self.state[p]
+                st["step"] += 1
+                clr = group["lr"] / (1 + (st["step"] - 1) * group["lr_decay"])
+                g2 = g.reshape(g.shape[0] if g.dim() >= 1 else 1, -1)
+                st["sum"] += g2.pow(2).mean(1)
+                std = st["sum"].sqrt().add_(group["eps"])
+                p.view_as(g2).addcdiv_(g2, std.view(-1, 1), value=-clr)
+
+
+def _torch_optimizer(o, params):
+    if o["name"] == "sgd":
+        return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], dampening=o["dampening"],
+                               nesterov=o["nesterov"], weight_decay=o["weight_decay"])
+    if o["name"] == "adam":
+        return torch.optim.Adam(params, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                                weight_decay=o["weight_decay"])
+    if o["name"] == "adamw":
+        return torch.optim.AdamW(params, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                                 weight_decay=o["weight_decay"])
+    if o["name"] == "adagrad":
+        return torch.optim.Adagrad(params, lr=o["lr"], lr_decay=o["lr_decay"], weight_decay=o["weight_decay"],
+                                   initial_accumulator_value=o["initial_accumulator_value"], eps=o["eps"])
+    if o["name"] == "sparse_adam":
+        return torch.optim.SparseAdam(params, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"])
+    return RowWiseAdagrad(params, lr=o["lr"], lr_decay=o["lr_decay"],
+                          initial_accumulator_value=o["initial_accumulator_value"], eps=o["eps"])
+
+
+class Combined:
+    """Several optimizers (or schedulers) stepped as one, as torchrec's CombinedOptimizer;
+    param_groups are the first one's (the default group's lr is what a case records)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.param_groups = [g for p in parts for g in getattr(p, "param_groups", [])]
+
+    def step(self):
+        for p in self.parts:
+            p.step()
 
 
 def make_optimizer(model, train, total_steps=None):
-    """(torch.optim optimizer over model.parameters() in state_dict order, LambdaLR scheduler)."""
-    o = train["optimizer"]
-    params = list(model.parameters())
-    if o["name"] == "sgd":
-        opt = torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], dampening=o["dampening"],
-                              nesterov=o["nesterov"], weight_decay=o["weight_decay"])
-    elif o["name"] == "adam":
-        opt = torch.optim.Adam(params, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
-                               weight_decay=o["weight_decay"])
-    else:
-        opt = torch.optim.AdamW(params, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
-                                weight_decay=o["weight_decay"])
-    return opt, make_scheduler(opt, train, total_steps)
+    """(torch.optim optimizer over model.parameters() in state_dict order, LambdaLR scheduler).
+    With optimizer_groups, each parameter goes to the first group whose patterns match its
+    name or its layer path (fnmatch), the rest to train.optimizer: one optimizer per group."""
+    groups = train.get("optimizer_groups") or []
+    if not groups:
+        opt = _torch_optimizer(train["optimizer"], list(model.parameters()))
+        return opt, make_scheduler(opt, train, total_steps)
+    members = [[] for _ in range(len(groups) + 1)]
+    for name, p in model.named_parameters():
+        layer = name.rsplit(".", 1)[0]
+        chosen = 0
+        for i, g in enumerate(groups):
+            if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(layer, pat) for pat in g["params"]):
+                chosen = i + 1
+                break
+        members[chosen].append(p)
+    configs = [train["optimizer"]] + [g["optimizer"] for g in groups]
+    opts, scheds = [], []
+    for o, params in zip(configs, members):
+        if params:
+            opt = _torch_optimizer(o, params)
+            opts.append(opt)
+            scheds.append(make_scheduler(opt, train, total_steps, base=o["lr"]))
+    # the default group first, so that param_groups[0]["lr"] is train.optimizer's
+    return Combined(opts), Combined(scheds)
 
 
 def loss_fn(spec, values, targets):

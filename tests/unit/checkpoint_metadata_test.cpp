@@ -99,7 +99,7 @@ TEST_CASE("checkpoint metadata: every field is refused when damaged, naming it",
       {{{"epochs", "two"}}, "field 'epochs' = 'two' is not a whole number (digits only)"},
       {{{"lr", "nan"}}, "field 'lr' = 'nan' is not a finite number >= 0"},
       {{{"lr", "-0.1"}}, "field 'lr' = '-0.1' is not a finite number >= 0"},
-      {{{"optimizer", "rmsprop"}}, "field 'optimizer' = 'rmsprop' is not an optimizer; expected sgd, adam or adamw"},
+      {{{"optimizer", "rmsprop"}}, "field 'optimizer' = 'rmsprop' is not an optimizer; expected sgd, adam, adamw, adagrad, rowwise_adagrad or sparse_adam"},
       {{{"tandem_checkpoint", "2"}}, "field 'tandem_checkpoint' = '2' is not a version this Tandem reads"},
       {{{"epoch", "3"}}, "says 3 epochs done in 2 steps, but every epoch takes at least one step"},
   };

@@ -291,3 +291,227 @@ TEST_CASE("tandem train exits with 2 and says why when a sparse: true table meet
   CHECK(code == 0);
   std::filesystem::remove_all(dir);
 }
+
+// ----------------------------------------------------------------------------------------
+// Optimizers made for tables (adagrad, rowwise_adagrad, sparse_adam) and optimizer groups.
+
+namespace {
+
+/// The tables with `table_optimizer`, everything else with adam (lr 0.01).
+TrainingSpec tables_apart(const std::string& table_optimizer, double lr) {
+  TrainingSpec spec;
+  spec.optimizer = optimizer_defaults("adam");
+  spec.optimizer.lr = 0.01;
+  OptimizerGroup tables;
+  tables.params = {"tables.*"};
+  tables.optimizer = optimizer_defaults(table_optimizer);
+  tables.optimizer.lr = lr;
+  spec.optimizer_groups.push_back(tables);
+  return spec;
+}
+
+double largest_difference(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double worst = 0;
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, std::abs(double(x[i]) - double(y[i])));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("rowwise_adagrad and adagrad on sparse: true tables train as on dense tables; adam trains the rest",
+          "[train][row_gradient][optimizer_groups]") {
+  auto rng = seeded_rng("table optimizers");
+  const int64_t rows = 3000;
+  SECTION("rowwise_adagrad: to the dense table's bits") {
+    Model rows_model = load(rows, true), dense_model = load(rows, false);
+    const uint64_t seed = rng() % 1000;
+    rows_model.init_parameters(seed);
+    dense_model.init_parameters(seed);
+    train_side_by_side(rows_model, dense_model, tables_apart("rowwise_adagrad", 0.05), rows, rng, 5);
+  }
+  SECTION("adagrad: torch's sparse and dense paths round apart (g / std * -lr against -lr * g / std)") {
+    Model rows_model = load(rows, true), dense_model = load(rows, false);
+    const uint64_t seed = rng() % 1000;
+    rows_model.init_parameters(seed);
+    dense_model.init_parameters(seed);
+    TrainingSpec spec = tables_apart("adagrad", 0.05);
+    spec.optimizer_groups[0].optimizer.lr_decay = 0.01;
+    spec.optimizer_groups[0].optimizer.initial_accumulator_value = 0.1;
+    Trainer a(rows_model, spec), b(dense_model, spec);
+    for (int step = 0; step < 5; ++step) {
+      TensorMap batch = random_batch(3 + static_cast<int64_t>(rng() % 20), rows, rng);
+      a.step(batch);
+      b.step(batch);
+    }
+    for (const auto& [name, p] : dense_model.parameters()) {
+      INFO(name);
+      CHECK(largest_difference(rows_model.parameters().at(name), p) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("sparse_adam moves only the rows a batch looked up, and takes row gradients only",
+          "[train][row_gradient][optimizer_groups]") {
+  auto rng = seeded_rng("sparse adam");
+  const int64_t rows = 500;
+  Model model = load(rows, true);
+  model.init_parameters(3);
+  const Tensor before = model.parameters().at("tables.bag.weight").clone();
+  Trainer trainer(model, tables_apart("sparse_adam", 0.01));
+  TensorMap batch = random_batch(6, rows, rng);
+  trainer.step(batch);
+  std::set<int64_t> looked_up;
+  for (int64_t id : batch.at("ids").span<int64_t>())
+    if (id != 0) looked_up.insert(id);  // padding_idx 0 gets no gradient
+  const Tensor& after = model.parameters().at("tables.bag.weight");
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool same = std::memcmp(before.data<float>() + r * 8, after.data<float>() + r * 8, 8 * sizeof(float)) == 0;
+    INFO("row " << r);
+    CHECK(same == !looked_up.count(r));
+  }
+  Model dense = load(rows, false);
+  CHECK_THROWS_WITH(Trainer(dense, tables_apart("sparse_adam", 0.01)),
+                    Catch::Contains("'tables.bag.weight' has a dense gradient") && Catch::Contains("SparseAdam"));
+  TrainingSpec everything;
+  everything.optimizer = optimizer_defaults("sparse_adam");
+  CHECK_THROWS_WITH(Trainer(model, everything), Catch::Contains("'head.fc_in.bias' has a dense gradient"));
+}
+
+TEST_CASE("a run with table optimizers resumed from its checkpoint ends with the same bits",
+          "[train][row_gradient][optimizer_groups][checkpoint]") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tandem-table-opt-" + std::to_string(getpid()) + ".safetensors")).string();
+  for (const std::string optimizer : {"rowwise_adagrad", "adagrad", "sparse_adam"}) {
+    INFO(optimizer);
+    auto rng = seeded_rng(("table optimizer resume " + optimizer).c_str());
+    const int64_t rows = 400;
+    std::vector<TensorMap> batches;
+    for (int k = 0; k < 6; ++k) batches.push_back(random_batch(7, rows, rng));
+    TrainingSpec spec = tables_apart(optimizer, 0.05);
+    Model whole = load(rows, true);
+    whole.init_parameters(11);
+    Trainer uninterrupted(whole, spec);
+    for (int k = 0; k < 3; ++k) uninterrupted.step(batches[k]);
+    uninterrupted.save_checkpoint(path);
+    for (int k = 3; k < 6; ++k) uninterrupted.step(batches[k]);
+
+    Model again = load(rows, true);
+    again.init_parameters(99);  // the checkpoint's weights replace these
+    Trainer resumed(again, spec);
+    resumed.load_checkpoint(path);
+    for (int k = 3; k < 6; ++k) resumed.step(batches[k]);
+    for (const auto& [name, p] : whole.parameters()) {
+      INFO(name);
+      CHECK(same_bits(again.parameters().at(name), p));
+    }
+    const TensorMap state = read_safetensors(path);
+    CHECK(state.count("optimizer.head.out.weight.exp_avg"));  // adam's, beside the tables'
+    if (optimizer == "rowwise_adagrad") CHECK(state.at("optimizer.tables.bag.weight.sum").shape() == Shape{rows});
+    if (optimizer == "sparse_adam") CHECK(state.count("optimizer.tables.emb.weight.exp_avg_sq"));
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("table optimizers with the head data-parallel on 2 simulated GPUs train as the cpu alone",
+          "[multidevice][train][row_gradient][optimizer_groups]") {
+  auto rng = seeded_rng("table optimizers placed");
+  const int64_t rows = 2000;
+  for (const std::string optimizer : {"rowwise_adagrad", "sparse_adam"}) {
+    INFO(optimizer);
+    Model placed = load(rows, true, "cpu",
+                        "cuda:0\n    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 0}");
+    Model alone = load(rows, true);
+    placed.init_parameters(5);
+    alone.init_parameters(5);
+    placed.use_devices(sim_gpus(2), annotations());
+    const TrainingSpec spec = tables_apart(optimizer, 0.05);
+    Trainer a(placed, spec), b(alone, spec);
+    for (int step = 0; step < 4; ++step) {
+      TensorMap batch = random_batch(8 + 2 * static_cast<int64_t>(rng() % 8), rows, rng);
+      const double la = a.step(batch), lb = b.step(batch);
+      CHECK(std::abs(la - lb) <= 1e-5 * std::max(1.0, std::abs(lb)));
+    }
+    for (const auto& [name, p] : alone.parameters()) {
+      INFO(name);
+      CHECK(largest_difference(placed.parameters().at(name), p) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("train: optimizer_groups in YAML: groups by pattern, inherited hyperparameters, errors at file:line",
+          "[train][keys][optimizer_groups]") {
+  const std::string model = tables_yaml(100, true);
+  auto spec_of = [&](const std::string& train) {
+    return load_graph_from_string(model + train, "groups.yaml").training.value();
+  };
+  TrainingSpec t = spec_of(
+      "train:\n"
+      "  optimizer: {name: adam, lr: 0.002, betas: [0.8, 0.9]}\n"
+      "  optimizer_groups:\n"
+      "    - {params: [tables.bag, 'tables.e*.weight'], name: rowwise_adagrad, lr: 0.05, eps: 1e-8}\n"
+      "    - {params: head.out, lr: 0.01}\n");
+  REQUIRE(t.optimizer_groups.size() == 2);
+  CHECK(t.optimizer_groups[0].optimizer.name == "rowwise_adagrad");
+  CHECK(t.optimizer_groups[0].optimizer.lr == 0.05);
+  CHECK(t.optimizer_groups[0].optimizer.eps == 1e-8);
+  CHECK(t.optimizer_groups[0].params == std::vector<std::string>{"tables.bag", "tables.e*.weight"});
+  CHECK(t.optimizer_groups[0].params_at[0] == "groups.yaml:26:17");
+  // no name: the default optimizer's kind and hyperparameters, lr overridden (torch's param_groups)
+  CHECK(t.optimizer_groups[1].optimizer.name == "adam");
+  CHECK(t.optimizer_groups[1].optimizer.beta1 == 0.8);
+  CHECK(t.optimizer_groups[1].optimizer.lr == 0.01);
+
+  struct Bad {
+    std::string train, says;
+  } bad[] = {
+      {"train:\n  optimizer_groups:\n    - {params: [tables.*], name: rowwise_adagrad, betas: [0.9, 0.99]}\n",
+       "groups.yaml:25:51: unknown key of the rowwise_adagrad optimizer group 'betas'"},
+      {"train:\n  optimizer_groups:\n    - {params: [tables.*], name: rowwise_adagard}\n",
+       "groups.yaml:25:34: unknown optimizer 'rowwise_adagard' (did you mean 'rowwise_adagrad'?)"},
+      {"train:\n  optimizer_groups:\n    - {name: adagrad}\n", "groups.yaml:25:7: missing required key 'params'"},
+      {"train:\n  optimizer_groups: {params: x}\n", "groups.yaml:24:21: optimizer_groups must be a list"},
+      {"train:\n  optimizer_groups:\n    - {params: [tables.*], name: adagrad, lr: -1}\n",
+       "groups.yaml:25:47: lr must not be negative"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.train);
+    CHECK_THROWS_WITH(spec_of(b.train), Catch::Contains(b.says));
+  }
+  // a pattern that matches no trained parameter: named where it stands, when training starts
+  Model m(load_graph_from_string(model + "train:\n  optimizer_groups:\n    - {params: [tables.*, tabels.*], name: "
+                                         "rowwise_adagrad}\n",
+                                 "groups.yaml"));
+  CHECK_THROWS_WITH(Trainer(m, m.graph().training.value()),
+                    Catch::Contains("groups.yaml:25:27: train: optimizer_groups: params pattern 'tabels.*' matches no "
+                                    "trained parameter"));
+}
+
+TEST_CASE("tandem train exits with 2 naming file:line for a bad optimizer group, and trains a good one",
+          "[train][errors][cli][optimizer_groups]") {
+  auto rng = seeded_rng("optimizer groups cli");
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tandem-groups-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  TensorMap data = random_batch(32, 100, rng);
+  write_safetensors(dir + "/data.safetensors", data);
+  auto run = [&](const std::string& groups, int* code) {
+    std::ofstream(dir + "/model.yaml") << tables_yaml(100, true)
+                                       << "train:\n  epochs: 2\n  batch: 8\n  optimizer: {name: adam, lr: 0.01}\n"
+                                       << "  optimizer_groups:\n" << groups;
+    return run_cli("train " + dir + "/model.yaml --data " + dir + "/data.safetensors", code);
+  };
+  int code = 0;
+  std::string out = run("    - {params: tables.*, name: rowwise_adagrad, momentum: 0.9}\n", &code);
+  INFO(out);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("model.yaml:28:49: unknown key of the rowwise_adagrad optimizer group 'momentum'"));
+  out = run("    - {params: tables.*, name: sgd, momentum: 0.9}\n", &code);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("belongs to a table declared sparse: true"));
+  out = run("    - {params: tables.*, name: rowwise_adagrad, lr: 0.05}\n", &code);
+  CHECK(code == 0);
+  std::filesystem::remove_all(dir);
+}

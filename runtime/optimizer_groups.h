@@ -1,0 +1,49 @@
+// OptimizerGroups: the optimizers of one training run, a group of parameters each, as
+// torch.optim's param_groups and TorchRec's fused table optimizer beside a dense one
+// (`train: optimizer_groups:`, docs/training.md). Each parameter is updated by the first
+// group whose `params` patterns match its name or its layer's path, else by `train:
+// optimizer:`. Each group's learning rate follows the run's schedule from its own `lr`, as
+// a torch scheduler moves every param group's.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/touched_rows.h"
+#include "graph/training_spec.h"
+#include "runtime/optim/optimizer.h"
+
+namespace tandem {
+
+class OptimizerGroups {
+ public:
+  /// Parameter i is names[i], params[i], grads[i] (undefined for a row gradient), rows[i].
+  /// UserError, naming the file and line where the spec says so: a pattern that matches no
+  /// trained parameter (when `check_patterns`), a `sparse: true` table whose optimizer
+  /// cannot take its row gradient, sparse_adam for a parameter without row gradients.
+  OptimizerGroups(const TrainingSpec& spec, std::span<const std::string> names, std::span<const Tensor> params,
+                  std::span<const Tensor> grads, std::span<TouchedRows* const> rows, bool check_patterns = true);
+
+  /// One update of every parameter; group g's learning rate is the schedule's at `step` from
+  /// its own base lr.
+  void step(ParameterDevices& devices, const ScheduleConfig& schedule, int64_t step, int64_t total_steps);
+  /// Every group's state: "<param>.<buffer>" and one "step" (the groups step together).
+  TensorMap state() const;
+  /// Restores what state() returned; UserError for a tensor no group keeps.
+  void load_state(const TensorMap& state);
+
+ private:
+  struct Group {
+    OptimizerConfig config;
+    std::unique_ptr<Optimizer> optimizer;
+    std::vector<std::string> names;
+    std::vector<Tensor> params, grads;
+    std::vector<TouchedRows*> rows;
+  };
+  std::vector<Group> groups_;  // [0]: train: optimizer:; then optimizer_groups in order
+};
+
+}  // namespace tandem
