@@ -1,7 +1,8 @@
 // ComputeOps: what a device computes with when its computing is done by the host's cores
 // (the cpu; a simulated GPU, which borrows the cpu's). Every call runs at once, on the
-// calling thread. Host-lane backends (host_backend.h) run these calls on their lanes; the
-// runtime's single-device path calls them directly. A backend that computes on a device of
+// calling thread. Host-lane backends (host_backend.h) run these calls on their lanes (the
+// cpu alone's lane is the calling thread itself); the runtime reaches them only through a
+// backend. A backend that computes on a device of
 // its own (CUDA) does not use this.
 #pragma once
 

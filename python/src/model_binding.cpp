@@ -310,7 +310,7 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
              std::optional<std::string> max_memory) -> PyModel& {
             PlaceArguments arguments{std::move(policy), place_patterns(place), sim_gpus, std::move(sim_gpu_memory),
                                      logical_gpus, std::move(max_memory)};
-            py::gil_scoped_release nogil;  // replaces placed executors: their queues drain first
+            py::gil_scoped_release nogil;  // replaces the executors: their queues drain first
             place_model(*self.model, arguments);
             return self;
           },

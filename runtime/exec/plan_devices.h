@@ -1,4 +1,4 @@
-// The devices a placed plan runs on, as both placed executors (inference and training)
+// The devices a plan runs on, as both executors (inference and training)
 // hold them: each device's Backend (backends/backend.h: the only way the executors reach
 // a device), its compute lane, and the counters of its device report.
 #pragma once
@@ -56,7 +56,7 @@ Tensor allocate_output(const Shape& shape, DType dtype, Allocator& allocator, co
 Lane& queue_copy(PlanDevice& from, PlanDevice& to, const Tensor& src, const Tensor& dst, const Lane* src_writer,
                  const DeviceEvent& src_ready);
 
-/// The slots of a placed executor: one per (value, device) where the plan puts a tensor,
+/// The slots of an executor: one per (value, device) where the plan puts a tensor,
 /// numbered in the order they appear; `keys[slot]` is its (value, device).
 class SlotTable {
  public:

@@ -1,5 +1,5 @@
 // DeviceParameterCache: the GPU copies of a model's parameters and the GPU buffers their
-// gradients accumulate in, shared by every placed executor of a model (inference and
+// gradients accumulate in, shared by every executor of a model (inference and
 // training), and where each parameter's master copy is.
 //
 // Note [where a master lives]: a parameter starts with its master copy on the host (the
