@@ -22,15 +22,28 @@ using tandem::TensorMap;
 /// relative to the output's largest value, or to 0.01 when that is smaller: an output that
 /// nearly cancels (a logit of -0.0019 summed from terms near 0.1) carries float32 rounding
 /// of its terms' size, not of its own (seed 1562904566 missed 1e-5 by that alone).
+/// A bf16 case's output may instead be at least as close to PyTorch's fp32 as autocast's
+/// is: a layer Tandem keeps in fp32 (a product of at most 2048 multiply-adds) is then
+/// autocast's own rounding away from it, which a sum of cancelling terms can push past
+/// any fixed tolerance (seed 1949318768: 0.024 on precision_bf16_matmul's vec_mat).
 void compare_outputs(const TensorMap& actual, const TensorMap& expected, const nlohmann::json& c) {
   const std::string case_name = c["name"];
   const double tolerance = c.value("tolerance", 1e-5);
+  const bool reduced = c.value("precision", "fp32") != "fp32";
+  const TensorMap fp32 =
+      reduced ? tandem::read_safetensors(c["dir"].get<std::string>() + "/expected_fp32.safetensors") : TensorMap{};
   REQUIRE(actual.size() == expected.size());
   for (const auto& [name, want] : expected) {
     INFO("case " << case_name << ", output " << name);
     REQUIRE(actual.count(name) == 1);
-    double err = oracle::relative_error_floored(actual.at(name), want, 1e-2);
-    CHECK(err <= tolerance);
+    const double err = oracle::relative_error_floored(actual.at(name), want, 1e-2);
+    if (err <= tolerance) continue;
+    REQUIRE(reduced);
+    const double ours_vs_fp32 = oracle::relative_error_floored(actual.at(name), fp32.at(name), 1e-2);
+    const double autocast_vs_fp32 = oracle::relative_error_floored(want, fp32.at(name), 1e-2);
+    INFO("against autocast " << err << " (tolerance " << tolerance << "); against fp32 " << ours_vs_fp32
+                             << ", autocast's " << autocast_vs_fp32);
+    CHECK(ours_vs_fp32 <= autocast_vs_fp32);
   }
 }
 
