@@ -18,7 +18,8 @@ void TouchedRows::hold_values(int64_t width) {
 }
 
 void TouchedRows::add_slot(int64_t row) {
-  const int64_t slot = static_cast<int64_t>(slot_of_.size());
+  if (slot_of_.empty()) slot_of_.assign(static_cast<size_t>(rows_), -1);
+  const int64_t slot = slots_++;
   const int64_t capacity = values_.defined() ? values_.size(0) : 0;
   if (slot == capacity) {  // grow by doubling: a step's rows settle after a few steps
     Tensor grown = Tensor::empty({std::max<int64_t>(64, capacity * 2), width_}, DType::float32);
@@ -26,17 +27,17 @@ void TouchedRows::add_slot(int64_t row) {
     values_ = std::move(grown);
   }
   std::memset(values_.data<float>() + slot * width_, 0, sizeof(float) * static_cast<size_t>(width_));
-  slot_of_.emplace(row, slot);
+  slot_of_[static_cast<size_t>(row)] = static_cast<int32_t>(slot);
 }
 
 float* TouchedRows::values_of(int64_t row) {
-  auto it = slot_of_.find(row);
-  return it == slot_of_.end() ? nullptr : values_.data<float>() + it->second * width_;
+  return const_cast<float*>(static_cast<const TouchedRows*>(this)->values_of(row));
 }
 
 const float* TouchedRows::values_of(int64_t row) const {
-  auto it = slot_of_.find(row);
-  return it == slot_of_.end() ? nullptr : values_.data<float>() + it->second * width_;
+  if (slot_of_.empty() || row < 0 || row >= rows_) return nullptr;
+  const int32_t slot = slot_of_[static_cast<size_t>(row)];
+  return slot < 0 ? nullptr : values_.data<float>() + static_cast<int64_t>(slot) * width_;
 }
 
 void TouchedRows::mark(std::span<const int64_t> ids, int64_t skip) {
@@ -57,7 +58,16 @@ void TouchedRows::mark(std::span<const int64_t> ids, int64_t skip) {
 
 std::span<const int64_t> TouchedRows::list() const {
   if (!sorted_) {
-    std::sort(list_.begin(), list_.end());
+    // Ascending: from the bits when they are few words a listed row (one pass over them),
+    // else by sorting the list.
+    if (bits_.size() < list_.size() * 8) {
+      size_t n = 0;
+      for (size_t w = 0; w < bits_.size(); ++w)
+        for (uint64_t word = bits_[w]; word != 0; word &= word - 1)
+          list_[n++] = static_cast<int64_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(word)));
+    } else {
+      std::sort(list_.begin(), list_.end());
+    }
     sorted_ = true;
   }
   return list_;
@@ -65,9 +75,12 @@ std::span<const int64_t> TouchedRows::list() const {
 
 void TouchedRows::clear() {
   // O(rows listed), not O(rows): a step on a huge table clears what it marked
-  for (int64_t id : list_) bits_[static_cast<size_t>(id >> 6)] &= ~(uint64_t{1} << (id & 63));
+  for (int64_t id : list_) {
+    bits_[static_cast<size_t>(id >> 6)] &= ~(uint64_t{1} << (id & 63));
+    if (!slot_of_.empty()) slot_of_[static_cast<size_t>(id)] = -1;
+  }
   list_.clear();
-  slot_of_.clear();  // the values' storage stays for the next step's rows
+  slots_ = 0;  // the values' storage stays for the next step's rows
   sorted_ = true;
   all_ = false;
 }

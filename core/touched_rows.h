@@ -24,7 +24,6 @@
 #include <map>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
@@ -76,7 +75,11 @@ class TouchedRows {
   // the order rows were first marked; from the cpu allocator, so reports count them
   int64_t width_ = 0;
   Tensor values_;
-  std::unordered_map<int64_t, int64_t> slot_of_;
+  // per row of the table, its slot, or -1: an array, not a hash map, because backward looks
+  // a row up for every id of the batch (4 bytes a row, against the width's floats of a
+  // dense gradient)
+  std::vector<int32_t> slot_of_;
+  int64_t slots_ = 0;  // rows holding values since the last clear()
 
   void add_slot(int64_t row);
 };
