@@ -185,4 +185,9 @@ void zero_host(float* x, int64_t n, HostThreads threads) {
   for_pieces(n, threads, [&](int64_t b, int64_t e) { std::memset(x + b, 0, static_cast<size_t>(e - b) * sizeof(float)); });
 }
 
+void for_rows_host(int64_t n, int64_t row_elements, HostThreads threads,
+                   const std::function<void(int64_t begin, int64_t end)>& body) {
+  for_pieces(n, threads, body, std::max<int64_t>(row_elements, 1));
+}
+
 }  // namespace tandem

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "backends/update_scalars.h"
 
@@ -54,5 +55,11 @@ double block_sum_of_squares_host(const float* x, int64_t n, int64_t b);
 void scale_host(float* x, int64_t n, float factor, HostThreads threads = HostThreads::one);
 /// x[0, n) = 0.
 void zero_host(float* x, int64_t n, HostThreads threads = HostThreads::one);
+
+/// body(begin, end) over [0, n) rows of `row_elements` elements each, on the calling thread
+/// or in one piece per thread of its team as the loops above: for updates that visit some
+/// rows of a table (each row's arithmetic its own, so the bits do not depend on the split).
+void for_rows_host(int64_t n, int64_t row_elements, HostThreads threads,
+                   const std::function<void(int64_t begin, int64_t end)>& body);
 
 }  // namespace tandem

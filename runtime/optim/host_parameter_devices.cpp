@@ -52,6 +52,7 @@ class HostParameterDevices final : public ParameterDevices {
     require_host(t, "optimizer state");
     std::memcpy(t.raw_data(), from.raw_data(), t.nbytes());
   }
+  HostThreads host_threads() const override { return threads_; }
 
  private:
   HostThreads threads_;

@@ -48,6 +48,10 @@ class ParameterDevices {
   /// devices that do its arithmetic: then it is updated, summed and scaled whole through
   /// these calls, never by rows on the host. Default: no.
   virtual bool holds(const Tensor& t) { return false; }
+  /// Who runs an update of host rows (an optimizer's own loops over a table's rows):
+  /// the calling thread alone by default (Note [which threads update] in
+  /// backends/optimizer_update.h).
+  virtual HostThreads host_threads() const { return HostThreads::one; }
 };
 
 /// The host's: every tensor in host memory; the loops of backends/optimizer_update.h, run

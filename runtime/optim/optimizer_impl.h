@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/optimizer_update.h"
 #include "runtime/optim/optimizer.h"
 
 namespace tandem::optim_detail {
@@ -41,12 +42,28 @@ class BufferedOptimizer : public Optimizer {
   std::vector<std::vector<Tensor>> buffers_;  // [buffer][param]; empty before the first step
 };
 
+/// Note [rows ahead]: the rows a batch looked up lie anywhere in a table of megabytes, so
+/// each costs the update a trip to memory that the hardware's prefetcher cannot foresee.
+/// Asking for the row kRowsAhead ahead of the one being updated (its parameter and its
+/// gradient row) keeps that many trips under way at once.
+inline constexpr int64_t kRowsAhead = 8;
+inline void prefetch_row(const float* param, const TouchedRows& rows, int64_t row, int64_t width) {
+  const float* p = param + row * width;
+  const float* g = rows.values_of(row);
+  for (int64_t k = 0; k < width; k += 16) {  // a 64-byte line a time
+    __builtin_prefetch(p + k, /*write=*/1);
+    __builtin_prefetch(g + k, /*write=*/0);
+  }
+}
+
 /// The rows of parameter `p` that an update visits, each with its gradient: the rows a row
 /// gradient holds (`rows->holds_values()`); with a dense gradient `g`, the rows `rows` lists
 /// when `lazy` (the update leaves a row whose gradient is zero as it is) and it lists them,
 /// else every row. A row is a slice along the first dimension (a 0-d tensor: one row).
-/// Calls f(row, param row, gradient row, width), rows ascending. Host float32 tensors only:
-/// UserError, naming `kind`, for a parameter a GPU holds.
+/// Calls f(row, param row, gradient row, width) once a row, over the threads
+/// `devices.host_threads()` names: each row's update must be its own (it writes that row of
+/// the parameter and of its state only), so the bits do not depend on the threads. Host
+/// float32 tensors only: UserError, naming `kind`, for a parameter a GPU holds.
 template <class F>
 void for_each_updated_row(const std::string& kind, ParameterDevices& devices, const Tensor& p, const Tensor& g,
                           TouchedRows* rows, bool lazy, F&& f) {
@@ -55,19 +72,36 @@ void for_each_updated_row(const std::string& kind, ParameterDevices& devices, co
                     shape_str(p.shape()) + " is trained on a GPU; give the layers placed on GPUs sgd, adam or " +
                     "adamw in train: optimizer_groups (docs/training.md)");
   float* param = p.data<float>();
+  const HostThreads threads = devices.host_threads();
   if (rows && rows->holds_values()) {
     const int64_t width = rows->width();
-    for (int64_t r : rows->list()) f(r, param + r * width, rows->values_of(r), width);
+    const std::span<const int64_t> listed = rows->list();
+    const TouchedRows& held = *rows;
+    for_rows_host(static_cast<int64_t>(listed.size()), width, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        if (k + kRowsAhead < end) prefetch_row(param, held, listed[static_cast<size_t>(k + kRowsAhead)], width);
+        const int64_t r = listed[static_cast<size_t>(k)];
+        f(r, param + r * width, held.values_of(r), width);
+      }
+    });
     return;
   }
   const int64_t count = p.dim() >= 1 ? p.size(0) : 1;
   const int64_t width = count > 0 ? p.numel() / count : 0;
   const float* grad = g.data<float>();
   if (lazy && rows && !rows->all() && rows->rows() == count) {
-    for (int64_t r : rows->list()) f(r, param + r * width, grad + r * width, width);
+    const std::span<const int64_t> listed = rows->list();
+    for_rows_host(static_cast<int64_t>(listed.size()), width, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const int64_t r = listed[static_cast<size_t>(k)];
+        f(r, param + r * width, grad + r * width, width);
+      }
+    });
     return;
   }
-  for (int64_t r = 0; r < count; ++r) f(r, param + r * width, grad + r * width, width);
+  for_rows_host(count, width, threads, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) f(r, param + r * width, grad + r * width, width);
+  });
 }
 
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& config);

@@ -42,15 +42,11 @@ class Sgd final : public BufferedOptimizer {
           continue;
         }
       }
-      float* p = params[i].data<float>();
-      const float* g = grads[i].defined() ? grads[i].data<float>() : nullptr;
-      if (touched && touched->holds_values()) {  // a row gradient: its rows are the gradient
-        const int64_t width = touched->width();
-        for (int64_t r : touched->list()) sgd_update_host(s, p + r * width, touched->values_of(r), nullptr, width, first);
-        continue;
-      }
-      const int64_t width = params[i].numel() / touched->rows();
-      for (int64_t r : touched->list()) sgd_update_host(s, p + r * width, g + r * width, nullptr, width, first);
+      // the listed rows (a row gradient's, or those a dense gradient may hold non-zero)
+      for_each_updated_row(kind_, *devices_, params[i], grads[i], touched, /*lazy=*/true,
+                           [&](int64_t, float* p, const float* g, int64_t width) {
+                             sgd_update_host(s, p, g, nullptr, width, first);
+                           });
     }
   }
 
