@@ -290,6 +290,48 @@ TEST_CASE("N ranks at batch B train as one process at N x B", "[distributed][tra
   }
 }
 
+// tables with row gradients (`sparse: true`), ids repeating within and across the ranks'
+// shares (60 rows, 12 ids a sample) and a padding row, beside an MLP
+const char* kTables = R"(name: ddp_tables
+inputs:
+  ids: {shape: [batch, 12], dtype: int64}
+  x: {shape: [batch, 6]}
+targets:
+  y: {shape: [batch, 1]}
+layers:
+  - {name: table, op: embedding_bag, inputs: ids, num_embeddings: 60, embedding_dim: 8, mode: sum, sparse: true,
+     padding_idx: 3, device: cpu}
+  - {name: fc0, op: linear, inputs: x, in_features: 6, out_features: 8}
+  - {name: both, op: add, inputs: [table, fc0]}
+  - {name: act, op: relu}
+  - {name: fc1, op: linear, in_features: 8, out_features: 1}
+loss: {op: mse_loss, input: fc1, target: y}
+)";
+
+TEST_CASE("the table optimizers update the rows summed over the ranks, as one process at N x B",
+          "[distributed][train][tables]") {
+  const uint64_t seed = shared_seed("table optimizers");
+  const std::string yaml = write_model("tables", kTables);
+  for (const char* table_optimizer : {"rowwise_adagrad", "sparse_adam", "adagrad", "sgd"}) {
+    for (bool placed : {false, true}) {
+      INFO(table_optimizer << (placed ? ", the MLP on two simulated GPUs" : ", on the cpu"));
+      TrainingSpec spec = spec_with("adam");
+      OptimizerGroup tables;
+      tables.params = {"table"};
+      tables.optimizer.name = table_optimizer;
+      tables.optimizer.lr = 0.05;
+      spec.optimizer_groups.push_back(tables);
+      const Run want = train(yaml, spec, seed, {.distributed = false, .placed = placed, .global_batch = 4 * job()->size()});
+      const Run got = train(yaml, spec, seed, {.placed = placed});
+      check_same_training(got, want);
+      // the padding row gets no gradient: it stays where the (shared) initialisation put it
+      const auto got_table = got.weights.at("table.weight").span<float>();
+      const auto want_table = want.weights.at("table.weight").span<float>();
+      for (size_t k = 3 * 8; k < 4 * 8; ++k) CHECK(got_table[k] == want_table[k]);
+    }
+  }
+}
+
 TEST_CASE("bucket sizes from one parameter per bucket to one bucket give the same weights", "[distributed][train]") {
   const uint64_t seed = shared_seed("bucket sizes");
   const std::string yaml = write_model("buckets", kMlp);
