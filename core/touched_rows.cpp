@@ -30,16 +30,6 @@ void TouchedRows::add_slot(int64_t row) {
   slot_of_[static_cast<size_t>(row)] = static_cast<int32_t>(slot);
 }
 
-float* TouchedRows::values_of(int64_t row) {
-  return const_cast<float*>(static_cast<const TouchedRows*>(this)->values_of(row));
-}
-
-const float* TouchedRows::values_of(int64_t row) const {
-  if (slot_of_.empty() || row < 0 || row >= rows_) return nullptr;
-  const int32_t slot = slot_of_[static_cast<size_t>(row)];
-  return slot < 0 ? nullptr : values_.data<float>() + static_cast<int64_t>(slot) * width_;
-}
-
 void TouchedRows::mark(std::span<const int64_t> ids, int64_t skip) {
   if (all_) return;  // nothing more to learn until clear()
   if (bits_.empty()) bits_.assign(static_cast<size_t>((rows_ + 63) / 64), 0);

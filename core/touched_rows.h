@@ -51,8 +51,15 @@ class TouchedRows {
   int64_t width() const { return width_; }
   /// The gradient row of a listed `row` (`width()` floats), else null. Valid until the
   /// next mark() or clear().
-  float* values_of(int64_t row);
-  const float* values_of(int64_t row) const;
+  /// Inline: backward asks for every id of a batch, and the update for every listed row.
+  float* values_of(int64_t row) {
+    return const_cast<float*>(static_cast<const TouchedRows*>(this)->values_of(row));
+  }
+  const float* values_of(int64_t row) const {
+    if (slot_of_.empty() || row < 0 || row >= rows_) return nullptr;
+    const int32_t slot = slot_of_[static_cast<size_t>(row)];
+    return slot < 0 ? nullptr : values_.data<float>() + static_cast<int64_t>(slot) * width_;
+  }
   /// The bytes the held rows take (their capacity): what the allocator counts.
   size_t values_bytes() const { return values_.defined() ? values_.nbytes() : 0; }
 

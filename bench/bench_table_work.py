@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""Table work: what an embedding table costs a training step (its layers' backward, the
+gradient zeroing and the optimizer step), dense against `sparse: true` row gradients, and the
+split (tables on the cpu, the rest on a GPU) against the cpu alone.
+
+    /usr/bin/python3 bench/bench_table_work.py [--rounds 3] [--steps 40] [--json OUT]
+
+Each run is `tandem train CONFIG --bench-steps N --trace T` on the bench recommender at batch
+2048 (16,384 tag ids), the configs differing only in the tables' optimizer:
+bench/configs/gpu_recommender_train_dense_sgd.yaml (dense tables, SGD),
+..._sparse_sgd.yaml (`sparse: true`, SGD), gpu_recommender_train.yaml (dense, Adam) and
+..._sparse_rowwise_adagrad.yaml (`sparse: true`, rowwise_adagrad); the MLPs take Adam in all
+four. From each trace, per step after the warm-up: the table layers' backward spans, the
+"gradients zeroed" span and the "optimizer step" span (the MLPs' Adam is in it: 10,000
+parameters, some microseconds). The configs run alternated, `--rounds` times; medians.
+Then the step time of the split (`--sim-gpus 1 --placement embeddings-on-cpu`) against the
+cpu alone for the recommender and bench/configs/dlrm_split_train.yaml (8 tables,
+rowwise_adagrad). On a machine without a GPU the GPU is simulated, computing on the same
+cores. Take it with nothing else running.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = {
+    "dense sgd": "bench/configs/gpu_recommender_train_dense_sgd.yaml",
+    "sparse sgd": "bench/configs/gpu_recommender_train_sparse_sgd.yaml",
+    "dense adam": "bench/configs/gpu_recommender_train.yaml",
+    "sparse rowwise_adagrad": "bench/configs/gpu_recommender_train_sparse_rowwise_adagrad.yaml",
+}
+TABLES = ("'items'", "'tags'")
+SPLIT = ["--sim-gpus", "1", "--placement", "embeddings-on-cpu"]
+
+
+def run(tandem, config, steps, extra, trace=None):
+    cmd = [tandem, "train", os.path.join(ROOT, config), "--bench-steps", str(steps), "--json", *extra]
+    if trace:
+        cmd += ["--trace", trace]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit("bench_table_work: %s failed:\n%s" % (" ".join(cmd), done.stdout + done.stderr))
+    return json.loads(done.stdout.splitlines()[-1])["timing"]["median_ms"]
+
+
+def table_work_ms(trace, skip=3):
+    """Median over steps of the tables' backward, the zeroing and the optimizer step, in ms."""
+    with open(trace) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted(e["ts"] for e in events if e["name"] == "optimizer step")
+    parts = {"backward": [], "zeroing": [], "update": []}
+    for lo, hi in zip(steps[skip:], steps[skip + 1:]):
+        inside = [e for e in events if lo < e["ts"] <= hi]
+        parts["backward"].append(sum(e["dur"] for e in inside
+                                     if e["name"].endswith(" backward") and any(t in e["name"] for t in TABLES)))
+        parts["zeroing"].append(sum(e["dur"] for e in inside if e["name"] == "gradients zeroed"))
+        parts["update"].append(sum(e["dur"] for e in inside if e["name"] == "optimizer step"))
+    out = {k: statistics.median(v) / 1000 for k, v in parts.items()}
+    out["total"] = sum(out.values())
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tandem", default=os.path.join(ROOT, "build/tandem"))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--json", help="write the figures here too")
+    a = p.parse_args()
+    common = ["--batch", "2048", "--bind", "tags=16384"]
+    work = {name: [] for name in CONFIGS}
+    split = {"recommender, rowwise_adagrad": ([], []), "dlrm_split (8 tables)": ([], [])}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(a.rounds):
+            for name, config in CONFIGS.items():
+                trace = os.path.join(tmp, "trace.json")
+                run(a.tandem, config, a.steps, common, trace)
+                work[name].append(table_work_ms(trace))
+            for name, (config, extra) in {
+                    "recommender, rowwise_adagrad": (CONFIGS["sparse rowwise_adagrad"], common),
+                    "dlrm_split (8 tables)": ("bench/configs/dlrm_split_train.yaml", ["--batch", "2048"])}.items():
+                split[name][0].append(run(a.tandem, config, a.steps, extra + SPLIT))
+                split[name][1].append(run(a.tandem, config, a.steps, extra))
+    result = {"table_work_ms": {}, "split": {}}
+    print("table work a step, ms (medians of %d rounds): backward + zeroing + update = total" % a.rounds)
+    for name, runs in work.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        result["table_work_ms"][name] = med
+        print("  %-24s %6.2f + %5.2f + %5.2f = %6.2f" % (name, med["backward"], med["zeroing"], med["update"],
+                                                        med["total"]))
+    t = result["table_work_ms"]
+    ratios = {"sparse sgd / dense sgd": t["sparse sgd"]["total"] / t["dense sgd"]["total"],
+              "sparse rowwise_adagrad / dense adam": t["sparse rowwise_adagrad"]["total"] / t["dense adam"]["total"]}
+    result["ratios"] = ratios
+    for name, r in ratios.items():
+        print("  %s: %.2fx" % (name, r))
+    print("training step, ms: split (tables on the cpu, the rest on a GPU) / the cpu alone")
+    for name, (placed, alone) in split.items():
+        s, c = statistics.median(placed), statistics.median(alone)
+        result["split"][name] = {"split_ms": s, "cpu_alone_ms": c, "ratio": s / c}
+        print("  %-30s %7.2f / %7.2f = %.2fx" % (name, s, c, s / c))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
