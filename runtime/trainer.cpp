@@ -465,6 +465,26 @@ void Trainer::apply_checkpoint(const std::string& path, CheckpointContents check
   }
 }
 
+namespace {
+
+/// Ids an embedding looks up must lie within its table: the data is checked when it loads,
+/// naming the file and line, not in the middle of a shuffled batch of a training step.
+void bound_by_tables(const Graph& graph, const GraphInput& decl, ColumnSpec& c) {
+  for (const Node& node : graph.nodes)
+    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+      if (node.inputs[slot] != decl.value || !node.schema || !node.schema->index_bound) continue;
+      bool is_offsets = false;
+      std::optional<int64_t> rows = node.schema->index_bound(static_cast<int>(slot), node.attrs, &is_offsets);
+      if (is_offsets || !rows) continue;
+      if (c.high && *c.high <= *rows) continue;  // a declared high or a smaller table bounds it already
+      c.high = *rows;
+      c.bound_by = "the table of layer '" + node.path + "' (" + node.op + ", num_embeddings " +
+                   std::to_string(*rows) + ")";
+    }
+}
+
+}  // namespace
+
 std::vector<ColumnSpec> data_columns(const Graph& graph) {
   std::vector<ColumnSpec> columns;
   auto add = [&](const GraphInput& decl) {
@@ -486,6 +506,7 @@ std::vector<ColumnSpec> data_columns(const Graph& graph) {
                       ": to be fed from data exactly one dimension may be symbolic (the batch); give the others "
                       "fixed sizes");
     c.batch_dim = *batch_dim;
+    if (c.dtype == DType::int64) bound_by_tables(graph, decl, c);
     if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64) {
       if (!c.high) c.high = graph.values[graph.loss->input].type.shape[1].constant();
       // class indices may also be the ignored one (masked-token targets are -100 elsewhere)
