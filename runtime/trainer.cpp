@@ -386,8 +386,15 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     report.skipped_steps = skipped_steps_ - skipped_before;
     ++epoch_;
     if (validation && validation->size() > 0) report.validation = evaluate(*validation);
-    if (!checkpoint_path.empty()) save_checkpoint(checkpoint_path);
+    if (!checkpoint_path.empty()) {
+      save_checkpoint(checkpoint_path);
+      if (on_checkpoint_) on_checkpoint_(epoch_);
+    }
     if (on_epoch) on_epoch(report);
+    if (stop_after_epoch_) {
+      stop_after_epoch_ = false;
+      break;
+    }
   }
 }
 
