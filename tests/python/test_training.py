@@ -59,6 +59,20 @@ def test_fit_is_the_cli_run(tmp_path, seed, shuffle):
     assert_same_run(history, cli, model, tmp_path / "cli.safetensors")
 
 
+def test_fit_prints_a_line_per_epoch_unless_told_not_to(capsys, seed):
+    model = tandem.Model.load(config("digits_mlp.yaml"))
+    model.init_parameters(seed % 1000)
+    trainer = tandem.Trainer(model, epochs=3, seed=seed % 1000)
+    history = trainer.fit(epochs=2)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2, lines
+    for line, epoch in zip(lines, history):
+        assert line.startswith("epoch %3d/2  loss %.4f  val loss %.4f  val acc %.2f%%  " % (
+            epoch["epoch"], epoch["train_loss"], epoch["validation_loss"], 100 * epoch["validation_accuracy"]))
+    trainer.fit(epochs=3, verbose=False)
+    assert capsys.readouterr().out == ""
+
+
 def test_placed_fit_is_the_placed_cli_run(tmp_path):
     cli = cli_train("--epochs", "1", "--shuffle", "--sim-gpus", "2", "--place", "fc1=cuda:0", "--place", "fc3=cuda:1",
                     "--optimizer", "sgd", "--lr", "0.05", weights=tmp_path / "cli.safetensors")
