@@ -165,6 +165,7 @@ def test_resume_restores_every_rank_from_rank_0s_checkpoint(scratch):
     other = train(3, model, data, "--epochs", "2", "--resume", str(directory / "ck.st"), *flags)
     assert other.returncode == 2
     assert (other.stdout + other.stderr).count("trained with accumulate 1 on 2 rank(s), this run has accumulate 1 on 3") == 1
+    assert "or start a new run from its weights with --weights %s" % (directory / "ck.st") in other.stderr
 
 
 def test_a_rank_with_another_model_is_refused_at_the_start_naming_it(scratch):
