@@ -39,13 +39,24 @@ void on_signal(int signal) {
   const int saved = errno;
   // the checkpoint being written, if one is: a half-written temporary must not stay
   if (const char* tmp = safetensors_temporary_in_progress()) ::unlink(tmp);
+  // Under mpirun, SIGTERM is how the job ends when a rank fails, as when mpirun is
+  // interrupted: the process group's handler says what this rank was doing and exits, and it
+  // keeps that word; this one adds where the run stands.
+  const struct sigaction& previous = signal == SIGINT ? previous_int : previous_term;
+  const bool chained = previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN;
   const int k = published.load();
   if (speaks.load() && k >= 0) {
-    const char* name = signal == SIGINT ? "\ninterrupted (SIGINT) " : "\ninterrupted (SIGTERM) ";
+    const char* name = chained               ? "\nstopped (SIGTERM from mpirun) "
+                       : signal == SIGINT ? "\ninterrupted (SIGINT) "
+                                          : "\ninterrupted (SIGTERM) ";
     write_all(name, std::strlen(name));
     write_all(messages[k], lengths[k]);
   }
   errno = saved;
+  if (chained) {
+    previous.sa_handler(signal);  // exits
+    return;
+  }
   // end as the signal ends a process: the shell's 130 or 143, mpirun's "killed by signal"
   ::signal(signal, SIG_DFL);
   ::raise(signal);
