@@ -118,6 +118,7 @@ void Trainer::distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions
                    "find_unused_parameters=True) to train the others and leave these as they are");
   }
   ddp_ = std::make_unique<DistributedDataParallel>(std::move(group), model_, spec_, names_, rows_, options);
+  spec_.seed = ddp_->rank0_seed();  // the data's order and split, the dropout masks: the same on every rank
   if (options.shard_optimizer_state) {
     std::vector<bool> shardable;
     for (TouchedRows* r : rows_) shardable.push_back(!r->holds_values());

@@ -227,6 +227,9 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     if (o.json) notes.push_back(text);
     else fmt::print("note: {}\n", text);
   });
+  spec.seed = trainer.spec().seed;  // rank 0's, should the ranks have been given others
+  if (trainer.distributed() && !trainer.distributed()->seed_note().empty())
+    weight_notes.push_back(trainer.distributed()->seed_note());
   if (speaks) {
     for (const std::string& note : weight_notes) {
       if (o.json) notes.push_back(note);
