@@ -47,12 +47,31 @@ def union_length(intervals):
     return total
 
 
+def read_events(path):
+    """The trace's events. A trace is written as the run goes: one whose run was stopped
+    lacks its closing brackets, which Perfetto forgives, and so does this."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            doc = json.loads(text.rstrip().rstrip(",") + "]}")
+        except json.JSONDecodeError as e:
+            raise ValueError("%s: not a JSON trace (%s)" % (path, e))
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise ValueError("%s: no traceEvents list: not a trace written by --trace" % path)
+    return events
+
+
 def breakdown(path, skip=3):
     """Per-step medians (microseconds): {"step", "idle", "copy_engines", category...}."""
-    with open(path) as f:
-        doc = json.load(f)
-    tracks = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
-    slices = [(e["ts"], e["ts"] + e["dur"], tracks[e["tid"]], e["name"]) for e in doc["traceEvents"] if e["ph"] == "X"]
+    events = read_events(path)
+    # a track's name is its thread_name record; the process_name record has no tid
+    tracks = {e.get("tid"): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    slices = [(e["ts"], e["ts"] + e["dur"], tracks.get(e.get("tid"), "track %s" % e.get("tid")), e["name"])
+              for e in events if e.get("ph") == "X"]
     steps = sorted(b for a, b, track, name in slices if track == "host" and name == "optimizer step")
     if len(steps) < skip + 2:
         raise ValueError("%s: %d optimizer steps, need at least %d (train with --bench-steps)" % (path, len(steps), skip + 2))

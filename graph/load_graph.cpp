@@ -67,6 +67,7 @@ class GraphLoader : private YamlReader {
     std::vector<Entry> top;
     Scope scope{nullptr, &top};
     expand_list(layers, "", graph_inputs, scope, -1, std::nullopt, false, top, 0);
+    check_unused_modules();
     load_outputs(root["outputs"], top, root);
     check_symbols_known();
     if (root["targets"]) graph_.targets = load_tensor_decls(root["targets"], "target");
@@ -273,6 +274,7 @@ class GraphLoader : private YamlReader {
       fail(ref, path, "unknown module '" + name + "'" + did_you_mean(name, known) +
                           (known.empty() ? "; define it under modules: at the top level" : ""));
     }
+    used_modules_.insert(name);
     return it->second;
   }
 
@@ -336,11 +338,8 @@ class GraphLoader : private YamlReader {
     return spec;
   }
 
-  int expand_leaf(const YAML::Node& layer, const std::string& path, const std::vector<int>& inputs,
-                  std::optional<Device> device, int block) {
-    if (graph_.nodes.size() >= kMaxNodes)
-      fail(layer, path, "the model expands to more than " + std::to_string(kMaxNodes) + " layers");
-    const YAML::Node op_node = layer["op"];
+  // The schema `op:` names; an unknown op fails with the nearest name.
+  const OpSchema* op_schema_of(const YAML::Node& op_node, const std::string& path) {
     std::string op = scalar_string(op_node, path, "op");
     const OpSchema* schema = find_op_schema(op);
     if (!schema) {
@@ -351,6 +350,39 @@ class GraphLoader : private YamlReader {
       if (modules_.count(op)) hint = " ('" + op + "' is a module: write module: " + op + ")";
       fail(op_node, path, "unknown op '" + op + "'" + hint);
     }
+    return schema;
+  }
+
+  // A module no layer uses is checked too, as far as it can be without an input to infer
+  // shapes from: its ops, their attributes and the modules it names. A mistake in it is
+  // reported now, not when a layer first uses it.
+  void check_unused_modules() {
+    const std::set<std::string> used = used_modules_;
+    for (const auto& [name, layers] : modules_)
+      if (!used.count(name)) check_module_layers(layers, "modules." + name, 0);
+  }
+
+  void check_module_layers(const YAML::Node& layers, const std::string& prefix, int depth) {
+    if (depth > kMaxNesting) fail(layers, prefix, "blocks are nested more than " + std::to_string(kMaxNesting) + " deep");
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const YAML::Node layer = layers[i];
+      if (!layer.IsMap()) fail(layer, prefix, "a layer must be a mapping such as {name: fc, op: linear, ...}");
+      const YAML::Node name = layer["name"];
+      const std::string path = prefix + "." + (name && name.IsScalar() ? name.Scalar() : std::to_string(i));
+      if (const YAML::Node op = layer["op"]) parse_attributes(layer, *op_schema_of(op, path), path);
+      if (const YAML::Node inner = layer["layers"]; inner && inner.IsSequence())
+        check_module_layers(inner, path, depth + 1);
+      if (const YAML::Node ref = layer["module"]) module_layers(ref, path);
+    }
+  }
+
+  int expand_leaf(const YAML::Node& layer, const std::string& path, const std::vector<int>& inputs,
+                  std::optional<Device> device, int block) {
+    if (graph_.nodes.size() >= kMaxNodes)
+      fail(layer, path, "the model expands to more than " + std::to_string(kMaxNodes) + " layers");
+    const YAML::Node op_node = layer["op"];
+    const OpSchema* schema = op_schema_of(op_node, path);
+    const std::string op = schema->name;
     Node node;
     node.path = path;
     node.op = op;
@@ -700,6 +732,7 @@ class GraphLoader : private YamlReader {
 
   Graph graph_;
   std::map<std::string, YAML::Node> modules_;
+  std::set<std::string> used_modules_;  // those a layer expanded; the others are checked apart
   std::vector<std::string> module_stack_;
   std::optional<Precision> precision_;  // the enclosing blocks' precision: (none: the model's)
 };

@@ -1,6 +1,7 @@
 #include "graph/text_similarity.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace tandem {
 namespace {
@@ -20,10 +21,21 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+/// `word` lower-cased without underscores: torch.nn's class names (ReLU, LayerNorm,
+/// BatchNorm2d, EmbeddingBag) meet the snake_case op names (relu, layer_norm, ...).
+std::string folded(const std::string& word) {
+  std::string out;
+  for (char c : word)
+    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 }  // namespace
 
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   if (word.size() > 256) return "";
+  for (const std::string& c : candidates)
+    if (folded(c) == folded(word) && c != word) return c;
   std::string best;
   size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
   for (const std::string& c : candidates) {

@@ -72,7 +72,10 @@ CheckpointMetadata check_checkpoint_metadata(const std::map<std::string, std::st
   if (m.accumulate != r.accumulate || m.ranks != r.ranks)
     throw UserError(path + ": the checkpoint was trained with accumulate " + std::to_string(m.accumulate) + " on " +
                     std::to_string(m.ranks) + " rank(s), this run has accumulate " + std::to_string(r.accumulate) +
-                    " on " + std::to_string(r.ranks) + ": resume with the same settings to continue the same run");
+                    " on " + std::to_string(r.ranks) + ": resume with the same settings to continue the same run" +
+                    (m.ranks != r.ranks ? ", or start a new run from its weights with --weights " + path +
+                                              " (the optimizer state and the step count start afresh)"
+                                        : ""));
   return m;
 }
 

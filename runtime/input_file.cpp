@@ -79,7 +79,9 @@ TensorMap read_csv_inputs(const std::string& path, const Graph& graph) {
   for (ColumnSpec& c : data_columns(graph))
     if (std::any_of(graph.inputs.begin(), graph.inputs.end(), [&](const GraphInput& in) { return in.name == c.name; }))
       columns.push_back(std::move(c));
-  Dataset data = load_dataset(spec, columns);
+  // a header is read by name when it names the inputs (a labelled file's extra columns are
+  // left out); one that names none of them is skipped and the columns taken in order
+  Dataset data = load_dataset(spec, columns, CsvHeader::may_name_columns);
   return to_model_layout(data.tensors(), columns);
 }
 

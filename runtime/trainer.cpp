@@ -118,6 +118,7 @@ void Trainer::distribute(std::shared_ptr<ProcessGroup> group, DistributedOptions
                    "find_unused_parameters=True) to train the others and leave these as they are");
   }
   ddp_ = std::make_unique<DistributedDataParallel>(std::move(group), model_, spec_, names_, rows_, options);
+  spec_.seed = ddp_->rank0_seed();  // the data's order and split, the dropout masks: the same on every rank
   if (options.shard_optimizer_state) {
     std::vector<bool> shardable;
     for (TouchedRows* r : rows_) shardable.push_back(!r->holds_values());
@@ -386,8 +387,15 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     report.skipped_steps = skipped_steps_ - skipped_before;
     ++epoch_;
     if (validation && validation->size() > 0) report.validation = evaluate(*validation);
-    if (!checkpoint_path.empty()) save_checkpoint(checkpoint_path);
+    if (!checkpoint_path.empty()) {
+      save_checkpoint(checkpoint_path);
+      if (on_checkpoint_) on_checkpoint_(epoch_);
+    }
     if (on_epoch) on_epoch(report);
+    if (stop_after_epoch_) {
+      stop_after_epoch_ = false;
+      break;
+    }
   }
 }
 
@@ -465,6 +473,26 @@ void Trainer::apply_checkpoint(const std::string& path, CheckpointContents check
   }
 }
 
+namespace {
+
+/// Ids an embedding looks up must lie within its table: the data is checked when it loads,
+/// naming the file and line, not in the middle of a shuffled batch of a training step.
+void bound_by_tables(const Graph& graph, const GraphInput& decl, ColumnSpec& c) {
+  for (const Node& node : graph.nodes)
+    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+      if (node.inputs[slot] != decl.value || !node.schema || !node.schema->index_bound) continue;
+      bool is_offsets = false;
+      std::optional<int64_t> rows = node.schema->index_bound(static_cast<int>(slot), node.attrs, &is_offsets);
+      if (is_offsets || !rows) continue;
+      if (c.high && *c.high <= *rows) continue;  // a declared high or a smaller table bounds it already
+      c.high = *rows;
+      c.bound_by = "the table of layer '" + node.path + "' (" + node.op + ", num_embeddings " +
+                   std::to_string(*rows) + ")";
+    }
+}
+
+}  // namespace
+
 std::vector<ColumnSpec> data_columns(const Graph& graph) {
   std::vector<ColumnSpec> columns;
   auto add = [&](const GraphInput& decl) {
@@ -486,6 +514,7 @@ std::vector<ColumnSpec> data_columns(const Graph& graph) {
                       ": to be fed from data exactly one dimension may be symbolic (the batch); give the others "
                       "fixed sizes");
     c.batch_dim = *batch_dim;
+    if (c.dtype == DType::int64) bound_by_tables(graph, decl, c);
     if (graph.loss && graph.loss->target == decl.value && c.dtype == DType::int64) {
       if (!c.high) c.high = graph.values[graph.loss->input].type.shape[1].constant();
       // class indices may also be the ignored one (masked-token targets are -100 elsewhere)

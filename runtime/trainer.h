@@ -98,6 +98,12 @@ class Trainer {
 
   /// Weights, optimizer state, step and epoch, written atomically (by rank 0 alone).
   void save_checkpoint(const std::string& path) const;
+  /// Ends fit() after the epoch it is in, once that epoch's checkpoint and on_epoch are done
+  /// (early stopping). Every rank of a job must ask alike, as it decides on job-wide values.
+  void stop_after_epoch() { stop_after_epoch_ = true; }
+  /// Called by fit() as soon as an epoch's checkpoint is written, with the epochs it holds:
+  /// for what must know the last checkpoint at any moment (a message on interrupt).
+  void set_on_checkpoint(std::function<void(int64_t epochs)> on_checkpoint) { on_checkpoint_ = std::move(on_checkpoint); }
   /// Restores what save_checkpoint wrote (the model must be the same).
   void load_checkpoint(const std::string& path);
 
@@ -160,6 +166,8 @@ class Trainer {
   int64_t total_steps_ = 0;
   bool total_from_checkpoint_ = false;  // total_steps_ is a resumed run's, not yet this run's
   std::function<void(const std::string&)> notice_;
+  bool stop_after_epoch_ = false;
+  std::function<void(int64_t)> on_checkpoint_;
   double last_loss_ = 0;
   LossScaler scaler_;
   int64_t skipped_steps_ = 0;

@@ -13,11 +13,20 @@ Dataset dataset_from_arrays(const py::dict& data, const Graph& graph) {
   std::vector<ColumnSpec> columns = data_columns(graph);
   std::vector<std::string> names;
   for (const ColumnSpec& c : columns) names.push_back(c.name);
+  // the names the dict lacks: a key the model does not read is most likely one of them
+  std::vector<std::string> missing;
+  for (const std::string& n : names)
+    if (!data.contains(n)) missing.push_back(n);
+  std::string inputs, targets;
+  for (const GraphInput& in : graph.inputs) inputs += (inputs.empty() ? "" : ", ") + in.name;
+  for (const GraphInput& t : graph.targets) targets += (targets.empty() ? "" : ", ") + t.name;
   for (auto [key, value] : data) {
     std::string name = py::str(key);
-    if (std::find(names.begin(), names.end(), name) == names.end())
-      throw UserError("data: '" + name + "' is neither an input nor a target of model '" + graph.name + "'" +
-                      did_you_mean(name, names));
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string hint = missing.size() == 1 ? " (did you mean '" + missing.front() + "'?)" : did_you_mean(name, missing);
+      throw UserError("data: '" + name + "' is neither an input nor a target of model '" + graph.name + "'" + hint +
+                      "; its inputs: " + inputs + (targets.empty() ? "" : "; its targets: " + targets));
+    }
   }
   TensorMap tensors;
   for (const ColumnSpec& c : columns) {

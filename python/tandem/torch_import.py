@@ -517,8 +517,10 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
         targets = _target_specs(example_targets, batch_dims)
         loss_section = _loss_section(loss, outputs, loss_input, next(iter(targets)))
 
+    returns = _return_form(output_node.args[0])
     header = ["Converted from the PyTorch module %s.%s by tandem.from_torch (torch.fx)."
-              % (type(module).__module__, type(module).__qualname__)]
+              % (type(module).__module__, type(module).__qualname__),
+              "%s%s" % (RETURNS_MARK, returns)]
     try:
         text = emit_model(model_name, specs, converter.layers, blocks, outputs, targets, loss_section, train, header)
     except EmitError as e:
@@ -533,12 +535,40 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
         raise ConversionError("from_torch(%s): no weights for %s in the module's state_dict" % (model_name, missing))
     if check:
         _check(module, model, text, inputs, model_name, values[output_node])
+    model._torch_returns = returns  # to_torch gives back what the module's forward returned
     if save_to is not None:
-        save_to = os.fspath(save_to)
-        with open(save_to + ".yaml", "w") as f:
-            f.write(text)
-        model.save_weights(save_to + ".safetensors")
+        _save_converted(os.fspath(save_to), text, model)
     return model
+
+
+# The header line of a converted model that says what the module's forward returned:
+# to_torch's twin returns the same (a tensor, a tuple or list in the outputs' order, a dict).
+RETURNS_MARK = "forward returns: "
+
+
+def _return_form(value):
+    if isinstance(value, torch.fx.Node):
+        return "tensor"
+    if isinstance(value, dict):
+        return "dict"
+    return "list" if isinstance(value, list) else "tuple"
+
+
+def _save_converted(prefix, text, model):
+    """PREFIX.yaml and PREFIX.safetensors, refused as the CLI refuses an output path whose
+    directory is missing or not writable (exit code 2 there; a ModelError here)."""
+    folder = os.path.dirname(prefix) or "."
+    if not os.path.isdir(folder):
+        raise _tandem.ModelError("save_to '%s': the directory '%s' does not exist; create it first" % (prefix, folder))
+    if not os.access(folder, os.W_OK):
+        raise _tandem.ModelError("save_to '%s': the directory '%s' is not writable; give save_to= a directory you "
+                                 "may write in" % (prefix, folder))
+    try:
+        with open(prefix + ".yaml", "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise _tandem.ModelError("save_to '%s': cannot write %s.yaml: %s" % (prefix, prefix, e.strerror)) from None
+    model.save_weights(prefix + ".safetensors")
 
 
 def _check_example_inputs(inputs, model_name):

@@ -15,8 +15,12 @@ __all__ = ["TorchTwin", "to_torch"]
 
 class TorchTwin(tandem_torch.Model):
     """The module to_torch returns: forward(*inputs, **named_inputs) takes the model's
-    inputs in declared order or by name and returns a dict of outputs by name, as
+    inputs in declared order or by name. It returns what the PyTorch module a model was
+    converted from (tandem.from_torch) returned: a tensor, a tuple or list of them in the
+    outputs' order, or a dict; for another model, a dict of outputs by name, as
     tandem.Model does."""
+
+    returns = "dict"
 
     def forward(self, *args, **kwargs):
         names = list(self.spec.inputs)
@@ -24,7 +28,23 @@ class TorchTwin(tandem_torch.Model):
             raise TypeError("model '%s' takes %d inputs, got %d" % (self.spec.name, len(names), len(args)))
         inputs = dict(zip(names, args))
         inputs.update(kwargs)
-        return dict(super().forward(inputs))
+        outputs = dict(super().forward(inputs))
+        if self.returns == "tensor" and len(outputs) == 1:
+            return next(iter(outputs.values()))
+        if self.returns in ("tuple", "list"):
+            return (tuple if self.returns == "tuple" else list)(outputs.values())
+        return outputs
+
+
+def _returns(model):
+    """What the module `model` was converted from returned: from_torch's note on the model,
+    or the header line of a converted model's file; "dict" for any other model."""
+    form = getattr(model, "_torch_returns", None)
+    if form is None:
+        mark = "# forward returns: "
+        lines = [line for line in model.yaml.splitlines() if line.startswith(mark)]
+        form = lines[0][len(mark):].strip() if lines else "dict"
+    return form if form in ("tensor", "tuple", "list", "dict") else "dict"
 
 
 def to_torch(model):
@@ -33,6 +53,7 @@ def to_torch(model):
     doc = yaml.safe_load(model.yaml)
     net, _spec = tandem_torch.build_model(model.source, doc=doc)
     net.__class__ = TorchTwin  # the same module, with the calling convention of tandem.Model
+    net.returns = _returns(model)
     state = {name: torch.from_numpy(numpy.array(value)) for name, value in model.state_dict().items()}
     net.load_state_dict(state)
     return net

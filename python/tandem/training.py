@@ -26,6 +26,73 @@ class Callback:
         pass
 
 
+def epoch_line(metrics, epochs):
+    """The CLI's line for an epoch's metrics (runtime/cli/train_command.cpp)."""
+    line = "epoch %3d/%d  loss %.4f" % (metrics["epoch"], epochs, metrics["train_loss"])
+    if "validation_loss" in metrics:
+        line += "  val loss %.4f" % metrics["validation_loss"]
+    if "validation_accuracy" in metrics:
+        line += "  val acc %.2f%%" % (100 * metrics["validation_accuracy"])
+    if "validation_auc" in metrics:
+        auc = metrics["validation_auc"]
+        line += "  val auc %.4f" % auc if auc is not None else "  val auc undefined (%s)" % metrics.get(
+            "validation_auc_undefined", "")
+    return line + "  %.2fs" % metrics["seconds"]
+
+
+class _EarlyStop(Exception):
+    """Raised from the epoch callback to end fit() after that epoch (early_stop=)."""
+
+
+class _BestEpoch:
+    """keep_best= and early_stop= of fit(): the CLI's --keep-best and --early-stop."""
+
+    KEYS = {"val_loss": "validation_loss", "val_accuracy": "validation_accuracy", "val_auc": "validation_auc"}
+
+    def __init__(self, trainer, keep_best, early_stop, checkpoint, validation):
+        self.trainer, self.metric, self.patience = trainer, keep_best or "val_loss", early_stop
+        if self.metric not in self.KEYS:
+            raise _tandem.ModelError("fit(keep_best=%r): the metrics are val_loss (lower is better), val_accuracy and "
+                                     "val_auc" % (keep_best,))
+        if early_stop is not None and (not isinstance(early_stop, int) or early_stop < 1):
+            raise _tandem.ModelError("fit(early_stop=%r): give the epochs without improvement to stop after, a whole "
+                                     "number of at least 1" % (early_stop,))
+        if keep_best is not None and not checkpoint:
+            raise _tandem.ModelError("fit(keep_best=%r) keeps the best epoch's checkpoint beside the run's "
+                                     "(CKPT.best.safetensors): give checkpoint=CKPT" % keep_best)
+        if validation is None and not trainer._impl.spec["validation_split"]:
+            raise _tandem.ModelError("fit(%s) watches the validation %s, and the run has no validation set: give "
+                                     "validation= or validation_split=" % (
+                                         "keep_best" if keep_best else "early_stop", self.metric[4:]))
+        path = os.fspath(checkpoint) if checkpoint else None
+        if path is not None:
+            path = path[:-len(".safetensors")] + ".best.safetensors" if path.endswith(".safetensors") else path + ".best"
+        self.path = path if keep_best is not None else None
+        self.best_value, self.best_epoch = None, None
+        trainer.best = None
+
+    def on_epoch(self, metrics, epochs, verbose):
+        key = self.KEYS[self.metric]
+        if key not in metrics:
+            raise _tandem.ModelError("fit(keep_best/early_stop=%s): the model's loss gives no %s; use val_loss"
+                                     % (self.metric, self.metric[4:]))
+        value, epoch = metrics[key], metrics["epoch"]
+        lower = self.metric == "val_loss"
+        if value is not None and (self.best_value is None or (value < self.best_value if lower else value > self.best_value)):
+            self.best_value, self.best_epoch = value, epoch
+            if self.path is not None:
+                self.trainer.save(self.path)
+            self.trainer.best = {"metric": self.metric, "value": value, "epoch": epoch, "checkpoint": self.path}
+        since = epoch - self.best_epoch if self.best_epoch is not None else epoch
+        if self.patience is not None and since >= self.patience and epoch < epochs:
+            if verbose:
+                print("early stop: %s has not improved for %d epoch%s%s" % (
+                    self.metric, self.patience, "" if self.patience == 1 else "s",
+                    " (best %.6g at epoch %d)" % (self.best_value, self.best_epoch) if self.best_epoch else ""),
+                    flush=True)
+            raise _EarlyStop()
+
+
 class Trainer:
     """Trains a tandem.Model that has a loss: (and targets:).
 
@@ -58,7 +125,7 @@ class Trainer:
         return self._impl.step(batch)
 
     def fit(self, data=None, epochs=None, callbacks=(), on_step=None, on_epoch=None, validation=None,
-            checkpoint=None):
+            checkpoint=None, verbose=True, keep_best=None, early_stop=None):
         """Trains until `epochs` epochs are done in all (as `tandem train --epochs`, which a
         resumed run continues to); returns the epochs' metrics (Callback.on_epoch's).
         Another `epochs` than the trainer's makes the run that long: training goes on from
@@ -69,11 +136,28 @@ class Trainer:
         model's train: data:. Unless `validation` is given (the same kinds), the
         validation_split of the data is held out, chosen by the seed, as the CLI does.
         callbacks: Callback objects; on_step, on_epoch: functions of the metrics dict.
-        checkpoint: a path written after every epoch (weights and optimizer state)."""
+        checkpoint: a path written after every epoch (weights and optimizer state).
+        verbose: True (the default) prints a line per epoch, as the CLI's log does
+        (`epoch   2/10  loss 0.3030  val loss 0.2871  val acc 91.64%  0.12s`); False is silent.
+        keep_best: 'val_loss', 'val_accuracy' or 'val_auc': also keep the checkpoint of the epoch
+        with the best validation value, beside `checkpoint` (CKPT.best.safetensors), as the
+        CLI's --keep-best; `trainer.best` then names it. early_stop: stop once that value
+        (keep_best's metric, else val_loss) has gone this many epochs without improving, as
+        --early-stop."""
+        watch = None
+        if keep_best is not None or early_stop is not None:
+            watch = _BestEpoch(self, keep_best, early_stop, checkpoint, validation)
         if epochs is not None and int(epochs) != self._impl.spec["epochs"]:
             self._change_epochs(int(epochs))
         steps = [c.on_step for c in callbacks] + ([on_step] if on_step else [])
         ends = [c.on_epoch for c in callbacks] + ([on_epoch] if on_epoch else [])
+        total = int(epochs) if epochs is not None else self._impl.spec["epochs"]
+        if verbose:
+            ends.append(lambda metrics: print(epoch_line(metrics, total), flush=True))
+        history = []
+        if watch is not None:
+            # last: the epoch that stops the run has been reported to the others
+            ends = [history.append] + ends + [lambda metrics: watch.on_epoch(metrics, total, verbose)]
 
         def each(functions):
             if not functions:
@@ -84,7 +168,11 @@ class Trainer:
                     function(metrics)
             return call_all
 
-        return self._impl.fit(data, validation, os.fspath(checkpoint) if checkpoint else "", each(steps), each(ends))
+        try:
+            return self._impl.fit(data, validation, os.fspath(checkpoint) if checkpoint else "", each(steps),
+                                  each(ends))
+        except _EarlyStop:
+            return history  # the epoch that stopped it ran to its end, its checkpoint written
 
     def evaluate(self, data=None):
         """Mean loss (and accuracy or ROC AUC) over `data` in inference mode: a dict with

@@ -29,6 +29,8 @@ CliApp make_cli_app() {
   add(add_check_command);
   add(add_run_command);
   add(add_train_command);
+  add(add_evaluate_command);
+  add(add_predict_command);
   add(add_devices_command);
   add(add_plan_command);
   require_strict_values(app);

@@ -14,6 +14,8 @@ using Command = std::function<int()>;
 Command add_check_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
+Command add_evaluate_command(CLI::App& app);
+Command add_predict_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 

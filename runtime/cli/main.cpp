@@ -1,6 +1,7 @@
 // tandem: load, check and run layer-graph models on the CPU and GPUs.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -16,6 +17,9 @@ int main(int argc, char** argv) {
     setenv("GOMP_SPINCOUNT", tandem::kSpinsBeforeSleeping, 1);
     execv("/proc/self/exe", argv);
   }
+  // A log a file or a pipe takes keeps up with the run, line by line, as a terminal does: a
+  // full buffer would hold minutes of epochs back, and lose them to a kill.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   tandem::cli::CliApp cli = tandem::cli::make_cli_app();
   if (std::optional<int> code = tandem::cli::parse_command_line(cli, argc, argv, std::cout, std::cerr)) return *code;
   return tandem::cli::run_parsed_command(cli, std::cerr);

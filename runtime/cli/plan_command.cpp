@@ -37,11 +37,18 @@ struct PlanOptions {
   std::string png;
 };
 
-/// The batch `tandem train` or `tandem run` would use: the model's train: batch for a
-/// training plan, 1 (run's default) for inference; --batch over either.
+/// The batch to plan at: --batch, else the model's train: batch (the batch a model that
+/// trains is run at, for inference too: a data-parallel block's chunks are those it will
+/// see), else 1 (run's default).
 int64_t planned_batch(const PlanOptions& o, const Graph& g) {
   if (o.batch) return *o.batch;
-  return o.train && g.training ? g.training->batch : 1;
+  return g.training ? g.training->batch : 1;
+}
+
+/// Where planned_batch's batch comes from, for the plan's first line.
+std::string batch_source(const PlanOptions& o, const Graph& g) {
+  if (o.batch) return "--batch";
+  return g.training ? "the model's train: batch" : "run's default; give --batch N";
 }
 
 PlacementPolicy make_policy(const PlanOptions& o, const Graph& g) {
@@ -98,10 +105,10 @@ nlohmann::json to_json(const Graph& given, const Plan& plan) {
   return j;
 }
 
-void print_table(const Graph& given, const Plan& plan) {
+void print_table(const Graph& given, const Plan& plan, const std::string& batch_from) {
   const Graph& g = executed_graph(plan, given);  // with data_parallel replicas
-  fmt::print("model '{}': policy {}, {}, batch {}\n\n", g.name, plan.policy, plan.training ? "training" : "inference",
-             plan.batch);
+  fmt::print("model '{}': policy {}, {}, batch {} ({})\n\n", g.name, plan.policy,
+             plan.training ? "training" : "inference", plan.batch, batch_from);
   fmt::print("{:<28} {:<14} {:<8} {:<9} {:>12} {:>12}  {}\n", "layer", "op", "device", "precision", "parameters",
              "activation", "reason");
   for (const OpStep& s : plan.steps)
@@ -143,10 +150,13 @@ int run_plan(const PlanOptions& o) {
   }
   if (!o.svg.empty()) render_dot(plan_to_dot(g, plan), "svg", o.svg, "--svg");
   if (!o.png.empty()) render_dot(plan_to_dot(g, plan), "png", o.png, "--png");
-  if (o.json)
-    fmt::print("{}\n", to_json(g, plan).dump(2));
-  else
-    print_table(g, plan);
+  if (o.json) {
+    nlohmann::json j = to_json(g, plan);
+    j["batch_from"] = batch_source(o, g);
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    print_table(g, plan, batch_source(o, g));
+  }
   // The plan is shown either way, so that the user sees what does not fit; then it is
   // refused like any other impossible placement.
   const std::vector<std::string> over = over_budget(plan);
@@ -166,8 +176,7 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("model", o->model, "the model's YAML file")->required();
   add_device_flags(*sub, o->placement, "plan for the cpu and N simulated GPUs instead of this machine's");
   sub->add_option("--batch", o->batch,
-                  "value of the symbol 'batch' for byte estimates (default: the batch the run would use, the model's "
-                  "train: batch with --train, else 1)")
+                  "value of the symbol 'batch' for byte estimates (default: the model's train: batch, else 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub->add_option("--bind", o->binds, "value of another symbol, NAME=VALUE (repeatable)");
   sub->add_flag("--train", o->train, "plan for training: gradients, optimizer state, backward copies");

@@ -6,12 +6,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <nlohmann/json.hpp>
 
+#include "runtime/cli/best_epoch.h"
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/device_report_output.h"
 #include "runtime/cli/distributed_flags.h"
+#include "runtime/cli/interrupt_note.h"
 #include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
@@ -20,6 +23,7 @@
 #include "runtime/cli/training_log.h"
 #include "core/readable_file.h"
 #include "runtime/devices/device_registry.h"
+#include "runtime/io/safetensors.h"
 #include "runtime/trainer.h"
 
 namespace tandem::cli {
@@ -38,6 +42,8 @@ struct TrainOptions {
   bool json = false;
   bool report = false;
   std::string trace;  // --trace
+  std::string keep_best;             // --keep-best METRIC
+  std::optional<int64_t> early_stop;  // --early-stop PATIENCE
   std::string log_dir;    // --log-dir
   int64_t log_every = 0;  // --log-every; 0: by the clock (runtime/cli/training_log.h)
   PlacementFlags placement;
@@ -71,6 +77,18 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   return spec;
 }
 
+/// "fp32", "bf16", or "bf16 (some layers fp32)": the precision of the model's matrix work.
+std::string precision_text(const Graph& graph) {
+  std::string text(precision_name(graph.precision));
+  std::set<std::string_view> others;
+  for (const Node& node : graph.nodes)
+    if (op_runs_in_reduced_precision(node.op) && layer_precision(graph, node) != graph.precision)
+      others.insert(precision_name(layer_precision(graph, node)));
+  std::string listed;
+  for (std::string_view p : others) listed += (listed.empty() ? "" : " or ") + std::string(p);
+  return others.empty() ? text : text + " (some layers " + listed + ")";
+}
+
 // Times `steps` optimizer steps on one random batch: the training benchmark's half.
 int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Bindings b = parse_bind_options(o.binds, model.graph());
@@ -99,6 +117,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
                    {"ranks", trainer.ranks()},
                    {"optimizer_state_bytes", trainer.optimizer_state_bytes()},
                    {"loss", loss},
+                   {"precision", precision_text(model.graph())},
                    {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
                    {"peak_bytes", cpu_allocator().peak_bytes()}};
   if (model.placed()) j["devices"] = devices_json(model.device_totals(), predicted);
@@ -108,8 +127,9 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
   }
   j["event"] = "summary";
   if (o.json) fmt::print("{}\n", j.dump());  // one line, as train's summary
-  else fmt::print("training step: median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
-                  ms[ms.size() / 2], ms.front(), o.bench_steps, cpu_allocator().peak_bytes() / double(1 << 20));
+  else fmt::print("training step ({}): median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
+                  precision_text(model.graph()), ms[ms.size() / 2], ms.front(), o.bench_steps,
+                  cpu_allocator().peak_bytes() / double(1 << 20));
   if (o.report && !o.json) print_device_report(model.device_totals(), predicted, "every step, warm-up included");
   return 0;
 }
@@ -144,8 +164,34 @@ void check_train_outputs(const TrainOptions& o, const TrainingSpec& spec) {
   std::vector<NamedPath> inputs{{"the model file", o.model}, {"--weights", o.weights}};
   if (spec.data) inputs.push_back({"the training data", spec.data->path});
   if (save != o.resume) inputs.push_back({"--resume", o.resume});
-  check_output_paths({{save_flag, save}, {"--save-weights", o.save_weights}, {"--trace", o.trace}}, inputs);
+  if (!o.keep_best.empty() && save.empty())
+    throw UserError("--keep-best keeps the best epoch's checkpoint beside the run's (CKPT.best.safetensors): give "
+                    "--save CKPT");
+  check_output_paths({{save_flag, save}, {"--save-weights", o.save_weights}, {"--trace", o.trace},
+                      {"--keep-best (the best epoch's checkpoint)", o.keep_best.empty() ? "" : best_checkpoint_path(save)}},
+                     inputs);
   check_output_directory({"--log-dir", o.log_dir});
+}
+
+/// A run resumed from a checkpoint that has trained every epoch asked for: said, not done
+/// silently. Exit status 0, as a job script that resumes whatever it finds wants: the
+/// run is complete.
+int nothing_left(const TrainOptions& o, const TrainingSpec& spec, const Trainer& trainer, bool speaks,
+                 const std::string& model_name) {
+  if (!speaks) return 0;
+  const std::string text =
+      fmt::format("nothing left to train: the checkpoint {} has trained {} epoch{} ({} steps) and this run asks for "
+                  "{}{}; give --epochs N with N above {} to train further",
+                  o.resume, trainer.epochs_done(), trainer.epochs_done() == 1 ? "" : "s", trainer.steps_done(),
+                  spec.epochs, o.epochs ? " (--epochs)" : " (the model's train: epochs)", trainer.epochs_done());
+  if (o.json)
+    fmt::print("{}\n", nlohmann::json{{"event", "summary"}, {"model", model_name},
+                                      {"steps", 0}, {"epochs", nlohmann::json::array()},
+                                      {"resumed_at_step", trainer.steps_done()}, {"notes", {text}}}
+                           .dump());
+  else
+    fmt::print("note: {}\n", text);
+  return 0;
 }
 
 int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
@@ -181,6 +227,9 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     if (o.json) notes.push_back(text);
     else fmt::print("note: {}\n", text);
   });
+  spec.seed = trainer.spec().seed;  // rank 0's, should the ranks have been given others
+  if (trainer.distributed() && !trainer.distributed()->seed_note().empty())
+    weight_notes.push_back(trainer.distributed()->seed_note());
   if (speaks) {
     for (const std::string& note : weight_notes) {
       if (o.json) notes.push_back(note);
@@ -196,12 +245,23 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     return load_dataset(*spec.data, data_columns(model.graph()));
   }();
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
+  std::optional<BestEpoch> best;  // --keep-best, --early-stop: refused before training without a validation set
+  if (!o.keep_best.empty() || o.early_stop)
+    best.emplace(o.keep_best.empty() ? "val_loss" : o.keep_best, model.graph().loss->op, validation.size(),
+                 o.keep_best.empty() ? "--early-stop" : "--keep-best");
+  std::optional<int64_t> stopped_early;  // the epoch after which --early-stop ended the run
   if (!o.resume.empty()) {
     SlowStepNote note("loading the checkpoint " + file_with_size(o.resume), speaks);
     trainer.load_checkpoint(o.resume);
   }
   const int64_t steps_before = trainer.steps_done();  // the checkpoint's: the summary counts this run's
   const std::string save = checkpoint_path(o);
+  if (speaks && !save.empty()) remove_stale_temporaries(save);  // a killed run's, even if this one writes none
+  if (!o.resume.empty() && trainer.epochs_done() >= spec.epochs) return nothing_left(o, spec, trainer, speaks, model.graph().name);
+  // Ctrl-C or a scheduler's SIGTERM: where the run stopped and how to go on
+  InterruptNote interrupted(speaks, save, resume_command(save, trainer.ranks()));
+  const int64_t resumed_epochs = save == o.resume ? trainer.epochs_done() : 0;  // what `save` holds now
+  interrupted.update(trainer.steps_done(), trainer.epochs_done() + 1, spec.epochs, resumed_epochs);
 
   // mpirun hands its ranks a terminal even when its own output goes to a file: no progress
   // bar there, the epochs' lines only
@@ -212,12 +272,13 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     log.emplace(TrainingLogOptions{.json = o.json, .text_steps = !o.json && !tty, .every = o.log_every, .dir = o.log_dir,
                                    .resumed = !o.resume.empty(), .epochs = spec.epochs});
   if (speaks && !o.json)
-    fmt::print("training '{}' on {} samples ({} for validation), {}, {} epochs, {} lr {}{}\n", model.graph().name,
-               train.size(), validation.size(), batch_text(spec, trainer), spec.epochs, spec.optimizer.name,
-               spec.optimizer.lr, o.resume.empty() ? "" : fmt::format(", resumed at epoch {}", trainer.epochs_done()));
+    fmt::print("training '{}' on {} samples ({} for validation), {}, {} epoch{}, {} lr {}, precision {}{}\n",
+               model.graph().name, train.size(), validation.size(), batch_text(spec, trainer), spec.epochs,
+               spec.epochs == 1 ? "" : "s", spec.optimizer.name, spec.optimizer.lr, precision_text(model.graph()), o.resume.empty() ? "" : fmt::format(", resumed at epoch {}", trainer.epochs_done()));
   nlohmann::json epochs = nlohmann::json::array();
   auto run_start = std::chrono::steady_clock::now();
   auto epoch_start = run_start;
+  int64_t checkpoint_epochs = resumed_epochs;
   ProgressFn progress;
   auto last_draw = run_start;
   if (log && log->wants_steps())
@@ -239,6 +300,14 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
                  left);
       std::fflush(stdout);
     };
+  trainer.set_on_checkpoint([&](int64_t epochs_saved) {
+    checkpoint_epochs = epochs_saved;
+    interrupted.update(trainer.steps_done(), std::min(epochs_saved + 1, spec.epochs), spec.epochs, checkpoint_epochs);
+  });
+  progress = [&, step = progress](int64_t done, int64_t total, double loss) {
+    interrupted.update(trainer.steps_done(), trainer.epochs_done() + 1, spec.epochs, checkpoint_epochs);
+    if (step) step(done, total, loss);
+  };
   auto on_epoch = [&](const EpochReport& r) {
     epoch_start = std::chrono::steady_clock::now();
     nlohmann::json e{{"epoch", r.epoch + 1}, {"train_loss", r.train_loss}, {"seconds", r.seconds},
@@ -263,6 +332,23 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
         val += auc->value ? fmt::format("  val auc {:.4f}", *auc->value) : fmt::format("  val auc undefined ({})", auc->undefined);
       }
     }
+    std::string best_note;
+    if (best && r.validation) {
+      const int64_t epoch = r.epoch + 1;
+      if (best->improves(epoch, *r.validation) && !o.keep_best.empty()) {
+        trainer.save_checkpoint(best_checkpoint_path(save));  // every rank: a sharded state is gathered
+        best_note = "  (best, kept)";
+      }
+      if (o.early_stop && best->epochs_since_best(epoch) >= *o.early_stop && epoch < spec.epochs) {
+        trainer.stop_after_epoch();
+        stopped_early = epoch;
+        best_note += fmt::format("\nearly stop: {} has not improved for {} epoch{}{}", best->metric(),
+                                 *o.early_stop, *o.early_stop == 1 ? "" : "s",
+                                 best->best_epoch() ? fmt::format(" (best {:.6g} at epoch {})", best->best_value(),
+                                                                  *best->best_epoch())
+                                                    : "");
+      }
+    }
     epochs.push_back(e);
     if (log) {
       nlohmann::json metrics = e;
@@ -271,8 +357,8 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     }
     if (o.json || !speaks) return;
     if (tty) fmt::print("\r");
-    fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}{}\n", r.epoch + 1, spec.epochs, r.train_loss, val,
-               r.samples_per_second, r.seconds, skipped, tty ? std::string(20, ' ') : "");
+    fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}{}{}\n", r.epoch + 1, spec.epochs, r.train_loss,
+               val, r.samples_per_second, r.seconds, skipped, tty ? std::string(20, ' ') : "", best_note);
   };
   trainer.fit(train, &validation, save, on_epoch, progress);
   const int64_t steps = trainer.steps_done() - steps_before;
@@ -287,6 +373,11 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     for (const char* key : {"validation_accuracy", "validation_auc"})
       if (!epochs.empty() && epochs.back().contains(key)) j[key] = epochs.back()[key];
     if (!save.empty()) j["checkpoint"] = save;
+    if (best && best->best_epoch()) {
+      j["best"] = {{"metric", best->metric()}, {"value", best->best_value()}, {"epoch", *best->best_epoch()}};
+      if (!o.keep_best.empty()) j["best"]["checkpoint"] = best_checkpoint_path(save);
+    }
+    if (stopped_early) j["stopped_early_at_epoch"] = *stopped_early;
     if (!o.resume.empty()) j["resumed_at_step"] = steps_before;
     if (!notes.empty()) j["notes"] = notes;
     if (trainer.scales_loss()) {  // a resumed run's count includes the steps before it
@@ -305,9 +396,14 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
                                     ? fmt::format(" ({} skipped by fp16 loss scaling, scale now {:g})",
                                                   trainer.skipped_steps(), trainer.loss_scale())
                                     : "";
-    fmt::print("done: {} steps{} in {:.1f}s{}{}{}\n", steps, skipped, seconds,
+    std::string best_text;
+    if (best && best->best_epoch())
+      best_text = fmt::format(", best {} {:.6g} at epoch {}{}", best->metric(), best->best_value(), *best->best_epoch(),
+                              o.keep_best.empty() ? "" : " (checkpoint " + best_checkpoint_path(save) + ")");
+    if (stopped_early) best_text += fmt::format(", stopped early after epoch {}", *stopped_early);
+    fmt::print("done: {} step{}{} in {:.1f}s{}{}{}{}\n", steps, steps == 1 ? "" : "s", skipped, seconds,
                o.resume.empty() ? "" : fmt::format(" (steps {} to {} of the run)", steps_before + 1, trainer.steps_done()),
-               accuracy, save.empty() ? "" : ", checkpoint " + save);
+               accuracy, save.empty() ? "" : ", checkpoint " + save, best_text);
     if (o.report) print_device_report(model.device_totals(), predicted, "whole run: training steps and validation");
   }
   return 0;
@@ -336,7 +432,7 @@ Command add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "Train a model on a dataset; flags override the model's train: section");
   sub->add_option("model", o->model, "the model's YAML file (with loss: and targets:)")->required();
-  sub->add_option("--data", o->data, "CSV (.csv, .csv.gz) or safetensors file with the inputs and targets");
+  sub->add_option("--data", o->data, "CSV (.csv, .csv.gz), safetensors or NumPy .npz file with the inputs and targets");
   sub->add_option("--epochs", o->epochs, "passes over the training set");
   sub->add_option("--batch", o->batch, "samples per step (under mpirun: per rank, as DDP)");
   sub->add_option("--accumulate", o->accumulate,
@@ -366,6 +462,13 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--log-every", o->log_every,
                   "a step record (JSON line, CSV row, a text line where stdout is no terminal) every N steps "
                   "(default: one a second at most; text lines one each 10 seconds)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  sub->add_option("--keep-best", o->keep_best,
+                  "also keep the checkpoint of the epoch with the best validation value (val_loss, val_accuracy or "
+                  "val_auc) beside --save's, as CKPT.best.safetensors");
+  sub->add_option("--early-stop", o->early_stop,
+                  "stop when the validation value (--keep-best's metric, else val_loss) has not improved for this many "
+                  "epochs")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
   sub->add_option("--log-dir", o->log_dir,
                   "write metrics.csv and a TensorBoard event file of the step and epoch records into this directory");

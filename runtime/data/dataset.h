@@ -26,7 +26,14 @@ struct ColumnSpec {
   int batch_dim = 0;
   /// With high: one more value allowed, the loss's ignore_index (masked-token targets hold -100).
   std::optional<int64_t> ignored;
+  /// What sets `high`, for a message: "the table of layer 'item_emb' (num_embeddings 1000)"
+  /// for ids an embedding looks up; empty for class indices and a declared `high:`.
+  std::string bound_by;
 };
+
+/// "input 'item' id 1500 is outside [0, 1000)" and what bounds it: the message of a value of
+/// column `c` outside its range.
+std::string out_of_range_text(const ColumnSpec& c, int64_t value);
 
 // DataSpec (path, format, header, columns) is read from a model file's `train: data:`:
 // it lives with the graph.
@@ -52,6 +59,12 @@ class Dataset {
 /// a float32 value that is NaN or infinite, an int64 value that is not an integer or lies
 /// outside [0, high) (other than `ignored`).
 Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns);
+
+/// What a CSV's header line (`header: true`) does: name the columns, which are then read by
+/// name (a model file's data), or, when it names none of them, nothing: skipped, the columns
+/// taken in order (a header guessed from a file's first line: tandem run --inputs).
+enum class CsvHeader { names_columns, may_name_columns };
+Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns, CsvHeader header);
 
 /// A batch gathered from a Dataset (samples along dimension 0) laid out as the model takes
 /// it: each column's dimension 0 moved to its batch_dim ([B, T] -> [T, B] for batch_dim 1).

@@ -6,6 +6,7 @@
 
 #include "core/readable_file.h"
 #include "runtime/data/csv_reader.h"
+#include "runtime/io/npy.h"
 #include "runtime/io/safetensors.h"
 
 namespace tandem {
@@ -18,14 +19,18 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 std::string data_format(const DataSpec& spec) {
   if (!spec.format.empty()) {
-    if (spec.format != "csv" && spec.format != "safetensors")
-      throw UserError(spec.path + ": unknown data format '" + spec.format + "' (expected csv or safetensors)");
+    if (spec.format != "csv" && spec.format != "safetensors" && spec.format != "npz")
+      throw UserError(spec.path + ": unknown data format '" + spec.format + "' (expected csv, safetensors or npz)");
     return spec.format;
   }
   if (ends_with(spec.path, ".csv") || ends_with(spec.path, ".csv.gz")) return "csv";
   if (ends_with(spec.path, ".safetensors")) return "safetensors";
-  throw UserError(spec.path + ": cannot tell the data format from the extension (expected .csv, .csv.gz or "
-                  ".safetensors)");
+  if (ends_with(spec.path, ".npz")) return "npz";
+  if (ends_with(spec.path, ".npy"))
+    throw UserError(spec.path + ": a .npy file holds one array, and training data needs the inputs and the targets; "
+                    "save them together by name: numpy.savez('data.npz', x=..., label=...)");
+  throw UserError(spec.path + ": cannot tell the data format from the extension (expected .csv, .csv.gz, "
+                  ".safetensors or .npz)");
 }
 
 void check_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns) {
@@ -47,12 +52,14 @@ void check_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns)
   }
 }
 
-/// Each column is a tensor of the same name, [N, *sample_shape], of the column's dtype.
-TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns) {
+/// Each column is a tensor (an .npz's array) of the same name, [N, *sample_shape], of the
+/// column's dtype (an .npz's float64 and narrower integers are widened as it is read).
+TensorMap read_named_columns(const DataSpec& spec, const std::vector<ColumnSpec>& columns, bool npz) {
   const std::string& file = spec.path;
   if (!spec.columns.empty())
-    throw UserError(file + ": columns: a safetensors file names its tensors; the mapping is for CSV only");
-  TensorMap all = read_safetensors(file);
+    throw UserError(file + ": columns: " + (npz ? "an .npz file names its arrays" : "a safetensors file names its tensors") +
+                    "; the mapping is for CSV only");
+  TensorMap all = npz ? read_npz(file) : read_safetensors(file);
   TensorMap out;
   const ColumnSpec* first = nullptr;
   int64_t n = 0;
@@ -61,7 +68,7 @@ TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<Colum
     if (it == all.end()) {
       std::string names;
       for (const auto& [name, t] : all) names += (names.empty() ? "" : ", ") + name;
-      throw UserError(file + ": no tensor '" + c.name + "' (the file holds: " + (names.empty() ? "none" : names) +
+      throw UserError(file + (npz ? ": no array '" : ": no tensor '") + c.name + "' (the file holds: " + (names.empty() ? "none" : names) +
                       ")");
     }
     const Tensor& t = it->second;
@@ -98,8 +105,9 @@ TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<Colum
       int64_t row = t.size(0) == 0 ? 1 : t.numel() / t.size(0);
       for (size_t i = 0; i < values.size(); ++i)
         if ((values[i] < 0 || values[i] >= *c.high) && values[i] != c.ignored)
-          throw UserError(what + ": sample " + std::to_string(static_cast<int64_t>(i) / row) + ": " + c.name +
-                          " " + std::to_string(values[i]) + " is outside [0, " + std::to_string(*c.high) + ")");
+          throw UserError(what + ": sample " + std::to_string(static_cast<int64_t>(i) / row) +
+                          (row > 1 ? ", element " + std::to_string(static_cast<int64_t>(i) % row) : "") + ": " +
+                          out_of_range_text(c, values[i]));
     }
     out.emplace(c.name, t);
   }
@@ -109,7 +117,18 @@ TensorMap read_safetensors_columns(const DataSpec& spec, const std::vector<Colum
 
 }  // namespace
 
+std::string out_of_range_text(const ColumnSpec& c, int64_t value) {
+  const std::string range = "[0, " + std::to_string(c.high.value_or(0)) + ")";
+  if (c.bound_by.empty()) return c.name + " " + std::to_string(value) + " is outside " + range;
+  return "input '" + c.name + "' id " + std::to_string(value) + " is outside " + range + ", the rows of " +
+         c.bound_by + "; fix the data, or give the table more rows";
+}
+
 Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns) {
+  return load_dataset(spec, columns, CsvHeader::names_columns);
+}
+
+Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& columns, CsvHeader header) {
   // a model file's path is reported where the file names it, resolved as it was read
   if (!spec.named_at.empty()) try {
       ReadableFile probe(spec.path);
@@ -119,8 +138,8 @@ Dataset load_dataset(const DataSpec& spec, const std::vector<ColumnSpec>& column
     }
   std::string format = data_format(spec);
   check_columns(spec, columns);
-  if (format == "csv") return Dataset(read_csv(spec, columns));
-  return Dataset(read_safetensors_columns(spec, columns));
+  if (format == "csv") return Dataset(read_csv(spec, columns, header == CsvHeader::may_name_columns));
+  return Dataset(read_named_columns(spec, columns, format == "npz"));
 }
 
 }  // namespace tandem

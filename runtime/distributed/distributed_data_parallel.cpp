@@ -59,8 +59,8 @@ std::string model_fingerprint(const Model& model, const TrainingSpec& spec) {
   // parameters() keeps a map: the same order on every rank
   for (const auto& [name, t] : model.parameters()) out += "parameter '" + name + "' " + shape_text(t) + "\n";
   if (graph.loss) out += "loss " + graph.loss->op + " (" + graph.loss->reduction + ")\n";
-  out += fmt::format("training: batch {} per rank, accumulate {}, {} epochs, seed {}, shuffle {}, drop_last {}\n",
-                     spec.batch, spec.accumulate, spec.epochs, spec.seed, spec.shuffle, spec.drop_last);
+  out += fmt::format("training: batch {} per rank, accumulate {}, {} epochs, shuffle {}, drop_last {}\n",
+                     spec.batch, spec.accumulate, spec.epochs, spec.shuffle, spec.drop_last);
   out += fmt::format("optimizer: {} lr {} momentum {} weight_decay {}\n", spec.optimizer.name, spec.optimizer.lr,
                      spec.optimizer.momentum, spec.optimizer.weight_decay);
   out += fmt::format("schedule: {}\n", spec.schedule.name);
@@ -90,6 +90,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
       throw JobError("rank " + std::to_string(r) + " loaded another model or other training settings than rank 0 (" +
                       first_difference(all[0], all[static_cast<size_t>(r)], r) +
                       "): every rank must run the same model file with the same flags");
+  // The seeds may differ (DDP users commonly seed each rank): rank 0's orders and splits
+  // the data and draws the dropout masks for all, so the ranks' shards still partition one
+  // permutation; the start is rank 0's broadcast below.
+  const std::vector<std::string> seeds = group_->all_gather(std::to_string(spec.seed), "the ranks' seeds");
+  rank0_seed_ = std::stoull(seeds[0]);
+  if (std::any_of(seeds.begin(), seeds.end(), [&](const std::string& s) { return s != seeds[0]; })) {
+    std::string listed;
+    for (size_t r = 0; r < seeds.size(); ++r) listed += fmt::format("{}rank {}: {}", r ? ", " : "", r, seeds[r]);
+    seed_note_ = "the ranks were given different seeds (" + listed +
+                 "): rank 0's initial weights are broadcast to every rank, as DDP does, and rank 0's seed " +
+                 seeds[0] + " shuffles and splits the data and draws the dropout masks for all";
+  }
   // Rank 0's weights and buffers (running statistics) everywhere, as DDP broadcasts its
   // module's state at construction: ranks that initialised from other seeds or loaded
   // other weights train together from the same point.

@@ -81,6 +81,11 @@ class DistributedDataParallel {
                           const std::vector<std::string>& trained, const std::vector<TouchedRows*>& rows,
                           DistributedOptions options = {});
 
+  /// Rank 0's --seed: every rank's data order, split and dropout masks come from it (the
+  /// ranks' own seeds may differ: their initial weights give way to rank 0's broadcast).
+  uint64_t rank0_seed() const { return rank0_seed_; }
+  /// What to tell the user when the ranks were given different seeds, else "".
+  const std::string& seed_note() const { return seed_note_; }
   ProcessGroup& group() { return *group_; }
   int rank() const { return group_->rank(); }
   int size() const { return group_->size(); }
@@ -124,11 +129,14 @@ class DistributedDataParallel {
   std::unique_ptr<DeviceCollectives> collectives_;  // null: every gradient over MPI
   std::unique_ptr<GradientReducer> reducer_;
   std::vector<std::string> buffers_;  // shared after each step (none without broadcast_buffers)
+  uint64_t rank0_seed_ = 0;
+  std::string seed_note_;
   GradientReady ready_;
 };
 
 /// A line per parameter, buffer, input, target and output, and the training settings that
-/// every rank must share: what ranks compare before they train together.
+/// every rank must share: what ranks compare before they train together. Not the seed: it
+/// may differ, as DDP users seed each rank (rank 0's then orders the data for all).
 std::string model_fingerprint(const Model& model, const TrainingSpec& spec);
 
 }  // namespace tandem

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <bit>
 #include <charconv>
@@ -380,9 +381,37 @@ void sync_parent_directory(const std::string& path) {
 
 // ---- writing -------------------------------------------------------------------------
 
-/// Removes "<path>.tmp-PID" files that a writer killed mid-write left behind: those whose
-/// process is gone. A live process's file (another writer of the same path, or a reused
-/// PID) is left alone; a name that is not exactly that pattern is never touched.
+/// The temporary being written (write_safetensors), for a signal handler: a fixed buffer,
+/// published by an atomic pointer once it holds the whole name.
+char temporary_name[4096];
+std::atomic<const char*> temporary_in_progress{nullptr};
+static_assert(std::atomic<const char*>::is_always_lock_free);
+
+/// Publishes `tmp` while it is written; a name too long for the buffer is not published.
+class PublishedTemporary {
+ public:
+  explicit PublishedTemporary(const std::string& tmp) {
+    if (tmp.size() >= sizeof temporary_name || temporary_in_progress.load() != nullptr) return;
+    std::memcpy(temporary_name, tmp.c_str(), tmp.size() + 1);
+    temporary_in_progress.store(temporary_name);
+    published_ = true;
+  }
+  ~PublishedTemporary() {
+    if (published_) temporary_in_progress.store(nullptr);
+  }
+  PublishedTemporary(const PublishedTemporary&) = delete;
+  PublishedTemporary& operator=(const PublishedTemporary&) = delete;
+
+ private:
+  bool published_ = false;
+};
+
+}  // namespace
+
+const char* safetensors_temporary_in_progress() { return temporary_in_progress.load(); }
+
+// A live process's file (another writer of the same path, or a reused PID) is left alone; a
+// name that is not exactly "<path>.tmp-PID" is never touched.
 void remove_stale_temporaries(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path target(path);
@@ -401,6 +430,8 @@ void remove_stale_temporaries(const std::string& path) {
     fs::remove(it->path(), ignored);
   }
 }
+
+namespace {
 
 std::string json_string(const std::string& s, const std::string& what_it_is) {
   try {
@@ -533,6 +564,7 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
   std::string header = build_header(tensors, metadata);  // validates before touching the disk
   remove_stale_temporaries(path);
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  PublishedTemporary published(tmp);  // before it exists: a signal from here on removes it
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
   if (fd.get() < 0) {
     int err = errno;

@@ -52,6 +52,15 @@ std::map<std::string, std::string> parse_safetensors_metadata(std::span<const st
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+/// Removes the "<path>.tmp-PID" files of writers of `path` whose process is gone (killed
+/// mid-write); a live process's file is left alone. write_safetensors does it first; a run
+/// calls it when it starts, so that a run that writes nothing cleans up too.
+void remove_stale_temporaries(const std::string& path);
+
+/// The temporary file this process's write_safetensors is writing now, or nullptr. For a
+/// signal handler, which may unlink it: async-signal-safe (a lock-free atomic read).
+const char* safetensors_temporary_in_progress();
+
 /// The bytes write_safetensors would write: names sorted, data packed in that order,
 /// the JSON header padded with spaces to a multiple of 8 bytes so the data is aligned.
 std::vector<std::byte> serialize_safetensors(const TensorMap& tensors,

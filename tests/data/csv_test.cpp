@@ -139,7 +139,7 @@ TEST_CASE("random csv reads the same plain and gzipped", "[csv]") {
 TEST_CASE("csv header trailing blank lines and integer labels written as floats", "[csv]") {
   TempDir dir;
   std::string path = dir.file("h.csv");
-  write_bytes(path, "a,b,label\n1.5,-2,3.0\n 4 , 5e1 ,+1\n\n  \n");
+  write_bytes(path, "x_0,x_1,label\n1.5,-2,3.0\n 4 , 5e1 ,+1\n\n  \n");
   DataSpec spec = spec_of(path);
   spec.header = true;
   Dataset d = load_dataset(spec, {{"x", {2}, DType::float32, std::nullopt}, {"label", {}, DType::int64, 4}});
@@ -167,7 +167,7 @@ TEST_CASE("csv column mapping by name", "[csv]") {
   }
   SECTION("a mapping past the last column names the line") {
     spec.columns = {{"label", "5"}, {"x", "1:4"}};
-    CHECK_THROWS_WITH(load_dataset(spec, columns), path + ":1: expected at least 6 columns, found 5");
+    CHECK_THROWS_WITH(load_dataset(spec, columns), path + ":1: expected at least 6 columns, found 5; no value for 'label' (column 5)");
   }
   SECTION("a range whose width differs from the sample shape") {
     spec.columns = {{"label", "0"}, {"x", "1:3"}};
@@ -189,6 +189,10 @@ TEST_CASE("csv column mapping by name", "[csv]") {
 
 TEST_CASE("broken csv files are refused with file and line", "[csv]") {
   const std::string kNotFinite = "; training data must hold finite values (drop or fill in that row)";
+  const std::string kInOrder =
+      ". Without a header the inputs, then the targets, take the columns in order (x 0-1, label 2): if the file's "
+      "columns differ, give it a header line naming them and header: true, or map them with columns: {name: "
+      "\"a:b\"} under train: data:";
   struct Case {
     const char* what;
     std::string text;
@@ -196,8 +200,9 @@ TEST_CASE("broken csv files are refused with file and line", "[csv]") {
     std::string message;  // after "PATH"
   };
   const std::vector<Case> cases = {
-      {"too few columns", "1,2,3\n1,2\n", false, ":2: expected 3 columns, found 2"},
-      {"too many columns", "1,2,3\n1,2,3\n4,5,6,7\n", false, ":3: expected 3 columns, found 4"},
+      {"too few columns", "1,2,3\n1,2\n", false, ":2: expected 3 columns, found 2; no value for 'label' (column 2)" + kInOrder},
+      {"short of a wide input", "1\n", false, ":1: expected 3 columns, found 1; no value for 'x' (its columns 0-1)" + kInOrder},
+      {"too many columns", "1,2,3\n1,2,3\n4,5,6,7\n", false, ":3: expected 3 columns, found 4" + kInOrder},
       {"non-numeric cell", "1,2,3\n1,abc,3\n", false, ":2: column 1: 'abc' is not a number"},
       {"empty cell", "1,,3\n", false, ":1: column 1: '' is not a number"},
       {"trailing junk", "1,2x,3\n", false, ":1: column 1: '2x' is not a number"},
@@ -212,11 +217,12 @@ TEST_CASE("broken csv files are refused with file and line", "[csv]") {
       {"inf", "inf,2,3\n", false, ":1: column 0: 'inf' is not a finite number" + kNotFinite},
       {"-infinity", "1,2,3\n1,2,3\n-Infinity,2,3\n", false, ":3: column 0: '-Infinity' is not a finite number" + kNotFinite},
       {"+inf", "+inf,2,3\n", false, ":1: column 0: '+inf' is not a finite number" + kNotFinite},
-      {"line numbers count the header", "a,b,c\n1,2,3\n1,2\n", true, ":3: expected 3 columns, found 2"},
+      {"line numbers count the header", "x_0,x_1,label\n1,2,3\n1,2\n", true,
+       ":3: expected 3 columns, found 2; no value for 'label' (column 2) (the header names 3)"},
       {"blank line between samples", "1,2,3\n\n1,2,3\n", false, ":2: blank line between samples"},
       {"empty file", "", false, ": no samples"},
       {"only blank lines", "\n\n \n", false, ": no samples"},
-      {"header only", "a,b,c\n", true, ": no samples"},
+      {"header only", "x_0,x_1,label\n", true, ": no samples"},
   };
   std::vector<ColumnSpec> columns = {{"x", {2}, DType::float32, std::nullopt}, {"label", {}, DType::int64, 10}};
   TempDir dir;

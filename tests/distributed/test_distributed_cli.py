@@ -118,6 +118,29 @@ def test_ranks_at_batch_b_train_as_one_process_at_n_times_b(scratch, ranks, opti
         assert b["validation_accuracy"] == pytest.approx(a["validation_accuracy"], abs=1 / 60 + 1e-9)
 
 
+def test_ranks_seeded_differently_train_as_ranks_seeded_alike(scratch):
+    # DDP users seed each rank: rank 0's broadcast gives the start, rank 0's seed the data's
+    # order and split, so the run is the one with every rank at rank 0's seed, bit for bit
+    directory, data = scratch
+    model = write_model(directory)
+    rng = np.random.default_rng()
+    first = int(rng.integers(0, 1 << 20))
+    seeds = [first, first + 1 + int(rng.integers(0, 1000))]
+    flags = ["--shuffle", "--epochs", "2", "--json"]
+    alike = result(train(2, model, data, "--seed", str(seeds[0]), "--save-weights", str(directory / "alike.st"), *flags))
+    command = [*MPIRUN]
+    for rank, seed in enumerate(seeds):
+        command += ([":"] if rank else []) + ["-np", "1", TANDEM, "train", str(model), "--data", str(data), "--seed",
+                                              str(seed), "--save-weights", str(directory / "apart.st"), *flags]
+    apart = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+    summary = result(apart)
+    assert [e["step_losses"] for e in summary["epochs"]] == [e["step_losses"] for e in alike["epochs"]]
+    assert read_safetensors(directory / "apart.st").keys() == read_safetensors(directory / "alike.st").keys()
+    assert max_relative_error(read_safetensors(directory / "apart.st"), read_safetensors(directory / "alike.st")) == 0
+    assert ("the ranks were given different seeds (rank 0: %d, rank 1: %d): rank 0's initial weights are broadcast"
+            % tuple(seeds)) in " ".join(summary.get("notes", [])), summary.get("notes")
+
+
 def test_accumulation_trains_as_the_larger_batch_and_the_log_says_the_global_batch(scratch):
     directory, data = scratch
     model = write_model(directory, optimizer="adam", lr=0.003)
@@ -165,6 +188,7 @@ def test_resume_restores_every_rank_from_rank_0s_checkpoint(scratch):
     other = train(3, model, data, "--epochs", "2", "--resume", str(directory / "ck.st"), *flags)
     assert other.returncode == 2
     assert (other.stdout + other.stderr).count("trained with accumulate 1 on 2 rank(s), this run has accumulate 1 on 3") == 1
+    assert "or start a new run from its weights with --weights %s" % (directory / "ck.st") in other.stderr
 
 
 def test_a_rank_with_another_model_is_refused_at_the_start_naming_it(scratch):

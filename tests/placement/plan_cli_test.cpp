@@ -53,6 +53,17 @@ TEST_CASE("tandem plan prints a table with copies and per-device memory") {
   CHECK_THAT(r.out, Contains("predicted peak memory per device"));
 }
 
+TEST_CASE("tandem plan without --train plans at the model's train: batch and says which batch") {
+  Result r = run_cli("plan " + std::string(TANDEM_SOURCE_DIR) + "/configs/digits_mlp.yaml");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("inference, batch 32 (the model's train: batch)"));
+  r = run_cli("plan " + std::string(TANDEM_SOURCE_DIR) + "/configs/digits_mlp.yaml --batch 5 --json");
+  CHECK_THAT(r.out, Contains("\"batch\": 5") && Contains("\"batch_from\": \"--batch\""));
+  r = run_cli("plan " + kSeedMixed + " --sim-gpus 1");  // no train: section
+  CHECK_THAT(r.out, Contains("inference, batch 1 (run's default; give --batch N)"));
+}
+
 TEST_CASE("tandem plan --dot writes a Graphviz file") {
   std::filesystem::path dot = std::filesystem::temp_directory_path() / "tandem_plan_test.dot";
   std::filesystem::remove(dot);

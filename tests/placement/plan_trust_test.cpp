@@ -113,8 +113,10 @@ TEST_CASE("tandem plan --train plans at the model's train: batch, --batch over i
     if (l.at("path") == "fc1") CHECK(l.at("activation_bytes") == batch * 16 * 4);
   plan = plan_json(run_cli("plan " + model + " --sim-gpus 1 --train --batch 3 --json", &code));
   CHECK(plan.at("batch") == 3);
-  plan = plan_json(run_cli("plan " + model + " --sim-gpus 1 --json", &code));  // inference: run's default
-  CHECK(plan.at("batch") == 1);
+  // inference too: the batch the model trains at (issue 29), and the plan says where it came from
+  plan = plan_json(run_cli("plan " + model + " --sim-gpus 1 --json", &code));
+  CHECK(plan.at("batch") == batch);
+  CHECK(plan.at("batch_from") == "the model's train: batch");
 }
 
 TEST_CASE("tandem plan refuses a plan whose peak passes a device's capacity, saying which and by how much") {

@@ -203,6 +203,8 @@ def test_trainer_setting_and_data_errors():
     for data, message in [
         ({"x": x}, "data: no 'label' (model 'digits_mlp' reads every input and target from the data)"),
         ({"x": x, "label": label, "y": x}, "data: 'y' is neither an input nor a target of model 'digits_mlp'"),
+        ({"x": x, "y": label}, "data: 'y' is neither an input nor a target of model 'digits_mlp' (did you mean "
+                               "'label'?); its inputs: x; its targets: label"),
         ({"x": x[:, :10], "label": label}, "data['x'] has shape [10, 10], expected [N, 64] (samples first"),
         ({"x": x, "label": label.astype(numpy.float32)}, "data['label'] is float32, but the model takes int64"),
         ({"x": x, "label": label + 10}, "data['label']: sample 0: label 10 is outside [0, 10)"),

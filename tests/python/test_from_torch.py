@@ -206,8 +206,37 @@ def test_the_yaml_reads_as_written(tmp_path, seed):
     again.load_weights(tmp_path / "mlp.safetensors")
     x = torch.randn(3, 4)
     assert torch.equal(again(x)["output"], model(x)["output"])
-    back = tandem.to_torch(model)
-    assert_close(back(x)["output"].detach().numpy(), module(x).detach().numpy(), 1e-6, "to_torch(from_torch)")
+    # to_torch returns what the module returned: a tensor; the same from the saved file
+    for back in [tandem.to_torch(model), tandem.to_torch(again)]:
+        out = back(x)
+        assert isinstance(out, torch.Tensor)
+        assert_close(out.detach().numpy(), module(x).detach().numpy(), 1e-6, "to_torch(from_torch)")
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.a(x), self.b(x)
+
+
+def test_to_torch_returns_a_tuple_where_the_module_did(seed):
+    module = TwoHeads()
+    x = torch.randn(5, 4)
+    back = tandem.to_torch(tandem.from_torch(module, torch.randn(2, 4)))
+    got, want = back(x), module(x)
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w in zip(got, want):
+        assert_close(g.detach().numpy(), w.detach().numpy(), 1e-6, "to_torch(from_torch) tuple")
+
+
+def test_save_to_a_missing_directory_says_so(tmp_path):
+    module = nn.Sequential(nn.Linear(4, 2))
+    with pytest.raises(tandem.ModelError, match="save_to '.*nothere/mlp': the directory '.*nothere' does not exist; "
+                                                "create it first"):
+        tandem.from_torch(module, torch.randn(2, 4), save_to=tmp_path / "nothere" / "mlp")
 
 
 class Wrapped(nn.Module):

@@ -59,6 +59,20 @@ def test_fit_is_the_cli_run(tmp_path, seed, shuffle):
     assert_same_run(history, cli, model, tmp_path / "cli.safetensors")
 
 
+def test_fit_prints_a_line_per_epoch_unless_told_not_to(capsys, seed):
+    model = tandem.Model.load(config("digits_mlp.yaml"))
+    model.init_parameters(seed % 1000)
+    trainer = tandem.Trainer(model, epochs=3, seed=seed % 1000)
+    history = trainer.fit(epochs=2)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2, lines
+    for line, epoch in zip(lines, history):
+        assert line.startswith("epoch %3d/2  loss %.4f  val loss %.4f  val acc %.2f%%  " % (
+            epoch["epoch"], epoch["train_loss"], epoch["validation_loss"], 100 * epoch["validation_accuracy"]))
+    trainer.fit(epochs=3, verbose=False)
+    assert capsys.readouterr().out == ""
+
+
 def test_placed_fit_is_the_placed_cli_run(tmp_path):
     cli = cli_train("--epochs", "1", "--shuffle", "--sim-gpus", "2", "--place", "fc1=cuda:0", "--place", "fc3=cuda:1",
                     "--optimizer", "sgd", "--lr", "0.05", weights=tmp_path / "cli.safetensors")
@@ -189,3 +203,28 @@ def test_converted_model_trains_as_torch_trains_it(seed):
         assert trainer.step(pixels=batch[0], label=batch[1]) == pytest.approx(loss.item(), rel=1e-5, abs=1e-6)
     for name, value in torch_model.state_dict().items():
         assert_close(model.state_dict()[name], value.numpy(), 1e-5, name)
+
+
+def test_keep_best_and_early_stop_as_the_cli(tmp_path, capsys):
+    model = tandem.Model.load(config("digits_mlp.yaml"))
+    model.init_parameters(0)
+    trainer = tandem.Trainer(model, lr=0.05, epochs=12)
+    history = trainer.fit(checkpoint=tmp_path / "ck.safetensors", keep_best="val_loss", early_stop=2)
+    losses = [e["validation_loss"] for e in history]
+    best_epoch = 1 + losses.index(min(losses))
+    assert len(history) == 12 or len(history) - best_epoch == 2
+    assert trainer.best == {"metric": "val_loss", "value": min(losses), "epoch": best_epoch,
+                            "checkpoint": str(tmp_path / "ck.best.safetensors")}
+    assert (tmp_path / "ck.best.safetensors").exists() and trainer.epochs_done == len(history)
+    out = capsys.readouterr().out
+    assert out.count("\nepoch ") + out.startswith("epoch ") == len(history)
+    if len(history) < 12:
+        assert "early stop: val_loss has not improved for 2 epochs" in out
+    # the same run from the CLI: the same epochs, the same best
+    cli = subprocess.run([CLI, "train", config("digits_mlp.yaml"), "--lr", "0.05", "--epochs", "12", "--json",
+                          "--save", str(tmp_path / "cli.safetensors"), "--keep-best", "val_loss", "--early-stop", "2"],
+                         capture_output=True, text=True)
+    summary = json.loads(cli.stdout.splitlines()[-1])
+    assert [e["validation_loss"] for e in summary["epochs"]] == losses
+    with pytest.raises(tandem.ModelError, match="give checkpoint=CKPT"):
+        trainer.fit(keep_best="val_loss")

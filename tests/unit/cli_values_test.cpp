@@ -47,7 +47,7 @@ TEST_CASE("bad flag values exit 2 naming the flag and the value", "[cli][values]
       {"plan " + config("seed_nested_dp.yaml") + " --sim-gpus 2 --place 'enc*=cpu'",
        "error: --place 'enc*=cpu': the pattern matches no layer or block"},
       {"rnu " + config("seed_mlp.yaml"),
-       "error: 'rnu' is not a tandem command (did you mean 'run'?); the commands are check, run, train, devices, plan"},
+       "error: 'rnu' is not a tandem command (did you mean 'run'?); the commands are check, run, train, evaluate, predict, devices, plan"},
       {"'ru\x01n'", "error: 'ru\\x01n' is not a tandem command (did you mean 'run'?)"},
       {run + " '--we\x1bights' x", "--we\\x1bights"},
   };

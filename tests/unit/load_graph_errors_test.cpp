@@ -30,6 +30,25 @@ std::vector<BrokenCase> broken_cases() {
   return {
       {"unknown op", kHead + "  - {name: fc, op: linaer, in_features: 10, out_features: 4}\n",
        "layer 'fc': unknown op 'linaer' (did you mean 'linear'?)", 5, 20},
+      {"torch.nn's class name", kHead + "  - {name: act, op: ReLU}\n",
+       "layer 'act': unknown op 'ReLU' (did you mean 'relu'?)", 5, 21},
+      {"torch.nn's CamelCase name", kHead + "  - {name: norm, op: LayerNorm, normalized_shape: 10}\n",
+       "layer 'norm': unknown op 'LayerNorm' (did you mean 'layer_norm'?)", 5, 22},
+      {"an unknown op in a module no layer uses",
+       "name: m\ninputs:\n  x: {shape: [batch, 10]}\nmodules:\n  unused:\n    layers:\n"
+       "      - {name: fc, op: linear, in_features: 10, out_features: 10}\n      - {name: act, op: relux}\n"
+       "layers:\n  - {name: fc, op: linear, in_features: 10, out_features: 4}\n",
+       "layer 'modules.unused.act': unknown op 'relux' (did you mean 'relu'?)", 8, 25},
+      {"a bad attribute in a block of a module no layer uses",
+       "name: m\ninputs:\n  x: {shape: [batch, 10]}\nmodules:\n  unused:\n    layers:\n"
+       "      - name: inner\n        layers:\n          - {name: fc, op: linear, in_features: 10, out_feature: 2}\n"
+       "layers:\n  - {name: fc, op: linear, in_features: 10, out_features: 4}\n",
+       "layer 'modules.unused.inner.fc': unknown attribute 'out_feature' for op 'linear'", 9, 53},
+      {"an unknown module named by a module no layer uses",
+       "name: m\ninputs:\n  x: {shape: [batch, 10]}\nmodules:\n  unused:\n    layers:\n"
+       "      - {name: b, module: nothere}\n"
+       "layers:\n  - {name: fc, op: linear, in_features: 10, out_features: 4}\n",
+       "unknown module 'nothere'", 7, 27},
       {"unknown attribute", kHead + "  - {name: fc, op: linear, in_feature: 10, out_features: 4}\n",
        "unknown attribute 'in_feature' for op 'linear' (did you mean 'in_features'?)", 5, 28},
       {"missing attribute", kHead + "  - {name: fc, op: linear, in_features: 10}\n",

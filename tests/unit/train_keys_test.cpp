@@ -221,8 +221,19 @@ TEST_CASE("train: data path from the file, or --data over it", "[train][keys]") 
 TEST_CASE("train: data header and columns", "[train][keys]") {
   KeyFixture fixture("train: data header and columns");
   const std::string d = fixture.data;
+  // with header: true the columns are read by the header's names: here the two labels swapped
+  const std::string headed = scratch_file("headed.csv");
+  {
+    std::ifstream in(d);
+    std::ofstream out(headed);
+    out << "x_0,x_1,x_2,x_3,other_label,label\n" << in.rdbuf();
+  }
   fixture.check_key("train", "data", {"{path: " + d + "}", [](TrainingSpec& s, Graph&) { s.data->header = false; }},
-                    {"{path: " + d + ", header: true}", [](TrainingSpec& s, Graph&) { s.data->header = true; }});
+                    {"{path: " + headed + ", header: true}", [&](TrainingSpec& s, Graph&) {
+                       s.data->path = headed;
+                       s.data->header = true;
+                     }});
+  std::filesystem::remove(headed);
   // the two label columns swapped
   fixture.check_key("train", "data", {"{path: " + d + "}", [](TrainingSpec& s, Graph&) { s.data->columns.clear(); }},
                     {"{path: " + d + ", columns: {x: \"0:4\", label: \"5\", other_label: \"4\"}}",

@@ -1,0 +1,145 @@
+"""`tandem evaluate` (a labelled set's loss and metrics, no training) and `tandem predict` (the
+outputs for a file of inputs as CSV, .npy or safetensors), against numpy computing the same
+from the same weights; and training data from NumPy's .npz, which trains as its CSV does."""
+import json
+import subprocess
+
+import numpy
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from conftest import CLI, config
+from test_cli_training_data import CLICKS, checkpoint_epochs, clicks_data, write_csv
+from test_cli_user_files import read_safetensors
+
+ORDER = ["dense_1", "click", "user", "dense_0", "dense_2"]  # by the header's names
+
+
+def tandem(*args):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def trained(tmp_path, rng):
+    """The clicks model trained for an epoch; its weights, and a fresh labelled test set."""
+    users = int(rng.integers(20, 50))
+    (tmp_path / "m.yaml").write_text(CLICKS % (users, "true"))
+    write_csv(tmp_path / "clicks.csv", clicks_data(rng, 64, users), ORDER)
+    weights = tmp_path / "w.safetensors"
+    run = tandem("train", tmp_path / "m.yaml", "--save-weights", weights)
+    assert run.returncode == 0, run.stderr
+    test = clicks_data(rng, int(rng.integers(20, 40)), users)
+    write_csv(tmp_path / "test.csv", test, ORDER)
+    return tmp_path / "m.yaml", weights, test, tmp_path / "test.csv"
+
+
+def logits(weights, data):
+    w = read_safetensors(weights)
+    features = numpy.concatenate([w["user_emb.weight"][data["user"]], data["dense"]], axis=1).astype(numpy.float64)
+    return features @ w["fc.weight"].T.astype(numpy.float64) + w["fc.bias"]
+
+
+def test_evaluate_gives_the_loss_and_auc_numpy_gives(trained):
+    model, weights, test, path = trained
+    run = tandem("evaluate", model, "--weights", weights, "--data", path, "--json")
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    z, y = logits(weights, test)[:, 0], test["click"]
+    loss = numpy.mean(numpy.maximum(z, 0) - z * y + numpy.log1p(numpy.exp(-numpy.abs(z))))
+    assert got["samples"] == len(y)
+    assert abs(got["loss"] - loss) <= 1e-5 * max(1, abs(loss))
+    if 0 < y.sum() < len(y):
+        assert abs(got["auc"] - roc_auc_score(y, z)) <= 1e-6
+    text = tandem("evaluate", model, "--weights", weights, "--data", path, "--sim-gpus", "1", "--place", "*=cuda:0")
+    assert text.returncode == 0, text.stderr
+    assert "evaluated 'clicks' on %d samples of %s: loss %.6g" % (len(y), path, got["loss"]) in text.stdout
+
+
+def test_predict_writes_csv_npy_and_safetensors(trained, tmp_path):
+    model, weights, test, path = trained
+    want = logits(weights, test)
+    for name in ["p.csv", "p.npy", "p.safetensors"]:
+        out = tmp_path / name
+        run = tandem("predict", model, "--weights", weights, "--inputs", path, "--outputs", out)
+        assert run.returncode == 0, run.stderr
+        if name.endswith(".csv"):
+            lines = out.read_text().splitlines()
+            assert lines[0] == "fc"
+            got = numpy.array([[float(v)] for v in lines[1:]])
+        elif name.endswith(".npy"):
+            got = numpy.load(out)
+        else:
+            got = read_safetensors(out)["fc"]
+        assert got.shape == want.shape, name
+        assert numpy.abs(got - want).max() <= 1e-5 * max(1, numpy.abs(want).max()), name
+
+
+def test_mistakes_are_refused_with_what_to_do(trained, tmp_path):
+    model, weights, test, path = trained
+    run = tandem("predict", model, "--weights", weights, "--inputs", path, "--outputs", tmp_path / "p.txt")
+    assert run.returncode == 2 and "end it in .safetensors" in run.stderr, run.stderr
+    assert not (tmp_path / "p.txt").exists()
+    (tmp_path / "noloss.yaml").write_text(model.read_text().split("loss:")[0])
+    run = tandem("evaluate", tmp_path / "noloss.yaml", "--weights", weights, "--data", path)
+    assert run.returncode == 2 and "has no loss: section" in run.stderr, run.stderr
+    run = tandem("evaluate", model, "--weights", weights, "--data", path, "--sim-gpus", "0", "--place", "*=cuda:0")
+    assert run.returncode == 2, run.stderr
+
+
+def test_npz_training_data_trains_as_its_csv(tmp_path, rng):
+    users = int(rng.integers(20, 50))
+    (tmp_path / "m.yaml").write_text(CLICKS % (users, "true"))
+    data = clicks_data(rng, 40, users)
+    write_csv(tmp_path / "clicks.csv", data, ORDER)
+    numpy.savez(tmp_path / "clicks.npz", user=data["user"].astype(numpy.int32), dense=data["dense"],
+                click=data["click"].reshape(-1, 1))
+    saved = {}
+    for name in ["clicks.csv", "clicks.npz"]:
+        out = tmp_path / (name + ".safetensors")
+        run = tandem("train", tmp_path / "m.yaml", "--data", tmp_path / name, "--save-weights", out)
+        assert run.returncode == 0, run.stderr
+        saved[name] = out.read_bytes()
+    assert saved["clicks.csv"] == saved["clicks.npz"]
+    numpy.savez(tmp_path / "short.npz", user=data["user"], dense=data["dense"])
+    run = tandem("train", tmp_path / "m.yaml", "--data", tmp_path / "short.npz")
+    assert run.returncode == 2 and "no array 'click' (the file holds: dense, user)" in run.stderr, run.stderr
+
+
+def test_keep_best_and_early_stop(tmp_path):
+    ckpt = tmp_path / "ckpt.safetensors"
+    patience = 2
+    # a large learning rate: the validation loss goes up and down, as an overfitting run's
+    run = tandem("train", config("digits_mlp.yaml"), "--epochs", 12, "--lr", 0.05, "--save", ckpt, "--json",
+                 "--keep-best", "val_loss", "--early-stop", patience)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout.splitlines()[-1])
+    losses = [e["validation_loss"] for e in summary["epochs"]]
+    # what Keras's EarlyStopping(patience) and ModelCheckpoint(save_best_only) do with them
+    best, best_epoch, stop = None, None, None
+    for epoch, loss in enumerate(losses, 1):
+        if best is None or loss < best:
+            best, best_epoch = loss, epoch
+        if epoch - best_epoch >= patience and epoch < 12:
+            stop = epoch
+            break
+    assert len(losses) == (stop or 12)
+    assert summary.get("stopped_early_at_epoch") == stop
+    assert summary["best"] == {"metric": "val_loss", "value": best, "epoch": best_epoch,
+                               "checkpoint": str(tmp_path / "ckpt.best.safetensors")}
+    assert checkpoint_epochs(tmp_path / "ckpt.best.safetensors") == best_epoch
+    assert checkpoint_epochs(ckpt) == len(losses)
+
+
+def test_keep_best_and_early_stop_mistakes(tmp_path):
+    model = config("digits_mlp.yaml")
+    for args, message in [
+        (["--keep-best", "val_auc", "--save", tmp_path / "c.safetensors"],
+         "--keep-best val_auc: the model's loss cross_entropy gives no AUC"),
+        (["--keep-best", "val_acc", "--save", tmp_path / "c.safetensors"], "the metrics are val_loss"),
+        (["--keep-best", "val_loss"], "give --save CKPT"),
+        (["--early-stop", 2, "--validation-split", 0], "--early-stop watches the validation loss, and the run has no "
+                                                      "validation set: give --validation-split F"),
+    ]:
+        run = tandem("train", model, "--epochs", 1, *args)
+        assert run.returncode == 2 and message in run.stderr, (args, run.stderr)
+        assert "epoch   1/" not in run.stdout
