@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/readable_file.h"
+#include "graph/gather_dim.h"
 #include "graph/layer_init.h"
 #include "graph/model_sections.h"
 #include "graph/text_similarity.h"
@@ -71,6 +72,7 @@ class GraphLoader : private YamlReader {
     check_symbols_known();
     if (root["targets"]) graph_.targets = load_tensor_decls(root["targets"], "target");
     if (root["loss"]) graph_.loss = load_loss(root["loss"], top);
+    check_data_parallel_outputs();
     if (root["train"]) graph_.training = read_training_section(*this, root["train"], graph_);
     if (root["placement"]) graph_.placement = read_placement_section(*this, root["placement"]);
     return std::move(graph_);
@@ -494,6 +496,47 @@ class GraphLoader : private YamlReader {
     std::ostringstream out;
     out << v;
     return out.str();
+  }
+
+  // ---- data-parallel outputs ---------------------------------------------------------
+  // Every output of a data_parallel block (read by a layer after it, a graph output, the
+  // loss's input) is gathered along the dimension that carries the batch
+  // (graph/gather_dim.h); one without such a dimension is refused here, so that `check`
+  // refuses what `run` could not gather.
+  void check_data_parallel_outputs() const {
+    for (const Block& block : graph_.blocks) {
+      if (!block.data_parallel) continue;
+      auto inside = [&](int producer) { return producer >= block.first_node && producer < block.end_node; };
+      int first_input = -1;
+      for (int n = block.first_node; n < block.end_node && first_input < 0; ++n)
+        for (int v : graph_.nodes[n].inputs)
+          if (!inside(graph_.values[v].producer)) {
+            first_input = v;
+            break;
+          }
+      if (first_input < 0) continue;
+      const SymShape& scattered = graph_.values[first_input].type.shape;
+      const int64_t rank = static_cast<int64_t>(scattered.size());
+      const int64_t dim = block.data_parallel->dim < 0 ? block.data_parallel->dim + rank : block.data_parallel->dim;
+      if (dim < 0 || dim >= rank) continue;  // refused with the block
+      std::set<int> read_outside;
+      for (int n = 0; n < static_cast<int>(graph_.nodes.size()); ++n)
+        if (!inside(n)) read_outside.insert(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end());
+      for (const GraphOutput& o : graph_.outputs) read_outside.insert(o.value);
+      if (graph_.loss) read_outside.insert(graph_.loss->input);
+      for (int n = block.first_node; n < block.end_node; ++n) {
+        const Value& out = graph_.values[graph_.nodes[n].output];
+        if (!read_outside.count(graph_.nodes[n].output)) continue;
+        const GatherDim gather = gather_dim_of(out.type.shape, scattered[dim], dim);
+        if (gather.why_not.empty()) continue;
+        throw ModelError(graph_.nodes[n].location.str() + ": layer '" + graph_.nodes[n].path + "': its output " +
+                             sym_shape_str(out.type.shape) + " leaves data_parallel block '" + block.path +
+                             "' (scattered along dim " + std::to_string(dim) + " of '" +
+                             graph_.values[first_input].name + "' " + sym_shape_str(scattered) +
+                             "), but cannot be gathered: " + gather.why_not,
+                         graph_.nodes[n].location);
+      }
+    }
   }
 
   // ---- loss and training -----------------------------------------------------------
