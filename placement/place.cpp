@@ -582,4 +582,26 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
   }
 }
 
+Plan place_on_cpu(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+  // The same graph without devices or data_parallel, placed on an inventory of the cpu
+  // alone: node indices stay the given graph's, and the estimate is the cpu's.
+  Graph unplaced = graph;
+  for (Node& n : unplaced.nodes) n.device.reset();
+  for (Block& b : unplaced.blocks) {
+    b.device.reset();
+    b.data_parallel.reset();
+  }
+  DeviceInventory cpu_only;
+  if (const DeviceInfo* cpu = inventory.find(Device::cpu())) cpu_only.devices = {*cpu};
+  PlacementPolicy on_cpu = policy;
+  on_cpu.name = "annotations";
+  on_cpu.place_overrides.clear();
+  std::erase_if(on_cpu.device_max_memory, [](const auto& entry) { return entry.first != Device::cpu(); });
+  Plan plan = place(unplaced, cpu_only, on_cpu);
+  const Plan reasons = plan_on_cpu(graph);  // why each layer is on the cpu, as the file has it
+  for (size_t i = 0; i < plan.steps.size() && i < reasons.steps.size(); ++i) plan.steps[i].reason = reasons.steps[i].reason;
+  plan.policy = "cpu";
+  return plan;
+}
+
 }  // namespace tandem

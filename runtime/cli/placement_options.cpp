@@ -77,9 +77,13 @@ PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph
   return p;
 }
 
+bool everything_on_cpu(const PlacementFlags& flags) {
+  return !flags.place.empty() && flags.place.back() == "*=cpu" && flags.placement.empty();
+}
+
 void apply_placement_flags(Model& model, const PlacementFlags& flags, bool placed) {
   const char* sim_env = std::getenv("TANDEM_SIM_GPUS");
-  if (!flags.place.empty() && flags.place.back() == "*=cpu" && flags.placement.empty()) {
+  if (everything_on_cpu(flags)) {
     model.to(Device::cpu());  // one device: no device report to make
     return;
   }

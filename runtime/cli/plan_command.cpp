@@ -135,7 +135,9 @@ int run_plan(const PlanOptions& o) {
   DeviceRegistry registry(device_options(o.placement));
   PlacementPolicy policy = make_policy(o, g);
   ask_backends(policy, registry);
-  Plan plan = place(g, registry.inventory(), policy);
+  // --place '*=cpu' moves the whole model, data_parallel blocks included, as run and train do
+  Plan plan = everything_on_cpu(o.placement) ? place_on_cpu(g, registry.inventory(), policy)
+                                             : place(g, registry.inventory(), policy);
   if (!o.dot.empty()) {
     std::ofstream out(o.dot);
     out << plan_to_dot(g, plan);
