@@ -519,6 +519,17 @@ class GraphLoader : private YamlReader {
       const int64_t rank = static_cast<int64_t>(scattered.size());
       const int64_t dim = block.data_parallel->dim < 0 ? block.data_parallel->dim + rank : block.data_parallel->dim;
       if (dim < 0 || dim >= rank) continue;  // refused with the block
+      const std::vector<int64_t>& chunks = block.data_parallel->chunk_sizes;
+      if (!chunks.empty() && scattered[dim].is_constant()) {  // every batch has this extent: check it now
+        int64_t total = 0;
+        for (int64_t c : chunks) total += c;
+        if (total != scattered[dim].constant())
+          throw ModelError(block.location.str() + ": data_parallel block '" + block.path + "': chunk_sizes add up to " +
+                               std::to_string(total) + ", but the block scatters dim " + std::to_string(dim) + " of '" +
+                               graph_.values[first_input].name + "' " + sym_shape_str(scattered) + ", of " +
+                               scattered[dim].str() + "; make them add up to " + scattered[dim].str(),
+                           block.location);
+      }
       std::set<int> read_outside;
       for (int n = 0; n < static_cast<int>(graph_.nodes.size()); ++n)
         if (!inside(n)) read_outside.insert(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end());
