@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/memory_size.h"
 #include "core/storage.h"
+#include "graph/batch_dim.h"
 #include "graph/text_similarity.h"
 #include "placement/place_passes.h"
 #include "placement/replicate.h"
@@ -506,7 +507,9 @@ void follow_scattered_inputs(PlaceContext& ctx) {
     Decision& d = ctx.decisions[i];
     d.device = producer >= 0 ? *ctx.decisions[producer].device : Device::cpu();
     d.reason = "scatters chunk " + std::to_string(n.replica->replica + 1) + "/" + std::to_string(n.replica->replicas) +
-               " of data_parallel '" + g.blocks[n.replica->block].path + "' where its input is";
+               " of data_parallel '" + g.blocks[n.replica->block].path + "' where its input is: dim " +
+               std::to_string(n.attrs.get_int("dim")) + ", " + sym_shape_str(g.values[n.output].type.shape) + " of " +
+               sym_shape_str(g.values[n.inputs[0]].type.shape);
   }
 }
 
@@ -561,6 +564,7 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
     }
     pass4_partition(ctx);
     pass5_estimate(ctx);
+    for (std::string& note : scatter_dim_notes(original)) ctx.plan.notes.push_back(std::move(note));
     for (DeviceEstimate& e : ctx.plan.estimates) e.budget_bytes = memory_of(e.device);
     bool replan = false;
     for (const DeviceEstimate& e : ctx.plan.estimates) {

@@ -1,11 +1,13 @@
 // tandem check MODEL.yaml: validate a model and show its layers, shapes and parameters.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 #include <variant>
 
 #include "core/memory_size.h"
+#include "graph/batch_dim.h"
 #include "graph/load_graph.h"
 #include "placement/plan.h"
 #include "runtime/cli/commands.h"
@@ -116,6 +118,7 @@ int run_check(const CheckOptions& o) {
     }
     for (const GraphOutput& out : g.outputs)
       j["outputs"].push_back({{"name", out.name}, {"shape", shape_json(g.values[out.value].type.shape)}});
+    j["notes"] = scatter_dim_notes(g);
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -143,6 +146,7 @@ int run_check(const CheckOptions& o) {
   else if (count > 0) size = " (";
   if (count > 0) size += format_bytes(static_cast<size_t>(count) * 4) + " as float32)";
   fmt::print("\n{} layers, {} parameters{}\n", g.nodes.size(), grouped(count), size);
+  for (const std::string& note : scatter_dim_notes(g)) fmt::print("note: {}\n", note);
   return 0;
 }
 
