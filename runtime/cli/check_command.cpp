@@ -129,11 +129,13 @@ int run_check(const CheckOptions& o) {
   for (const GraphInput& t : g.targets)
     fmt::print("target {:<28} {:<8} {}\n", t.name, dtype_name(g.values[t.value].type.dtype),
                sym_shape_str(g.values[t.value].type.shape));
-  fmt::print("\n{:<32} {:<14} {:<24} {:>12}  {}\n", "layer", "op", "output shape", "parameters", "device");
+  size_t op_width = 14;  // as wide as the longest op (multi_head_attention)
+  for (const Node& n : g.nodes) op_width = std::max(op_width, n.op.size());
+  fmt::print("\n{:<32} {:<{}} {:<24} {:>12}  {}\n", "layer", "op", op_width, "output shape", "parameters", "device");
   for (const Node& n : g.nodes) {
     int64_t params = 0;
     for (const ParamSpec& p : n.params) params += p.trainable ? shape_numel(p.shape) : 0;
-    fmt::print("{:<32} {:<14} {:<24} {:>12}  {}\n", n.path, n.op, sym_shape_str(g.values[n.output].type.shape),
+    fmt::print("{:<32} {:<{}} {:<24} {:>12}  {}\n", n.path, n.op, op_width, sym_shape_str(g.values[n.output].type.shape),
                grouped(params), declared_device(g, n));
   }
   fmt::print("\n");

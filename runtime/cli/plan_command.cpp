@@ -2,6 +2,7 @@
 // and the predicted memory per device. Runs nothing: placement is a pure function.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -102,10 +103,12 @@ void print_table(const Graph& given, const Plan& plan) {
   const Graph& g = executed_graph(plan, given);  // with data_parallel replicas
   fmt::print("model '{}': policy {}, {}, batch {}\n\n", g.name, plan.policy, plan.training ? "training" : "inference",
              plan.batch);
-  fmt::print("{:<28} {:<14} {:<8} {:<9} {:>12} {:>12}  {}\n", "layer", "op", "device", "precision", "parameters",
+  size_t op_width = 14;  // as wide as the longest op (multi_head_attention)
+  for (const OpStep& s : plan.steps) op_width = std::max(op_width, g.nodes[s.node].op.size());
+  fmt::print("{:<28} {:<{}} {:<8} {:<9} {:>12} {:>12}  {}\n", "layer", "op", op_width, "device", "precision", "parameters",
              "activation", "reason");
   for (const OpStep& s : plan.steps)
-    fmt::print("{:<28} {:<14} {:<8} {:<9} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, s.device.str(),
+    fmt::print("{:<28} {:<{}} {:<8} {:<9} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, op_width, s.device.str(),
                precision_name(layer_precision(g, g.nodes[s.node])), format_bytes(s.parameter_bytes),
                format_bytes(s.activation_bytes), s.reason);
   fmt::print("\ncopies (bytes per batch):\n");
