@@ -10,17 +10,6 @@
 namespace tandem::python {
 namespace {
 
-size_t size_argument(const std::string& text, const std::string& argument) {
-  size_t bytes = 0;
-  try {
-    bytes = parse_memory_size(text);
-  } catch (const UserError& e) {
-    throw UserError("place(" + argument + "=" + text + "): " + e.what());
-  }
-  if (bytes == 0) throw UserError("place(" + argument + "=...) must be more than 0 bytes");
-  return bytes;
-}
-
 /// The model file's placement: key, as Model itself reads it.
 PlacementPolicy policy_of_file(const Graph& graph) {
   PlacementPolicy policy;
@@ -31,10 +20,10 @@ PlacementPolicy policy_of_file(const Graph& graph) {
 }  // namespace
 
 std::shared_ptr<DeviceRegistry> shared_registry(const DeviceOptions& options) {
-  using Key = std::tuple<int, size_t, int>;
+  using Key = std::tuple<int, size_t, int, std::vector<size_t>>;
   static std::mutex mutex;
   static auto* registries = new std::map<Key, std::weak_ptr<DeviceRegistry>>();  // never destroyed: used until exit
-  Key key{options.sim_gpus, options.sim_gpu_memory.value_or(0), options.logical_gpus};
+  Key key{options.sim_gpus, options.sim_gpu_memory.value_or(0), options.logical_gpus, options.sim_gpu_memories};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto registry = (*registries)[key].lock()) return registry;
   auto registry = std::make_shared<DeviceRegistry>(options);
@@ -62,7 +51,8 @@ void place_model(Model& model, const PlaceArguments& arguments) {
                       std::to_string(max_sim_gpus));
     options.logical_gpus = *arguments.logical_gpus;
   }
-  if (arguments.sim_gpu_memory) options.sim_gpu_memory = size_argument(*arguments.sim_gpu_memory, "sim_gpu_memory");
+  if (arguments.sim_gpu_memory)  // "4GiB" for every GPU, or "4GiB,2GiB,2GiB" one per GPU
+    set_sim_gpu_memory(options, *arguments.sim_gpu_memory, "place(sim_gpu_memory=" + *arguments.sim_gpu_memory + ")");
 
   PlacementPolicy policy = policy_of_file(model.graph());
   if (arguments.policy) {
