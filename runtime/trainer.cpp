@@ -66,8 +66,25 @@ std::string batch_size_text(const TensorMap& batch, const Graph& graph) {
 
 }  // namespace
 
+namespace {
+
+const TrainingSpec& train_section(const Model& model) {
+  if (model.graph().loss && !model.graph().training)
+    throw UserError("model '" + model.graph().name + "' has no train: section to take the optimizer and batch from; add "
+                    "one (train: {optimizer: {name: sgd, lr: 0.01}}) or give the settings: Trainer(model, TrainingSpec{...})");
+  static const TrainingSpec no_loss;  // the constructor refuses a model without loss:, saying so
+  return model.graph().training ? *model.graph().training : no_loss;
+}
+
+}  // namespace
+
+Trainer::Trainer(Model& model) : Trainer(model, train_section(model)) {}
+
 Trainer::Trainer(Model& model, TrainingSpec spec)
     : model_(model), spec_(std::move(spec)), scaler_(spec_.loss_scaling) {
+  if (spec_.optimizer.name.empty())
+    throw UserError("the training settings of model '" + model_.graph().name + "' name no optimizer; set "
+                    "TrainingSpec::optimizer.name (sgd, adam, adamw, adagrad, ...)");
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
   check_loss_reaches_parameters(model_.graph());
