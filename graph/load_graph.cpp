@@ -298,10 +298,11 @@ class GraphLoader : private YamlReader {
     if (!d.IsMap()) fail(d, path, "data_parallel must be a mapping {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 0}");
     check_keys(d, {"devices", "output_device", "dim", "chunk_sizes", "chunking"}, path, "key of data_parallel");
     const YAML::Node devices = require(d, "devices", path);
-    if (!devices.IsSequence() || devices.size() == 0)
-      fail(devices, path, "data_parallel devices must be a non-empty list such as [cuda:0, cuda:1]");
     DataParallelSpec spec;
-    for (size_t i = 0; i < devices.size(); ++i) {
+    spec.all_devices = devices.IsScalar() && devices.Scalar() == "all";
+    if (!spec.all_devices && (!devices.IsSequence() || devices.size() == 0))
+      fail(devices, path, "data_parallel devices must be all (every GPU) or a non-empty list such as [cuda:0, cuda:1]");
+    for (size_t i = 0; !spec.all_devices && i < devices.size(); ++i) {
       Device dev = parse_device(devices[i], path, "data_parallel device");
       if (dev.kind != DeviceKind::cuda)
         fail(devices[i], path, "data_parallel replicates over GPUs; '" + dev.str() + "' is not a cuda device");
@@ -309,7 +310,10 @@ class GraphLoader : private YamlReader {
         fail(devices[i], path, "device '" + dev.str() + "' is listed twice in data_parallel devices");
       spec.devices.push_back(dev);
     }
-    spec.output_device = d["output_device"] ? parse_device(d["output_device"], path, "output_device") : spec.devices[0];
+    // with devices: all, the first GPU, as nn.DataParallel's device_ids[0]
+    spec.output_device = d["output_device"]   ? parse_device(d["output_device"], path, "output_device")
+                         : spec.all_devices ? Device::cuda(0)
+                                            : spec.devices[0];
     if (d["dim"]) spec.dim = scalar_int(d["dim"], path, "data_parallel dim");
     for (int v : inputs) {
       int64_t rank = static_cast<int64_t>(graph_.values[v].type.shape.size());
@@ -318,6 +322,9 @@ class GraphLoader : private YamlReader {
                                            graph_.values[v].name + "' of shape " + sym_shape_str(graph_.values[v].type.shape));
     }
     if (const YAML::Node c = d["chunk_sizes"]) {
+      if (spec.all_devices)
+        fail(c, path, "chunk_sizes gives one size per device, but devices: all leaves the count to the machine; list "
+                      "the devices, or size the chunks with chunking: equal or memory");
       if (!c.IsSequence() || c.size() != spec.devices.size())
         fail(c, path, "chunk_sizes must list one positive size per device (" + std::to_string(spec.devices.size()) + ")");
       for (size_t i = 0; i < c.size(); ++i) {

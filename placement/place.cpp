@@ -527,7 +527,35 @@ Bindings planned_bindings(const Graph& graph, const PlacementPolicy& policy) {
 
 }  // namespace
 
-Plan place(const Graph& original, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+namespace {
+
+/// `graph` with every `devices: all` filled in with the inventory's GPUs, in order; null
+/// when no block says all. UserError naming the block when there is no GPU.
+std::shared_ptr<const Graph> with_all_devices(const Graph& graph, const DeviceInventory& inventory) {
+  if (std::none_of(graph.blocks.begin(), graph.blocks.end(),
+                   [](const Block& b) { return b.data_parallel && b.data_parallel->all_devices; }))
+    return nullptr;
+  std::vector<Device> gpus;
+  for (const DeviceInfo& info : inventory.devices)
+    if (info.device.kind == DeviceKind::cuda) gpus.push_back(info.device);
+  auto resolved = std::make_shared<Graph>(graph);
+  for (Block& b : resolved->blocks) {
+    if (!b.data_parallel || !b.data_parallel->all_devices) continue;
+    if (gpus.empty())
+      throw UserError(b.location.str() + ": data_parallel block '" + b.path + "' has devices: all, but this machine has " +
+                      "no GPU" + (inventory.no_gpu_reason.empty() ? "" : " (" + inventory.no_gpu_reason + ")") +
+                      "; run it on simulated GPUs with --sim-gpus N, or on the cpu with --place '*=cpu'");
+    b.data_parallel->devices = gpus;
+  }
+  return resolved;
+}
+
+}  // namespace
+
+Plan place(const Graph& given, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+  // devices: all means this inventory's GPUs: fill them in, then plan as if listed
+  const std::shared_ptr<const Graph> all_resolved = with_all_devices(given, inventory);
+  const Graph& original = all_resolved ? *all_resolved : given;
   using namespace placement_detail;
   TANDEM_ASSERT(inventory.has(Device::cpu()), "a device inventory always has the cpu");
   if (policy.batch < 1) throw UserError("--batch must be at least 1; got " + std::to_string(policy.batch));

@@ -25,6 +25,7 @@ std::string declared_device(const Graph& g, const Node& n) {
   for (int b = n.block; b >= 0; b = g.blocks[b].parent)
     if (g.blocks[b].data_parallel) {
       const DataParallelSpec& dp = *g.blocks[b].data_parallel;
+      if (dp.all_devices) return "dp[all]";
       s = "dp[";
       for (size_t i = 0; i < dp.devices.size(); ++i) s += (i ? "," : "") + dp.devices[i].str();
       return s + "]";
