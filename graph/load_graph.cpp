@@ -542,9 +542,15 @@ class GraphLoader : private YamlReader {
         if (!inside(n)) read_outside.insert(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end());
       for (const GraphOutput& o : graph_.outputs) read_outside.insert(o.value);
       if (graph_.loss) read_outside.insert(graph_.loss->input);
+      // A parallel loss's input that no layer after the block reads is scored replica by
+      // replica in training, never gathered there (a sequence model's [T·batch, V] logits):
+      // only an inference pass would gather it, and place() refuses that pass, saying why.
+      const bool scored_apart = graph_.loss && graph_.loss->parallel;
       for (int n = block.first_node; n < block.end_node; ++n) {
         const Value& out = graph_.values[graph_.nodes[n].output];
-        if (!read_outside.count(graph_.nodes[n].output)) continue;
+        const int v = graph_.nodes[n].output;
+        if (!read_outside.count(v)) continue;
+        if (scored_apart && v == graph_.loss->input && !read_by_layers_outside(block, v)) continue;
         const GatherDim gather = gather_dim_of(out.type.shape, scattered[dim], dim);
         if (gather.why_not.empty()) continue;
         throw ModelError(graph_.nodes[n].location.str() + ": layer '" + graph_.nodes[n].path + "': its output " +
@@ -555,6 +561,14 @@ class GraphLoader : private YamlReader {
                          graph_.nodes[n].location);
       }
     }
+  }
+
+  bool read_by_layers_outside(const Block& block, int value) const {
+    for (int n = 0; n < static_cast<int>(graph_.nodes.size()); ++n)
+      if ((n < block.first_node || n >= block.end_node) &&
+          std::find(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end(), value) != graph_.nodes[n].inputs.end())
+        return true;
+    return false;
   }
 
   // ---- loss and training -----------------------------------------------------------

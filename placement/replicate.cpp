@@ -304,9 +304,14 @@ class Replicator {
   }
 
   [[noreturn]] int64_t refuse(const Block& block, int o, const std::string& why) const {
+    const bool parallel_loss_input = g_.loss && g_.loss->parallel && g_.loss->input == o;
     throw UserError(block.location.str() + ": layer '" + g_.values[o].name + "': its output " +
                     sym_shape_str(g_.values[o].type.shape) + " leaves data_parallel block '" + block.path +
-                    "', but cannot be gathered: " + why);
+                    "', but cannot be gathered: " + why +
+                    (parallel_loss_input ? ". Training scores it replica by replica (loss: parallel: true) without "
+                                           "gathering it, but this pass needs it whole; compute what inference returns "
+                                           "from an output that keeps the batch in a dimension of its own"
+                                         : ""));
   }
 
   static Shape to_shape(const TensorType& t) {

@@ -198,3 +198,44 @@ layers:
   CHECK(code == 2);
   CHECK(out.find("cannot be gathered") != std::string::npos);
 }
+
+TEST_CASE("a parallel loss scores a sequence model's flattened logits that no gather could put in order",
+          "[multidevice][data_parallel]") {
+  // [3, batch, 8] cut along dim 1, logits [3·batch, 4] flattened across the batch: training
+  // scores each replica's rows against its rows of the target [3, batch]; inference, which
+  // would gather them, is refused saying why
+  const std::string yaml = write_yaml("seq_lm", R"(name: seq_lm
+inputs:
+  x: {shape: [3, batch, 8]}
+targets:
+  y: {shape: [3, batch], dtype: int64}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1], dim: 1}
+    layers:
+      - {name: enc, op: linear, in_features: 8, out_features: 8}
+      - {name: flat, op: flatten, start_dim: 0, end_dim: 1}
+      - {name: head, op: linear, in_features: 8, out_features: 4}
+loss: {op: cross_entropy, input: net.head, target: y, parallel: true}
+train:
+  optimizer: {name: sgd, lr: 0.1}
+)");
+  Model reference = Model::load(yaml), model = Model::load(yaml);
+  reference.to(Device::cpu());
+  reference.init_parameters(21);
+  model.init_parameters(21);
+  model.use_devices(sim_gpus(2), policy());
+  const Bindings b{{"batch", 5}};
+  const TrainingSpec spec = *reference.graph().training;
+  Trainer expected_trainer(reference, spec), got_trainer(model, spec);
+  for (int step = 0; step < 4; ++step) {
+    TensorMap d = reference.random_inputs(b, 30 + step);
+    d.merge(reference.random_targets(b, 30 + step));
+    const double e = expected_trainer.step(d);
+    CHECK(std::fabs(got_trainer.step(d) - e) <= 1e-5 * std::max(1.0, std::fabs(e)));
+  }
+  CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);
+  CHECK_THROWS_WITH(model.forward(reference.random_inputs(b, 1)),
+                    Catch::Contains("layer 'net.head'") && Catch::Contains("cannot be gathered") &&
+                        Catch::Contains("loss: parallel: true"));
+}
