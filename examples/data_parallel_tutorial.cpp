@@ -36,9 +36,22 @@ int main(int argc, char** argv) {
     if (registry->inventory().devices.size() == 1 && devices.sim_gpus < 0)  // no GPU: simulate two
       registry = std::make_shared<tandem::DeviceRegistry>(tandem::DeviceOptions{.sim_gpus = 2, .sim_gpu_memory = std::nullopt});
     const int gpus = static_cast<int>(registry->inventory().devices.size()) - 1;
-    std::printf("Let's use %d GPUs!%s\n", gpus, registry->sim_gpu_count() > 0 ? " (simulated)" : "");
 
     tandem::Model model = tandem::Model::load(path);
+    // What the model's data_parallel block really uses: its devices, or every GPU with
+    // devices: all (as nn.DataParallel(model)); the tutorial says so, and of how many.
+    int used = gpus;
+    for (const tandem::Block& b : model.graph().blocks)
+      if (b.data_parallel && !b.data_parallel->all_devices) {
+        used = static_cast<int>(b.data_parallel->devices.size());
+        break;
+      }
+    std::string note;  // " (simulated)", " (simulated, 2 of the 8 as the model file lists them)"
+    if (registry->sim_gpu_count() > 0) note = "simulated";
+    if (used < gpus)
+      note += (note.empty() ? "" : ", ") + std::to_string(used) + " of the " + std::to_string(gpus) +
+              " as the model file lists them";
+    std::printf("Let's use %d GPUs!%s\n", used, note.empty() ? "" : (" (" + note + ")").c_str());
     model.init_parameters(/*seed=*/0);
     model.use_devices(registry, tandem::PlacementPolicy{});
     model.set_forward_hook([](const tandem::LayerCall& call) {

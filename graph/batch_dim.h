@@ -5,6 +5,10 @@
 
 #include <optional>
 
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
 #include "graph/symbolic.h"
 
 namespace tandem {
@@ -13,5 +17,12 @@ namespace tandem {
 /// batch] of a sequence-first model). nullopt when the shape has no symbolic dimension or
 /// several.
 std::optional<int> batch_dim_of(const SymShape& shape);
+
+/// A note for each data_parallel block that scatters along a dimension other than the one
+/// where its first input has the symbol `batch` (a sequence-first [T, batch] input with the
+/// default dim 0): each replica then gets a part of every sample, not whole samples, as
+/// nn.DataParallel would with that dim. Not an error (it may be meant), but `check` and
+/// `plan` say it.
+std::vector<std::string> scatter_dim_notes(const Graph& graph);
 
 }  // namespace tandem

@@ -32,7 +32,11 @@ struct Value {
 };
 
 struct DataParallelSpec {
+  /// The GPUs that hold a replica each; empty with all_devices until place() fills them in.
   std::vector<Device> devices;
+  /// `devices: all`: every GPU of the inventory place() is given (the machine's, or
+  /// --sim-gpus'), as nn.DataParallel(model) takes every visible GPU.
+  bool all_devices = false;
   Device output_device;
   int64_t dim = 0;
   std::vector<int64_t> chunk_sizes;  // empty: torch.chunk's sizes (or by memory)

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/readable_file.h"
+#include "graph/gather_dim.h"
 #include "graph/layer_init.h"
 #include "graph/model_sections.h"
 #include "graph/text_similarity.h"
@@ -72,6 +73,7 @@ class GraphLoader : private YamlReader {
     check_symbols_known();
     if (root["targets"]) graph_.targets = load_tensor_decls(root["targets"], "target");
     if (root["loss"]) graph_.loss = load_loss(root["loss"], top);
+    check_data_parallel_outputs();
     if (root["train"]) graph_.training = read_training_section(*this, root["train"], graph_);
     if (root["placement"]) graph_.placement = read_placement_section(*this, root["placement"]);
     return std::move(graph_);
@@ -298,10 +300,11 @@ class GraphLoader : private YamlReader {
     if (!d.IsMap()) fail(d, path, "data_parallel must be a mapping {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 0}");
     check_keys(d, {"devices", "output_device", "dim", "chunk_sizes", "chunking"}, path, "key of data_parallel");
     const YAML::Node devices = require(d, "devices", path);
-    if (!devices.IsSequence() || devices.size() == 0)
-      fail(devices, path, "data_parallel devices must be a non-empty list such as [cuda:0, cuda:1]");
     DataParallelSpec spec;
-    for (size_t i = 0; i < devices.size(); ++i) {
+    spec.all_devices = devices.IsScalar() && devices.Scalar() == "all";
+    if (!spec.all_devices && (!devices.IsSequence() || devices.size() == 0))
+      fail(devices, path, "data_parallel devices must be all (every GPU) or a non-empty list such as [cuda:0, cuda:1]");
+    for (size_t i = 0; !spec.all_devices && i < devices.size(); ++i) {
       Device dev = parse_device(devices[i], path, "data_parallel device");
       if (dev.kind != DeviceKind::cuda)
         fail(devices[i], path, "data_parallel replicates over GPUs; '" + dev.str() + "' is not a cuda device");
@@ -309,7 +312,10 @@ class GraphLoader : private YamlReader {
         fail(devices[i], path, "device '" + dev.str() + "' is listed twice in data_parallel devices");
       spec.devices.push_back(dev);
     }
-    spec.output_device = d["output_device"] ? parse_device(d["output_device"], path, "output_device") : spec.devices[0];
+    // with devices: all, the first GPU, as nn.DataParallel's device_ids[0]
+    spec.output_device = d["output_device"]   ? parse_device(d["output_device"], path, "output_device")
+                         : spec.all_devices ? Device::cuda(0)
+                                            : spec.devices[0];
     if (d["dim"]) spec.dim = scalar_int(d["dim"], path, "data_parallel dim");
     for (int v : inputs) {
       int64_t rank = static_cast<int64_t>(graph_.values[v].type.shape.size());
@@ -318,6 +324,9 @@ class GraphLoader : private YamlReader {
                                            graph_.values[v].name + "' of shape " + sym_shape_str(graph_.values[v].type.shape));
     }
     if (const YAML::Node c = d["chunk_sizes"]) {
+      if (spec.all_devices)
+        fail(c, path, "chunk_sizes gives one size per device, but devices: all leaves the count to the machine; list "
+                      "the devices, or size the chunks with chunking: equal or memory");
       if (!c.IsSequence() || c.size() != spec.devices.size())
         fail(c, path, "chunk_sizes must list one positive size per device (" + std::to_string(spec.devices.size()) + ")");
       for (size_t i = 0; i < c.size(); ++i) {
@@ -526,6 +535,72 @@ class GraphLoader : private YamlReader {
     std::ostringstream out;
     out << v;
     return out.str();
+  }
+
+  // ---- data-parallel outputs ---------------------------------------------------------
+  // Every output of a data_parallel block (read by a layer after it, a graph output, the
+  // loss's input) is gathered along the dimension that carries the batch
+  // (graph/gather_dim.h); one without such a dimension is refused here, so that `check`
+  // refuses what `run` could not gather.
+  void check_data_parallel_outputs() const {
+    for (const Block& block : graph_.blocks) {
+      if (!block.data_parallel) continue;
+      auto inside = [&](int producer) { return producer >= block.first_node && producer < block.end_node; };
+      int first_input = -1;
+      for (int n = block.first_node; n < block.end_node && first_input < 0; ++n)
+        for (int v : graph_.nodes[n].inputs)
+          if (!inside(graph_.values[v].producer)) {
+            first_input = v;
+            break;
+          }
+      if (first_input < 0) continue;
+      const SymShape& scattered = graph_.values[first_input].type.shape;
+      const int64_t rank = static_cast<int64_t>(scattered.size());
+      const int64_t dim = block.data_parallel->dim < 0 ? block.data_parallel->dim + rank : block.data_parallel->dim;
+      if (dim < 0 || dim >= rank) continue;  // refused with the block
+      const std::vector<int64_t>& chunks = block.data_parallel->chunk_sizes;
+      if (!chunks.empty() && scattered[dim].is_constant()) {  // every batch has this extent: check it now
+        int64_t total = 0;
+        for (int64_t c : chunks) total += c;
+        if (total != scattered[dim].constant())
+          throw ModelError(block.location.str() + ": data_parallel block '" + block.path + "': chunk_sizes add up to " +
+                               std::to_string(total) + ", but the block scatters dim " + std::to_string(dim) + " of '" +
+                               graph_.values[first_input].name + "' " + sym_shape_str(scattered) + ", of " +
+                               scattered[dim].str() + "; make them add up to " + scattered[dim].str(),
+                           block.location);
+      }
+      std::set<int> read_outside;
+      for (int n = 0; n < static_cast<int>(graph_.nodes.size()); ++n)
+        if (!inside(n)) read_outside.insert(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end());
+      for (const GraphOutput& o : graph_.outputs) read_outside.insert(o.value);
+      if (graph_.loss) read_outside.insert(graph_.loss->input);
+      // A parallel loss's input that no layer after the block reads is scored replica by
+      // replica in training, never gathered there (a sequence model's [T·batch, V] logits):
+      // only an inference pass would gather it, and place() refuses that pass, saying why.
+      const bool scored_apart = graph_.loss && graph_.loss->parallel;
+      for (int n = block.first_node; n < block.end_node; ++n) {
+        const Value& out = graph_.values[graph_.nodes[n].output];
+        const int v = graph_.nodes[n].output;
+        if (!read_outside.count(v)) continue;
+        if (scored_apart && v == graph_.loss->input && !read_by_layers_outside(block, v)) continue;
+        const GatherDim gather = gather_dim_of(out.type.shape, scattered[dim], dim);
+        if (gather.why_not.empty()) continue;
+        throw ModelError(graph_.nodes[n].location.str() + ": layer '" + graph_.nodes[n].path + "': its output " +
+                             sym_shape_str(out.type.shape) + " leaves data_parallel block '" + block.path +
+                             "' (scattered along dim " + std::to_string(dim) + " of '" +
+                             graph_.values[first_input].name + "' " + sym_shape_str(scattered) +
+                             "), but cannot be gathered: " + gather.why_not,
+                         graph_.nodes[n].location);
+      }
+    }
+  }
+
+  bool read_by_layers_outside(const Block& block, int value) const {
+    for (int n = 0; n < static_cast<int>(graph_.nodes.size()); ++n)
+      if ((n < block.first_node || n >= block.end_node) &&
+          std::find(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end(), value) != graph_.nodes[n].inputs.end())
+        return true;
+    return false;
   }
 
   // ---- loss and training -----------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/memory_size.h"
 #include "core/storage.h"
+#include "graph/batch_dim.h"
 #include "graph/text_similarity.h"
 #include "placement/place_passes.h"
 #include "placement/replicate.h"
@@ -506,7 +507,9 @@ void follow_scattered_inputs(PlaceContext& ctx) {
     Decision& d = ctx.decisions[i];
     d.device = producer >= 0 ? *ctx.decisions[producer].device : Device::cpu();
     d.reason = "scatters chunk " + std::to_string(n.replica->replica + 1) + "/" + std::to_string(n.replica->replicas) +
-               " of data_parallel '" + g.blocks[n.replica->block].path + "' where its input is";
+               " of data_parallel '" + g.blocks[n.replica->block].path + "' where its input is: dim " +
+               std::to_string(n.attrs.get_int("dim")) + ", " + sym_shape_str(g.values[n.output].type.shape) + " of " +
+               sym_shape_str(g.values[n.inputs[0]].type.shape);
   }
 }
 
@@ -524,7 +527,35 @@ Bindings planned_bindings(const Graph& graph, const PlacementPolicy& policy) {
 
 }  // namespace
 
-Plan place(const Graph& original, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+namespace {
+
+/// `graph` with every `devices: all` filled in with the inventory's GPUs, in order; null
+/// when no block says all. UserError naming the block when there is no GPU.
+std::shared_ptr<const Graph> with_all_devices(const Graph& graph, const DeviceInventory& inventory) {
+  if (std::none_of(graph.blocks.begin(), graph.blocks.end(),
+                   [](const Block& b) { return b.data_parallel && b.data_parallel->all_devices; }))
+    return nullptr;
+  std::vector<Device> gpus;
+  for (const DeviceInfo& info : inventory.devices)
+    if (info.device.kind == DeviceKind::cuda) gpus.push_back(info.device);
+  auto resolved = std::make_shared<Graph>(graph);
+  for (Block& b : resolved->blocks) {
+    if (!b.data_parallel || !b.data_parallel->all_devices) continue;
+    if (gpus.empty())
+      throw UserError(b.location.str() + ": data_parallel block '" + b.path + "' has devices: all, but this machine has " +
+                      "no GPU" + (inventory.no_gpu_reason.empty() ? "" : " (" + inventory.no_gpu_reason + ")") +
+                      "; run it on simulated GPUs with --sim-gpus N, or on the cpu with --place '*=cpu'");
+    b.data_parallel->devices = gpus;
+  }
+  return resolved;
+}
+
+}  // namespace
+
+Plan place(const Graph& given, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+  // devices: all means this inventory's GPUs: fill them in, then plan as if listed
+  const std::shared_ptr<const Graph> all_resolved = with_all_devices(given, inventory);
+  const Graph& original = all_resolved ? *all_resolved : given;
   using namespace placement_detail;
   TANDEM_ASSERT(inventory.has(Device::cpu()), "a device inventory always has the cpu");
   if (policy.batch < 1) throw UserError("--batch must be at least 1; got " + std::to_string(policy.batch));
@@ -561,6 +592,7 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
     }
     pass4_partition(ctx);
     pass5_estimate(ctx);
+    for (std::string& note : scatter_dim_notes(original)) ctx.plan.notes.push_back(std::move(note));
     for (DeviceEstimate& e : ctx.plan.estimates) e.budget_bytes = memory_of(e.device);
     bool replan = false;
     for (const DeviceEstimate& e : ctx.plan.estimates) {
@@ -580,6 +612,28 @@ Plan place(const Graph& original, const DeviceInventory& inventory, const Placem
     }
     if (!replan) return std::move(ctx.plan);
   }
+}
+
+Plan place_on_cpu(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy) {
+  // The same graph without devices or data_parallel, placed on an inventory of the cpu
+  // alone: node indices stay the given graph's, and the estimate is the cpu's.
+  Graph unplaced = graph;
+  for (Node& n : unplaced.nodes) n.device.reset();
+  for (Block& b : unplaced.blocks) {
+    b.device.reset();
+    b.data_parallel.reset();
+  }
+  DeviceInventory cpu_only;
+  if (const DeviceInfo* cpu = inventory.find(Device::cpu())) cpu_only.devices = {*cpu};
+  PlacementPolicy on_cpu = policy;
+  on_cpu.name = "annotations";
+  on_cpu.place_overrides.clear();
+  std::erase_if(on_cpu.device_max_memory, [](const auto& entry) { return entry.first != Device::cpu(); });
+  Plan plan = place(unplaced, cpu_only, on_cpu);
+  const Plan reasons = plan_on_cpu(graph);  // why each layer is on the cpu, as the file has it
+  for (size_t i = 0; i < plan.steps.size() && i < reasons.steps.size(); ++i) plan.steps[i].reason = reasons.steps[i].reason;
+  plan.policy = "cpu";
+  return plan;
 }
 
 }  // namespace tandem

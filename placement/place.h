@@ -81,6 +81,12 @@ size_t memory_budget(const PlacementPolicy& policy, Device device, size_t capaci
 /// device and what to do.
 Plan place(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy);
 
+/// The plan of `graph` moved to the cpu as a whole (--place '*=cpu', Model::to(cpu)): every
+/// layer on the cpu whatever its device: says, each data_parallel block as one replica
+/// there, with the cpu's memory estimate; what `run` and `train` run with that flag. Only
+/// the cpu of `inventory` counts, so it works on a machine without the GPUs the file names.
+Plan place_on_cpu(const Graph& graph, const DeviceInventory& inventory, const PlacementPolicy& policy);
+
 /// fnmatch-style glob over layer paths: `*` matches any run of characters, dots
 /// included (`enc.*` matches `enc.fc` and `enc.0.fc`), `?` one character, `[abc]` /
 /// `[a-z]` / `[!a]` one of a set. The whole path must match.

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/tensor.h"
+#include "graph/gather_dim.h"
 #include "graph/op_schema.h"
 
 namespace tandem {
@@ -249,7 +251,7 @@ class Replicator {
       gather.path = block.path + "@gather(" + g_.values[o].name + ")";
       gather.op = "cat";
       gather.schema = find_op_schema("cat");
-      gather.attrs.set("dim", dim);
+      gather.attrs.set("dim", gather_dim(b, o, inputs[0], dim, chunks, replica_value));
       for (int k = 0; k < replicas; ++k) gather.inputs.push_back(replica_value[k].at(o));
       gather.output = o;  // the original value: its readers outside are unchanged
       gather.device = dp.output_device;
@@ -258,6 +260,64 @@ class Replicator {
       gather.replica = ReplicaRole{ReplicaRole::Kind::gather, b, 0, replicas};
       out_->nodes.push_back(std::move(gather));
     }
+  }
+
+  // The dimension along which output `o` of block `b` is gathered: the one that carries the
+  // batch (graph/gather_dim.h). With a fixed extent no symbol tells, so the replicas' shapes
+  // do: the dimension where replica k has chunk k's rows (or a fixed multiple of them, at
+  // the scatter dim) and every other dimension is the whole output's.
+  int64_t gather_dim(int b, int o, int first_input, int64_t scatter_dim, const std::vector<int64_t>& chunks,
+                     const std::vector<std::map<int, int>>& replica_value) const {
+    const Block& block = g_.blocks[b];
+    const SymShape& declared = g_.values[o].type.shape;
+    const Dim& extent_dim = g_.values[first_input].type.shape[scatter_dim];
+    GatherDim verdict = gather_dim_of(declared, extent_dim, scatter_dim);
+    if (!verdict.dim && verdict.why_not.empty()) {
+      const Shape whole = to_shape(concrete(g_.values[o].type, bindings_, g_.values[o].name));
+      int64_t extent = 0;
+      for (int64_t c : chunks) extent += c;
+      std::vector<int64_t> exact, multiple;
+      for (size_t d = 0; d < whole.size(); ++d) {
+        bool is_exact = true, is_multiple = whole[d] % extent == 0, others_whole = true;
+        for (size_t k = 0; k < chunks.size(); ++k) {
+          const Shape part = to_shape(out_->values[replica_value[k].at(o)].type);
+          if (part.size() != whole.size()) return refuse(block, o, "its replicas' outputs differ in rank from it");
+          is_exact = is_exact && part[d] == chunks[k] && whole[d] == extent;
+          is_multiple = is_multiple && part[d] * extent == whole[d] * chunks[k];
+          for (size_t e = 0; e < whole.size(); ++e) others_whole = others_whole && (e == d || part[e] == whole[e]);
+        }
+        if (!others_whole) continue;
+        if (is_exact) exact.push_back(static_cast<int64_t>(d));
+        if (is_multiple) multiple.push_back(static_cast<int64_t>(d));
+      }
+      if (chunks.size() == 1 && !whole.empty()) return std::min<int64_t>(scatter_dim, static_cast<int64_t>(whole.size()) - 1);
+      if (exact.size() == 1) return exact[0];
+      if (std::find(multiple.begin(), multiple.end(), scatter_dim) != multiple.end()) return scatter_dim;
+      verdict.why_not = exact.empty() ? "no dimension of it holds each replica's rows of the batch of " +
+                                            std::to_string(extent) + " (chunks of " + chunk_list(chunks) + ")"
+                                      : "several of its dimensions have the batch's size " + std::to_string(extent) +
+                                            ", so which one holds the batch is ambiguous; give the batch a symbol "
+                                            "(batch) in the model's inputs";
+    }
+    if (verdict.dim) return *verdict.dim;
+    return refuse(block, o, verdict.why_not);
+  }
+
+  [[noreturn]] int64_t refuse(const Block& block, int o, const std::string& why) const {
+    const bool parallel_loss_input = g_.loss && g_.loss->parallel && g_.loss->input == o;
+    throw UserError(block.location.str() + ": layer '" + g_.values[o].name + "': its output " +
+                    sym_shape_str(g_.values[o].type.shape) + " leaves data_parallel block '" + block.path +
+                    "', but cannot be gathered: " + why +
+                    (parallel_loss_input ? ". Training scores it replica by replica (loss: parallel: true) without "
+                                           "gathering it, but this pass needs it whole; compute what inference returns "
+                                           "from an output that keeps the batch in a dimension of its own"
+                                         : ""));
+  }
+
+  static Shape to_shape(const TensorType& t) {
+    Shape s;
+    for (const Dim& d : t.shape) s.push_back(d.constant());
+    return s;
   }
 
   const Graph& g_;

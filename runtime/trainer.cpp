@@ -12,6 +12,7 @@
 #include "graph/batch_dim.h"
 #include "graph/loss_reach.h"
 #include "runtime/checkpoint.h"
+#include "runtime/data_parallel_batches.h"
 #include "runtime/micro_batches.h"
 
 namespace tandem {
@@ -65,8 +66,25 @@ std::string batch_size_text(const TensorMap& batch, const Graph& graph) {
 
 }  // namespace
 
+namespace {
+
+const TrainingSpec& train_section(const Model& model) {
+  if (model.graph().loss && !model.graph().training)
+    throw UserError("model '" + model.graph().name + "' has no train: section to take the optimizer and batch from; add "
+                    "one (train: {optimizer: {name: sgd, lr: 0.01}}) or give the settings: Trainer(model, TrainingSpec{...})");
+  static const TrainingSpec no_loss;  // the constructor refuses a model without loss:, saying so
+  return model.graph().training ? *model.graph().training : no_loss;
+}
+
+}  // namespace
+
+Trainer::Trainer(Model& model) : Trainer(model, train_section(model)) {}
+
 Trainer::Trainer(Model& model, TrainingSpec spec)
     : model_(model), spec_(std::move(spec)), scaler_(spec_.loss_scaling) {
+  if (spec_.optimizer.name.empty())
+    throw UserError("the training settings of model '" + model_.graph().name + "' name no optimizer; set "
+                    "TrainingSpec::optimizer.name (sgd, adam, adamw, adagrad, ...)");
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
   check_loss_reaches_parameters(model_.graph());
@@ -349,6 +367,17 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
                     (ranks() > 1 ? " on each of " + std::to_string(ranks()) + " ranks" : "") +
                     (spec_.drop_last ? " and drop_last" : ""));
   lay_schedule_over(spec_.epochs * loader.batches_per_epoch());
+  {  // fixed chunk_sizes against every batch this run feeds, before its first step
+    const int64_t step_batch = spec_.batch * spec_.accumulate;
+    // distributed, a rank's share of the training set is the loader's: its full batches count
+    const int64_t training = ranks() == 1 ? train.size() : loader.batches_per_epoch() * step_batch;
+    std::vector<PlannedBatch> batches = planned_batches(training, spec_.batch, spec_.accumulate, spec_.drop_last, "training");
+    if (validation && validation->size() > 0) {
+      const int64_t mine = (validation->size() - rank() + ranks() - 1) / ranks();  // evaluate()'s share
+      for (PlannedBatch& b : planned_batches(mine, spec_.batch, 1, false, "validation")) batches.push_back(std::move(b));
+    }
+    check_chunk_sizes(model_.graph(), batches);
+  }
   for (; epoch_ < spec_.epochs;) {
     auto start = std::chrono::steady_clock::now();
     loader.start_epoch(epoch_);

@@ -57,6 +57,9 @@ using ProgressFn = std::function<void(int64_t done, int64_t total, double loss)>
 class Trainer {
  public:
   Trainer(Model& model, TrainingSpec spec);
+  /// With the model's own `train:` section; UserError naming the model when it has none
+  /// (a model with `loss:` alone), saying how to give one.
+  explicit Trainer(Model& model);
 
   /// Trains as one process of `group`'s job (mpirun -np N): every rank checks that the
   /// others loaded the same model and settings and takes rank 0's weights; from then on each

@@ -328,6 +328,15 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           },
           "device"_a, py::return_value_policy::reference,
           "Every layer on `device` ('cpu', 'cuda:1'), as torch's module.to(). Returns the model.")
+      .def(
+          "_to_devices_of",
+          [](PyModel& self, PyModel& other, const std::string& device) -> PyModel& {
+            py::gil_scoped_release nogil;
+            move_model(*self.model, device, other.model.get());
+            return self;
+          },
+          "other"_a, "device"_a, py::return_value_policy::reference,
+          "to(device) on the devices `other` was placed on (parallel.replicate's replicas).")
       .def("state_dict", &state_dict,
            "Parameters and buffers by PyTorch's names, in layer order: read-only numpy arrays over the model's "
            "own memory (change them with load_state_dict).")

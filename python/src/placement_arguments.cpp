@@ -10,15 +10,15 @@
 namespace tandem::python {
 namespace {
 
-size_t size_argument(const std::string& text, const std::string& argument) {
-  size_t bytes = 0;
-  try {
-    bytes = parse_memory_size(text);
-  } catch (const UserError& e) {
-    throw UserError("place(" + argument + "=" + text + "): " + e.what());
-  }
-  if (bytes == 0) throw UserError("place(" + argument + "=...) must be more than 0 bytes");
-  return bytes;
+/// One registry per set of device options, shared by the models placed with them.
+using Key = std::tuple<int, size_t, int, std::vector<size_t>>;
+std::mutex& registries_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::map<Key, std::weak_ptr<DeviceRegistry>>& registries() {
+  static auto* map = new std::map<Key, std::weak_ptr<DeviceRegistry>>();  // never destroyed: used until exit
+  return *map;
 }
 
 /// The model file's placement: key, as Model itself reads it.
@@ -31,15 +31,21 @@ PlacementPolicy policy_of_file(const Graph& graph) {
 }  // namespace
 
 std::shared_ptr<DeviceRegistry> shared_registry(const DeviceOptions& options) {
-  using Key = std::tuple<int, size_t, int>;
-  static std::mutex mutex;
-  static auto* registries = new std::map<Key, std::weak_ptr<DeviceRegistry>>();  // never destroyed: used until exit
-  Key key{options.sim_gpus, options.sim_gpu_memory.value_or(0), options.logical_gpus};
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto registry = (*registries)[key].lock()) return registry;
+  Key key{options.sim_gpus, options.sim_gpu_memory.value_or(0), options.logical_gpus, options.sim_gpu_memories};
+  std::lock_guard<std::mutex> lock(registries_mutex());
+  if (auto registry = registries()[key].lock()) return registry;
   auto registry = std::make_shared<DeviceRegistry>(options);
-  (*registries)[key] = registry;
+  registries()[key] = registry;
   return registry;
+}
+
+std::shared_ptr<DeviceRegistry> registry_of(Model& model) {
+  DeviceRegistry* placed = model.placed() ? model.device_registry() : nullptr;
+  if (!placed) return nullptr;
+  std::lock_guard<std::mutex> lock(registries_mutex());
+  for (const auto& [key, weak] : registries())
+    if (auto registry = weak.lock(); registry.get() == placed) return registry;
+  return nullptr;  // placed on a registry of its own (its file's GPUs): not shared
 }
 
 Device parse_device_argument(const std::string& text, const std::string& what) {
@@ -62,7 +68,8 @@ void place_model(Model& model, const PlaceArguments& arguments) {
                       std::to_string(max_sim_gpus));
     options.logical_gpus = *arguments.logical_gpus;
   }
-  if (arguments.sim_gpu_memory) options.sim_gpu_memory = size_argument(*arguments.sim_gpu_memory, "sim_gpu_memory");
+  if (arguments.sim_gpu_memory)  // "4GiB" for every GPU, or "4GiB,2GiB,2GiB" one per GPU
+    set_sim_gpu_memory(options, *arguments.sim_gpu_memory, "place(sim_gpu_memory=" + *arguments.sim_gpu_memory + ")");
 
   PlacementPolicy policy = policy_of_file(model.graph());
   if (arguments.policy) {
@@ -97,14 +104,24 @@ void place_model(Model& model, const PlaceArguments& arguments) {
   model.use_devices(shared_registry(options), std::move(policy));
 }
 
-void move_model(Model& model, const std::string& text) {
+void move_model(Model& model, const std::string& text, Model* devices_of) {
   Device device = parse_device_argument(text, "to()");
   if (device == Device::cpu()) {
     model.to(device);
     return;
   }
-  std::shared_ptr<DeviceRegistry> registry = shared_registry(DeviceOptions{});
-  registry->require(device);
+  // The devices the model (or the one it is a replica of) was placed on, when they have this
+  // one: model.place(sim_gpus=2) then to('cuda:1') stays on those two GPUs.
+  std::shared_ptr<DeviceRegistry> registry = devices_of ? registry_of(*devices_of) : nullptr;
+  if (!registry || !registry->has(device)) registry = registry_of(model);
+  if (!registry || !registry->has(device)) registry = shared_registry(DeviceOptions{});
+  if (!registry->has(device)) {
+    std::string have;
+    for (const DeviceInfo& info : registry->inventory().devices) have += (have.empty() ? "" : ", ") + info.device.str();
+    throw UserError("to('" + text + "'): " + device.str() + " does not exist here (this machine has " + have +
+                    "); place the model on simulated GPUs first, model.place(sim_gpus=N), or set TANDEM_SIM_GPUS=N "
+                    "before the model is made; or use to('cpu')");
+  }
   PlacementPolicy policy = policy_of_file(model.graph());
   policy.place_overrides = {{"*", device}};
   model.use_devices(std::move(registry), std::move(policy));

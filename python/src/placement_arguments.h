@@ -36,9 +36,13 @@ struct PlaceArguments {
 /// machine lacks is refused when the model is planned, as the CLI refuses it.
 void place_model(Model& model, const PlaceArguments& arguments);
 
-/// torch's module.to(device): every layer on `device` ("cpu", "cuda", "cuda:1"), this
-/// machine's (or TANDEM_SIM_GPUS's simulated) GPUs.
-void move_model(Model& model, const std::string& device);
+/// The shared registry `model` is placed on (shared_registry's), or null.
+std::shared_ptr<DeviceRegistry> registry_of(Model& model);
+
+/// torch's module.to(device): every layer on `device` ("cpu", "cuda", "cuda:1"): on the
+/// devices `devices_of` (else the model itself) was placed on when they have it, else this
+/// machine's (or TANDEM_SIM_GPUS's simulated) GPUs. UserError naming Python's ways out.
+void move_model(Model& model, const std::string& device, Model* devices_of = nullptr);
 
 /// "cuda:1" as a Device; UserError naming `what` when it is none.
 Device parse_device_argument(const std::string& text, const std::string& what);

@@ -79,13 +79,15 @@ def scatter(inputs, target_devices, dim=0):
 
 def replicate(model, devices):
     """One copy of `model` per device, with its weights, copy k running every layer on
-    devices[k] (its model.to(devices[k]))."""
+    devices[k] (its model.to(devices[k])), on the devices `model` was placed on
+    (model.place(sim_gpus=N)) where it was."""
     state = model.state_dict()
     replicas = []
     for device in devices:
         replica = _tandem.Model.from_yaml(model.yaml, model.source)
         replica.load_state_dict(state)
-        replicas.append(replica.to(device_name(device)))
+        # on the model's own devices: after model.place(sim_gpus=2), its cuda:0 and cuda:1
+        replicas.append(replica._to_devices_of(model, device_name(device)))
     return replicas
 
 

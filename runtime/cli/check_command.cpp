@@ -1,11 +1,13 @@
 // tandem check MODEL.yaml: validate a model and show its layers, shapes and parameters.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 #include <variant>
 
 #include "core/memory_size.h"
+#include "graph/batch_dim.h"
 #include "graph/load_graph.h"
 #include "placement/plan.h"
 #include "runtime/cli/commands.h"
@@ -23,6 +25,7 @@ std::string declared_device(const Graph& g, const Node& n) {
   for (int b = n.block; b >= 0; b = g.blocks[b].parent)
     if (g.blocks[b].data_parallel) {
       const DataParallelSpec& dp = *g.blocks[b].data_parallel;
+      if (dp.all_devices) return "dp[all]";
       s = "dp[";
       for (size_t i = 0; i < dp.devices.size(); ++i) s += (i ? "," : "") + dp.devices[i].str();
       return s + "]";
@@ -116,6 +119,7 @@ int run_check(const CheckOptions& o) {
     }
     for (const GraphOutput& out : g.outputs)
       j["outputs"].push_back({{"name", out.name}, {"shape", shape_json(g.values[out.value].type.shape)}});
+    j["notes"] = scatter_dim_notes(g);
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -126,11 +130,13 @@ int run_check(const CheckOptions& o) {
   for (const GraphInput& t : g.targets)
     fmt::print("target {:<28} {:<8} {}\n", t.name, dtype_name(g.values[t.value].type.dtype),
                sym_shape_str(g.values[t.value].type.shape));
-  fmt::print("\n{:<32} {:<14} {:<24} {:>12}  {}\n", "layer", "op", "output shape", "parameters", "device");
+  size_t op_width = 14;  // as wide as the longest op (multi_head_attention)
+  for (const Node& n : g.nodes) op_width = std::max(op_width, n.op.size());
+  fmt::print("\n{:<32} {:<{}} {:<24} {:>12}  {}\n", "layer", "op", op_width, "output shape", "parameters", "device");
   for (const Node& n : g.nodes) {
     int64_t params = 0;
     for (const ParamSpec& p : n.params) params += p.trainable ? shape_numel(p.shape) : 0;
-    fmt::print("{:<32} {:<14} {:<24} {:>12}  {}\n", n.path, n.op, sym_shape_str(g.values[n.output].type.shape),
+    fmt::print("{:<32} {:<{}} {:<24} {:>12}  {}\n", n.path, n.op, op_width, sym_shape_str(g.values[n.output].type.shape),
                grouped(params), declared_device(g, n));
   }
   fmt::print("\n");
@@ -143,6 +149,7 @@ int run_check(const CheckOptions& o) {
   else if (count > 0) size = " (";
   if (count > 0) size += format_bytes(static_cast<size_t>(count) * 4) + " as float32)";
   fmt::print("\n{} layers, {} parameters{}\n", g.nodes.size(), grouped(count), size);
+  for (const std::string& note : scatter_dim_notes(g)) fmt::print("note: {}\n", note);
   return 0;
 }
 

@@ -25,13 +25,7 @@ DeviceOptions device_options(const DevicesOptions& o) {
   DeviceOptions options;
   if (o.sim_gpus) options.sim_gpus = *o.sim_gpus;
   if (o.logical_gpus) options.logical_gpus = *o.logical_gpus;
-  if (!o.sim_gpu_memory.empty()) {
-    try {
-      options.sim_gpu_memory = parse_device_memory_size(o.sim_gpu_memory);
-    } catch (const UserError& e) {
-      throw UserError("--sim-gpu-memory: " + std::string(e.what()));
-    }
-  }
+  if (!o.sim_gpu_memory.empty()) set_sim_gpu_memory(options, o.sim_gpu_memory, "--sim-gpu-memory");
   return options;
 }
 
@@ -98,7 +92,7 @@ Command add_devices_command(CLI::App& app) {
   sub->add_option("--sim-gpus", o->sim_gpus,
                   "simulate N GPUs as cuda:0..N-1 (default: TANDEM_SIM_GPUS, else none); they replace real GPUs");
   sub->add_option("--sim-gpu-memory", o->sim_gpu_memory,
-                  "memory of each simulated GPU, e.g. 2GiB, 512MiB, 1.5GB (default: TANDEM_SIM_GPU_MEMORY, else 16GiB)");
+                  "memory of each simulated GPU, e.g. 2GiB, 512MiB, 1.5GB, or one per GPU: 4GiB,2GiB,2GiB (default: TANDEM_SIM_GPU_MEMORY, else 16GiB)");
   sub->add_option("--logical-gpus", o->logical_gpus,
                   "N devices cuda:0..N-1 over the real GPUs in turn, each with its share of the memory");
   sub->add_flag("--json", o->json, "print the result as JSON");

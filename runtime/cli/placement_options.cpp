@@ -11,7 +11,7 @@ namespace tandem::cli {
 
 void add_device_flags(CLI::App& app, PlacementFlags& flags, const std::string& sim_gpus_help) {
   app.add_option("--sim-gpus", flags.sim_gpus, sim_gpus_help)->check(CLI::Range(0, max_sim_gpus));
-  app.add_option("--sim-gpu-memory", flags.sim_gpu_memory, "memory of each simulated GPU, with its unit: 4GiB, 512MiB, 1.5GB (default 16GiB)");
+  app.add_option("--sim-gpu-memory", flags.sim_gpu_memory, "memory of each simulated GPU, with its unit: 4GiB, 512MiB, 1.5GB (default 16GiB); or one per GPU: 4GiB,2GiB,2GiB");
   app.add_option("--logical-gpus", flags.logical_gpus,
                  "N devices cuda:0..N-1 over the real GPUs in turn (a plan for more GPUs than there are)")
       ->check(CLI::Range(0, max_sim_gpus));
@@ -39,8 +39,7 @@ DeviceOptions device_options(const PlacementFlags& flags) {
   DeviceOptions options;
   options.sim_gpus = flags.sim_gpus;
   options.logical_gpus = flags.logical_gpus;
-  if (!flags.sim_gpu_memory.empty())
-    options.sim_gpu_memory = size_option(flags.sim_gpu_memory, "--sim-gpu-memory", /*device_memory=*/true);
+  if (!flags.sim_gpu_memory.empty()) set_sim_gpu_memory(options, flags.sim_gpu_memory, "--sim-gpu-memory");
   return options;
 }
 
@@ -77,9 +76,13 @@ PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph
   return p;
 }
 
+bool everything_on_cpu(const PlacementFlags& flags) {
+  return !flags.place.empty() && flags.place.back() == "*=cpu" && flags.placement.empty();
+}
+
 void apply_placement_flags(Model& model, const PlacementFlags& flags, bool placed) {
   const char* sim_env = std::getenv("TANDEM_SIM_GPUS");
-  if (!flags.place.empty() && flags.place.back() == "*=cpu" && flags.placement.empty()) {
+  if (everything_on_cpu(flags)) {
     model.to(Device::cpu());  // one device: no device report to make
     return;
   }

@@ -38,6 +38,10 @@ DeviceOptions device_options(const PlacementFlags& flags);
 /// bindings and training are left for the caller.
 PlacementPolicy placement_policy(const PlacementFlags& flags, const Graph& graph);
 
+/// Whether the flags move the whole model to the cpu: `--place '*=cpu'` last and no
+/// --placement. `plan`, `run` and `train` read it alike, so that they agree.
+bool everything_on_cpu(const PlacementFlags& flags);
+
 /// What `run` and `train` do with the flags: `--place '*=cpu'` last runs every layer on the
 /// cpu (Model::to: data_parallel blocks as one replica); any other device or policy flag,
 /// `placed` (--report), or TANDEM_SIM_GPUS places the model over the registry's devices;

@@ -2,6 +2,7 @@
 // and the predicted memory per device. Runs nothing: placement is a pure function.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -109,10 +110,12 @@ void print_table(const Graph& given, const Plan& plan, const std::string& batch_
   const Graph& g = executed_graph(plan, given);  // with data_parallel replicas
   fmt::print("model '{}': policy {}, {}, batch {} ({})\n\n", g.name, plan.policy,
              plan.training ? "training" : "inference", plan.batch, batch_from);
-  fmt::print("{:<28} {:<14} {:<8} {:<9} {:>12} {:>12}  {}\n", "layer", "op", "device", "precision", "parameters",
+  size_t op_width = 14;  // as wide as the longest op (multi_head_attention)
+  for (const OpStep& s : plan.steps) op_width = std::max(op_width, g.nodes[s.node].op.size());
+  fmt::print("{:<28} {:<{}} {:<8} {:<9} {:>12} {:>12}  {}\n", "layer", "op", op_width, "device", "precision", "parameters",
              "activation", "reason");
   for (const OpStep& s : plan.steps)
-    fmt::print("{:<28} {:<14} {:<8} {:<9} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, s.device.str(),
+    fmt::print("{:<28} {:<{}} {:<8} {:<9} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, op_width, s.device.str(),
                precision_name(layer_precision(g, g.nodes[s.node])), format_bytes(s.parameter_bytes),
                format_bytes(s.activation_bytes), s.reason);
   fmt::print("\ncopies (bytes per batch):\n");
@@ -142,7 +145,9 @@ int run_plan(const PlanOptions& o) {
   DeviceRegistry registry(device_options(o.placement));
   PlacementPolicy policy = make_policy(o, g);
   ask_backends(policy, registry);
-  Plan plan = place(g, registry.inventory(), policy);
+  // --place '*=cpu' moves the whole model, data_parallel blocks included, as run and train do
+  Plan plan = everything_on_cpu(o.placement) ? place_on_cpu(g, registry.inventory(), policy)
+                                             : place(g, registry.inventory(), policy);
   if (!o.dot.empty()) {
     std::ofstream out(o.dot);
     out << plan_to_dot(g, plan);

@@ -168,7 +168,7 @@ int run_inference(const RunOptions& o) {
     for (const auto& [name, t] : outputs) j["outputs"][name] = summarize(t);
     if (!times_ms.empty())
       j["timing"] = {{"repeat", o.repeat}, {"median_ms", median}, {"min_ms", sorted.front()}, {"max_ms", sorted.back()}};
-    if (model.placed()) {
+    if (model.placed() || o.report) {  // --report: the devices, the cpu alone too
       j["policy"] = model.last_plan().policy;
       j["devices"] = devices_json(model.device_report(), model.last_plan());
     }

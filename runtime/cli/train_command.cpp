@@ -120,7 +120,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
                    {"precision", precision_text(model.graph())},
                    {"timing", {{"repeat", o.bench_steps}, {"median_ms", ms[ms.size() / 2]}, {"min_ms", ms.front()}}},
                    {"peak_bytes", cpu_allocator().peak_bytes()}};
-  if (model.placed()) j["devices"] = devices_json(model.device_totals(), predicted);
+  if (model.placed() || o.report) j["devices"] = devices_json(model.device_totals(), predicted);
   if (trainer.scales_loss()) {
     j["skipped_steps"] = trainer.skipped_steps();  // warm-up included
     j["loss_scale"] = trainer.loss_scale();
@@ -384,7 +384,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
       j["skipped_steps"] = trainer.skipped_steps();
       j["loss_scale"] = trainer.loss_scale();
     }
-    if (model.placed()) j["devices"] = devices_json(model.device_totals(), predicted);  // the whole run, validation too
+    if (model.placed() || o.report) j["devices"] = devices_json(model.device_totals(), predicted);  // the whole run, validation too
     fmt::print("{}\n", j.dump());  // one line, the last: JSON lines end with the summary
   } else {
     std::string accuracy;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string_view>
 #include <vector>
@@ -42,7 +43,8 @@ size_t sim_gpu_memory_from(const DeviceOptions& options) {
   std::string source = "--sim-gpu-memory";
   if (options.sim_gpu_memory) {
     bytes = *options.sim_gpu_memory;
-  } else if (const char* env = std::getenv("TANDEM_SIM_GPU_MEMORY"); env != nullptr && *env != '\0') {
+  } else if (const char* env = std::getenv("TANDEM_SIM_GPU_MEMORY"); env != nullptr && *env != '\0' &&
+                                                                      std::strchr(env, ',') == nullptr) {
     source = "TANDEM_SIM_GPU_MEMORY";
     try {
       bytes = parse_device_memory_size(env);
@@ -55,6 +57,30 @@ size_t sim_gpu_memory_from(const DeviceOptions& options) {
 }
 
 }  // namespace
+
+std::vector<size_t> parse_sim_gpu_memory(const std::string& text, const std::string& source) {
+  std::vector<size_t> sizes;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    try {
+      sizes.push_back(parse_device_memory_size(item));
+    } catch (const UserError& e) {
+      throw UserError(source + ": " + std::string(e.what()) +
+                      (comma == std::string::npos && start == 0 ? "" : " (in the list '" + text + "')"));
+    }
+    if (sizes.back() == 0) throw UserError(source + " gives a GPU 0 bytes: a simulated GPU needs some memory, e.g. 2GiB");
+    if (comma == std::string::npos) return sizes;
+    start = comma + 1;
+  }
+}
+
+void set_sim_gpu_memory(DeviceOptions& options, const std::string& text, const std::string& source) {
+  std::vector<size_t> sizes = parse_sim_gpu_memory(text, source);
+  if (sizes.size() == 1) options.sim_gpu_memory = sizes[0];
+  else options.sim_gpu_memories = std::move(sizes);
+}
 
 int sim_gpus_from_environment() { return count_from_environment("TANDEM_SIM_GPUS", max_sim_gpus); }
 
@@ -189,13 +215,21 @@ void DeviceRegistry::build(const DeviceOptions& options, std::vector<CudaDeviceI
 
   inventory_.devices = {DeviceInfo{Device::cpu(), host_memory_bytes(), false, cpu_model_name()}};
   backends_.push_back(std::make_unique<cpu::CpuBackend>());
+  std::vector<size_t> memories = options.sim_gpu_memories;  // one per GPU, when given
+  if (memories.empty())
+    if (const char* env = std::getenv("TANDEM_SIM_GPU_MEMORY"); !options.sim_gpu_memory && env && std::strchr(env, ','))
+      memories = parse_sim_gpu_memory(env, "TANDEM_SIM_GPU_MEMORY");
+  if (!memories.empty() && static_cast<int>(memories.size()) != sims)
+    throw UserError("--sim-gpu-memory lists " + std::to_string(memories.size()) + " sizes, but " + std::to_string(sims) +
+                    " simulated GPUs were asked for (--sim-gpus); give one size for every GPU, or one per GPU");
   if (sims > 0) {
     hidden_real_gpus_ = static_cast<int>(real_gpus.size());
     sim_gpu_count_ = sims;
     for (int i = 0; i < sims; ++i) {
+      const size_t bytes = memories.empty() ? sim_gpu_memory_ : memories[static_cast<size_t>(i)];
       // each with the cpu's kernels and a context of its own, as each GPU has its own
-      backends_.push_back(std::make_unique<SimGpu>(i, sim_gpu_memory_, cpu::make_compute_ops()));
-      inventory_.devices.push_back(DeviceInfo{Device::cuda(i), sim_gpu_memory_, true, "simulated GPU"});
+      backends_.push_back(std::make_unique<SimGpu>(i, bytes, cpu::make_compute_ops()));
+      inventory_.devices.push_back(DeviceInfo{Device::cuda(i), bytes, true, "simulated GPU"});
     }
     return;
   }

@@ -43,7 +43,18 @@ struct DeviceOptions {
   /// than the machine has runs on real ones (collectives among devices that share a GPU stay
   /// on it). From TANDEM_LOGICAL_GPUS when -1.
   int logical_gpus = -1;
+  /// Capacities of the simulated GPUs one by one (--sim-gpu-memory 4GiB,2GiB,2GiB), one per
+  /// GPU: GPUs of different sizes, which chunking: memory follows. Empty: sim_gpu_memory
+  /// for each.
+  std::vector<size_t> sim_gpu_memories;
 };
+
+/// --sim-gpu-memory's text: one size for every simulated GPU ("4GiB") or one per GPU
+/// separated by commas ("4GiB,2GiB,2GiB"). UserError naming `source` and the item that is
+/// not a size.
+std::vector<size_t> parse_sim_gpu_memory(const std::string& text, const std::string& source);
+/// `options` with `text` (parse_sim_gpu_memory) in sim_gpu_memory or sim_gpu_memories.
+void set_sim_gpu_memory(DeviceOptions& options, const std::string& text, const std::string& source);
 
 /// Opens the backend of one logical real GPU: the CUDA backend, when this build has it.
 /// Tests hand the registry their own.

@@ -250,21 +250,6 @@ TEST_CASE("data-parallel training keeps the replicas' gradients and optimizer st
   CHECK(*std::max_element(gpu_peaks.begin(), gpu_peaks.end()) <= 1.1 * *std::min_element(gpu_peaks.begin(), gpu_peaks.end()));
 }
 
-namespace {
-
-std::string run_program(const std::string& command, int* code) {
-  FILE* pipe = popen(("env -u TANDEM_SIM_GPUS " + command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  int status = pclose(pipe);
-  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("the seeds' tutorial prints each replica's sizes and the gathered sizes", "[multidevice][data_parallel]") {
   int code = 0;
   std::string out = run_program(std::string(TANDEM_DP_TUTORIAL) + " " + TANDEM_SOURCE_DIR +

@@ -4,8 +4,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -55,6 +58,19 @@ inline bool any_nonzero(const TensorMap& m) {
       for (float v : t.span<float>())
         if (v != 0) return true;
   return false;
+}
+
+/// Runs `command` (stdout and stderr together) without TANDEM_SIM_GPUS from the
+/// environment, so that only its own flags give it GPUs; `*code` is its exit status.
+inline std::string run_program(const std::string& command, int* code) {
+  FILE* pipe = popen(("env -u TANDEM_SIM_GPUS " + command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  int status = pclose(pipe);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
 }
 
 }  // namespace tandem::testing

@@ -100,3 +100,32 @@ TEST_CASE("tandem plan --place and --placement options") {
   INFO(mem.out);
   CHECK(mem.code == 0);
 }
+
+TEST_CASE("check and plan widen the op column to the longest op, multi_head_attention") {
+  // the column under a header starts where the header's name does, in every row
+  auto column_at = [](const std::string& out, const std::string& header, const std::string& row_marker) {
+    std::istringstream lines(out);
+    std::string line, head, row;
+    while (std::getline(lines, line)) {
+      if (head.empty() && line.rfind("layer ", 0) == 0) head = line;
+      if (row.empty() && line.find(row_marker) != std::string::npos) row = line;
+    }
+    REQUIRE(!head.empty());
+    REQUIRE(!row.empty());
+    const size_t at = head.find(header);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(at > 0);
+    return std::make_pair(row.size() > at ? row.substr(at) : std::string(), row[at - 1]);
+  };
+  const std::string model = std::string(TANDEM_SOURCE_DIR) + "/configs/transformer_encoder.yaml";
+  Result check = run_cli("check " + model);
+  REQUIRE(check.code == 0);
+  auto [shape, before_shape] = column_at(check.out, "output shape", " multi_head_attention ");
+  CHECK(shape.rfind("[", 0) == 0);
+  CHECK(before_shape == ' ');
+  Result plan = run_cli("plan " + model + " --batch 2");
+  REQUIRE(plan.code == 0);
+  auto [device, before_device] = column_at(plan.out, "device", " multi_head_attention ");
+  CHECK(device.rfind("cpu ", 0) == 0);
+  CHECK(before_device == ' ');
+}

@@ -1,0 +1,241 @@
+// A data_parallel block gathers each output along the dimension where that output carries
+// the batch, which need not be the dim it scattered along (issue 30): a sequence-first block
+// (dim 1) whose head gives [batch, classes], a batch-first block whose output puts the batch
+// second. Each layout against the same model on the cpu: outputs, the loss and gradients of
+// a step, gathered and parallel losses, and a few optimizer steps. Outputs that cannot be
+// gathered are refused with the layer and the reason, never an internal error.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "graph/load_graph.h"
+#include "multidevice_support.h"
+#include "runtime/trainer.h"
+
+using namespace tandem;
+using namespace tandem::testing;
+
+namespace {
+
+std::string write_yaml(const std::string& tag, const std::string& text) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("tandem_gather_dim_" + tag + "_" + std::to_string(getpid()) + ".yaml")).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The issue's model: x [3, batch, 8] scattered along dim 1; the first step of the sequence,
+// flattened to [batch, 8], through a head to [batch, 4]: the output carries the batch on dim 0.
+std::string sequence_head_yaml(bool parallel) {
+  return write_yaml(std::string("seq_head_") + (parallel ? "p" : "g"), std::string(R"(name: seq_head
+inputs:
+  x: {shape: [3, batch, 8]}
+targets:
+  label: {shape: [batch], dtype: int64}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1], output_device: cuda:0, dim: 1}
+    layers:
+      - {name: enc, op: linear, in_features: 8, out_features: 8}
+      - {name: first, op: narrow, dim: 0, start: 0, length: 1}
+      - {name: flat, op: flatten, start_dim: 0, end_dim: 1}
+      - {name: head, op: linear, in_features: 8, out_features: 4}
+outputs: [net.head, net.enc]
+loss: {op: cross_entropy, input: net.head, target: label, parallel: )") + (parallel ? "true" : "false") + R"(}
+train:
+  optimizer: {name: adam, lr: 0.01}
+)");
+}
+
+// Batch-first input, scattered along dim 0; the output [1, batch, 5] carries it on dim 1.
+std::string batch_second_yaml() {
+  return write_yaml("batch_second", R"(name: batch_second
+inputs:
+  x: {shape: [batch, 6]}
+targets:
+  y: {shape: [1, batch, 5]}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1, cuda:2], output_device: cpu}
+    layers:
+      - {name: fc, op: linear, in_features: 6, out_features: 5}
+      - {name: lift, op: reshape, shape: [1, batch, 5]}
+  - {name: out, op: tanh}
+loss: {op: mse_loss, input: out, target: y}
+train:
+  optimizer: {name: sgd, lr: 0.1}
+)");
+}
+
+void check_against_cpu(const std::string& yaml, int devices, int64_t batch) {
+  Model reference = Model::load(yaml);
+  reference.to(Device::cpu());  // the single-device reference
+  Model model = Model::load(yaml);
+  reference.init_parameters(17);
+  model.init_parameters(17);
+  model.use_devices(sim_gpus(devices), policy());
+  const Bindings b{{"batch", batch}};
+  TensorMap inputs = reference.random_inputs(b, 1);
+  const TensorMap expected_out = reference.forward(inputs), got_out = model.forward(inputs);
+  for (const auto& [name, t] : expected_out) CHECK(got_out.at(name).shape() == t.shape());
+  CHECK(max_relative_error(got_out, expected_out) <= 1e-5);
+
+  TensorMap data = reference.random_inputs(b, 2);
+  data.merge(reference.random_targets(b, 2));
+  reference.zero_gradients();
+  model.zero_gradients();
+  const LossValue expected = reference.loss_and_backward(data, 0);
+  const LossValue got = model.loss_and_backward(data, 0);
+  CHECK(std::fabs(got.loss - expected.loss) <= 1e-5 * std::max(1.0, std::fabs(expected.loss)));
+  REQUIRE(any_nonzero(reference.gradients()));
+  CHECK(max_relative_error(model.gradients(), reference.gradients()) <= 1e-5);
+
+  const TrainingSpec spec = *reference.graph().training;
+  Trainer expected_trainer(reference, spec), got_trainer(model, spec);
+  for (int step = 0; step < 5; ++step) {
+    TensorMap d = reference.random_inputs(b, 50 + step);
+    d.merge(reference.random_targets(b, 50 + step));
+    const double e = expected_trainer.step(d);
+    CHECK(std::fabs(got_trainer.step(d) - e) <= 1e-5 * std::max(1.0, std::fabs(e)));
+  }
+  CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("a block scattered along dim 1 gathers an output that carries the batch on dim 0",
+          "[multidevice][data_parallel]") {
+  const bool parallel = GENERATE(false, true);
+  const int64_t batch = GENERATE(4, 5);
+  INFO((parallel ? "parallel" : "gathered") << " loss, batch " << batch);
+  check_against_cpu(sequence_head_yaml(parallel), 2, batch);
+}
+
+TEST_CASE("a block scattered along dim 0 gathers an output that carries the batch on dim 1",
+          "[multidevice][data_parallel]") {
+  const int64_t batch = GENERATE(6, 7, 2);
+  INFO("batch " << batch);
+  check_against_cpu(batch_second_yaml(), 3, batch);
+}
+
+TEST_CASE("a data_parallel output that cannot be gathered is refused at load with the layer and the reason",
+          "[multidevice][data_parallel]") {
+  // no dimension follows the batch: the replicas' results are not shares of the whole
+  const std::string no_batch = write_yaml("no_batch", R"(name: no_batch
+inputs:
+  x: {shape: [batch, 8]}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1]}
+    layers:
+      - {name: fc, op: linear, in_features: 8, out_features: 8}
+      - {name: one, op: narrow, dim: 0, start: 0, length: 1}
+)");
+  CHECK_THROWS_AS(Model::load(no_batch), ModelError);
+  CHECK_THROWS_WITH(Model::load(no_batch), Catch::Contains(":9:") && Catch::Contains("layer 'net.one'") &&
+                                               Catch::Contains("cannot be gathered") &&
+                                               Catch::Contains("no dimension that follows the scattered 'batch'"));
+  // the batch inside a flattened dimension, not its outer factor: rows would interleave
+  const std::string interleaved = write_yaml("interleaved", R"(name: interleaved
+inputs:
+  x: {shape: [3, batch, 8]}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1], dim: 1}
+    layers:
+      - {name: flat, op: flatten, start_dim: 0, end_dim: 1}
+)");
+  CHECK_THROWS_WITH(Model::load(interleaved), Catch::Contains("layer 'net.flat'") && Catch::Contains("interleave"));
+  int code = 0;
+  const std::string out = run_program(std::string(TANDEM_CLI) + " check " + interleaved, &code);
+  CHECK(code == 2);
+  CHECK(out.find("cannot be gathered") != std::string::npos);
+  CHECK(out.find("internal error") == std::string::npos);
+}
+
+TEST_CASE("with fixed shapes the replicas' shapes tell the gather dim, or the run is refused",
+          "[multidevice][data_parallel]") {
+  // [3, 4, 8] scattered along dim 1: its first step [4, 8] holds each replica's rows on dim 0
+  const std::string fixed = write_yaml("fixed", R"(name: fixed
+inputs:
+  x: {shape: [3, 4, 8]}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1], dim: 1}
+    layers:
+      - {name: first, op: narrow, dim: 0, start: 0, length: 1}
+      - {name: flat, op: flatten, start_dim: 0, end_dim: 1}
+      - {name: fc, op: linear, in_features: 8, out_features: 2}
+)");
+  Model reference = Model::load(fixed), model = Model::load(fixed);
+  reference.to(Device::cpu());
+  reference.init_parameters(2);
+  model.init_parameters(2);
+  model.use_devices(sim_gpus(2), policy());
+  TensorMap in = reference.random_inputs({}, 3);
+  CHECK(max_relative_error(model.forward(in), reference.forward(in)) <= 1e-6);
+
+  // flattened across the batch: refused when the run's shapes are known, exit 2
+  const std::string across = write_yaml("across", R"(name: across
+inputs:
+  x: {shape: [3, 4, 8]}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1], dim: 1}
+    layers:
+      - {name: flat, op: flatten, start_dim: 0, end_dim: 1}
+)");
+  Model bad = Model::load(across);
+  bad.use_devices(sim_gpus(2), policy());
+  CHECK_THROWS_WITH(bad.forward(bad.random_inputs({}, 1)),
+                    Catch::Contains("layer 'net.flat'") && Catch::Contains("cannot be gathered"));
+  int code = 0;
+  const std::string out = run_program(std::string(TANDEM_CLI) + " run " + across + " --sim-gpus 2", &code);
+  CHECK(code == 2);
+  CHECK(out.find("cannot be gathered") != std::string::npos);
+}
+
+TEST_CASE("a parallel loss scores a sequence model's flattened logits that no gather could put in order",
+          "[multidevice][data_parallel]") {
+  // [3, batch, 8] cut along dim 1, logits [3·batch, 4] flattened across the batch: training
+  // scores each replica's rows against its rows of the target [3, batch]; inference, which
+  // would gather them, is refused saying why
+  const std::string yaml = write_yaml("seq_lm", R"(name: seq_lm
+inputs:
+  x: {shape: [3, batch, 8]}
+targets:
+  y: {shape: [3, batch], dtype: int64}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1], dim: 1}
+    layers:
+      - {name: enc, op: linear, in_features: 8, out_features: 8}
+      - {name: flat, op: flatten, start_dim: 0, end_dim: 1}
+      - {name: head, op: linear, in_features: 8, out_features: 4}
+loss: {op: cross_entropy, input: net.head, target: y, parallel: true}
+train:
+  optimizer: {name: sgd, lr: 0.1}
+)");
+  Model reference = Model::load(yaml), model = Model::load(yaml);
+  reference.to(Device::cpu());
+  reference.init_parameters(21);
+  model.init_parameters(21);
+  model.use_devices(sim_gpus(2), policy());
+  const Bindings b{{"batch", 5}};
+  const TrainingSpec spec = *reference.graph().training;
+  Trainer expected_trainer(reference, spec), got_trainer(model, spec);
+  for (int step = 0; step < 4; ++step) {
+    TensorMap d = reference.random_inputs(b, 30 + step);
+    d.merge(reference.random_targets(b, 30 + step));
+    const double e = expected_trainer.step(d);
+    CHECK(std::fabs(got_trainer.step(d) - e) <= 1e-5 * std::max(1.0, std::fabs(e)));
+  }
+  CHECK(max_relative_error(model.parameters(), reference.parameters()) <= 1e-5);
+  CHECK_THROWS_WITH(model.forward(reference.random_inputs(b, 1)),
+                    Catch::Contains("layer 'net.head'") && Catch::Contains("cannot be gathered") &&
+                        Catch::Contains("loss: parallel: true"));
+}
