@@ -26,13 +26,13 @@ void TouchedRows::add_slot(int64_t row) {
     if (capacity > 0) std::memcpy(grown.raw_data(), values_.raw_data(), values_.nbytes());
     values_ = std::move(grown);
   }
-  std::memset(values_.data<float>() + slot * width_, 0, sizeof(float) * static_cast<size_t>(width_));
   slot_of_[static_cast<size_t>(row)] = static_cast<int32_t>(slot);
 }
 
 void TouchedRows::mark(std::span<const int64_t> ids, int64_t skip) {
   if (all_) return;  // nothing more to learn until clear()
   if (bits_.empty()) bits_.assign(static_cast<size_t>((rows_ + 63) / 64), 0);
+  const int64_t first_new_slot = slots_;
   for (int64_t id : ids) {
     if (id == skip) continue;
     TANDEM_ASSERT(id >= 0 && id < rows_, "touched row " + std::to_string(id) + " outside [0, " + std::to_string(rows_) + ")");
@@ -44,6 +44,10 @@ void TouchedRows::mark(std::span<const int64_t> ids, int64_t skip) {
     sorted_ = sorted_ && (list_.empty() || list_.back() < id);
     list_.push_back(id);
   }
+  // the new rows' values start at zero: their slots are consecutive, so one memset
+  if (slots_ > first_new_slot)
+    std::memset(values_.data<float>() + first_new_slot * width_, 0,
+                sizeof(float) * static_cast<size_t>((slots_ - first_new_slot) * width_));
 }
 
 std::span<const int64_t> TouchedRows::list() const {
