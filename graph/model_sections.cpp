@@ -42,7 +42,8 @@ class SectionReader : public YamlReader {
   TrainingSpec load_training(const YAML::Node& n) {
     if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
     check_keys(n, {"epochs", "batch", "accumulate", "shuffle", "drop_last", "seed", "validation_split", "optimizer",
-                   "optimizer_groups", "schedule", "clip_grad_norm", "loss_scaling", "data"},
+                   "optimizer_groups", "schedule", "clip_grad_norm", "loss_scaling", "data", "keep_best",
+                   "early_stop"},
                "", "key of train");
     TrainingSpec t;
     auto positive = [&](const char* key, int64_t& out) {
@@ -54,6 +55,14 @@ class SectionReader : public YamlReader {
     positive("epochs", t.epochs);
     positive("batch", t.batch);
     positive("accumulate", t.accumulate);
+    positive("early_stop", t.early_stop);
+    if (const YAML::Node v = n["keep_best"]) {
+      t.keep_best = scalar_string(v, "", "train keep_best");
+      const std::vector<std::string> metrics = {"val_loss", "val_accuracy", "val_auc"};
+      if (std::find(metrics.begin(), metrics.end(), t.keep_best) == metrics.end())
+        fail(v, "", "train keep_best '" + t.keep_best + "' is not a validation metric; use val_loss, val_accuracy or "
+                    "val_auc" + did_you_mean(t.keep_best, metrics));
+    }
     if (n["shuffle"]) t.shuffle = scalar_bool(n["shuffle"], "", "shuffle");
     if (n["drop_last"]) t.drop_last = scalar_bool(n["drop_last"], "", "drop_last");
     if (n["seed"]) {

@@ -102,6 +102,12 @@ struct TrainingSpec {
   std::optional<double> clip_grad_norm;
   LossScalingConfig loss_scaling;
   std::optional<DataSpec> data;
+  /// `keep_best: METRIC` (val_loss, val_accuracy or val_auc): the CLI keeps the checkpoint
+  /// of the epoch with the best validation value too, as --keep-best; empty: off.
+  std::string keep_best;
+  /// `early_stop: PATIENCE`: training ends once the validation value (keep_best's metric,
+  /// else val_loss) has gone this many epochs without improving, as --early-stop; 0: off.
+  int64_t early_stop = 0;
 };
 
 /// `loss:` of a model file.

@@ -142,6 +142,8 @@ py::dict spec_to_python(const TrainingSpec& s) {
     schedule["min_lr"] = s.schedule.min_lr;
   }
   return py::dict("epochs"_a = s.epochs, "batch"_a = s.batch, "seed"_a = s.seed, "shuffle"_a = s.shuffle,
+                  "keep_best"_a = s.keep_best.empty() ? py::none() : py::cast(s.keep_best),
+                  "early_stop"_a = s.early_stop > 0 ? py::cast(s.early_stop) : py::none(),
                   "drop_last"_a = s.drop_last, "validation_split"_a = s.validation_split, "optimizer"_a = optimizer,
                   "schedule"_a = schedule,
                   "clip_grad_norm"_a = s.clip_grad_norm ? py::cast(*s.clip_grad_norm) : py::none(),

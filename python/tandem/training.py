@@ -139,11 +139,17 @@ class Trainer:
         checkpoint: a path written after every epoch (weights and optimizer state).
         verbose: True (the default) prints a line per epoch, as the CLI's log does
         (`epoch   2/10  loss 0.3030  val loss 0.2871  val acc 91.64%  0.12s`); False is silent.
-        keep_best: 'val_loss', 'val_accuracy' or 'val_auc': also keep the checkpoint of the epoch
+        keep_best (default: the model's train: keep_best): 'val_loss', 'val_accuracy' or 'val_auc': also keep the checkpoint of the epoch
         with the best validation value, beside `checkpoint` (CKPT.best.safetensors), as the
-        CLI's --keep-best; `trainer.best` then names it. early_stop: stop once that value
+        CLI's --keep-best; `trainer.best` then names it. early_stop (default: train: early_stop):
+        stop once that value
         (keep_best's metric, else val_loss) has gone this many epochs without improving, as
         --early-stop."""
+        # the model's train: keep_best and early_stop, unless given here
+        if keep_best is None:
+            keep_best = self._impl.spec.get("keep_best")
+        if early_stop is None:
+            early_stop = self._impl.spec.get("early_stop")
         watch = None
         if keep_best is not None or early_stop is not None:
             watch = _BestEpoch(self, keep_best, early_stop, checkpoint, validation)

@@ -56,6 +56,8 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   if (o.batch) spec.batch = *o.batch;
   if (o.accumulate) spec.accumulate = *o.accumulate;
   if (o.seed) spec.seed = *o.seed;
+  if (!o.keep_best.empty()) spec.keep_best = o.keep_best;
+  if (o.early_stop) spec.early_stop = *o.early_stop;
   if (!o.optimizer.empty() && o.optimizer != spec.optimizer.name) {
     spec.optimizer = optimizer_defaults(o.optimizer);  // another optimizer: its own defaults, not the YAML's
   }
@@ -164,11 +166,11 @@ void check_train_outputs(const TrainOptions& o, const TrainingSpec& spec) {
   std::vector<NamedPath> inputs{{"the model file", o.model}, {"--weights", o.weights}};
   if (spec.data) inputs.push_back({"the training data", spec.data->path});
   if (save != o.resume) inputs.push_back({"--resume", o.resume});
-  if (!o.keep_best.empty() && save.empty())
-    throw UserError("--keep-best keeps the best epoch's checkpoint beside the run's (CKPT.best.safetensors): give "
-                    "--save CKPT");
+  if (!spec.keep_best.empty() && save.empty())
+    throw UserError(std::string(o.keep_best.empty() ? "the model's train: keep_best" : "--keep-best") +
+                    " keeps the best epoch's checkpoint beside the run's (CKPT.best.safetensors): give --save CKPT");
   check_output_paths({{save_flag, save}, {"--save-weights", o.save_weights}, {"--trace", o.trace},
-                      {"--keep-best (the best epoch's checkpoint)", o.keep_best.empty() ? "" : best_checkpoint_path(save)}},
+                      {"--keep-best (the best epoch's checkpoint)", spec.keep_best.empty() ? "" : best_checkpoint_path(save)}},
                      inputs);
   check_output_directory({"--log-dir", o.log_dir});
 }
@@ -246,9 +248,10 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   }();
   auto [train, validation] = split_dataset(all, spec.validation_split, spec.seed);
   std::optional<BestEpoch> best;  // --keep-best, --early-stop: refused before training without a validation set
-  if (!o.keep_best.empty() || o.early_stop)
-    best.emplace(o.keep_best.empty() ? "val_loss" : o.keep_best, model.graph().loss->op, validation.size(),
-                 o.keep_best.empty() ? "--early-stop" : "--keep-best");
+  if (!spec.keep_best.empty() || spec.early_stop > 0)
+    best.emplace(spec.keep_best.empty() ? "val_loss" : spec.keep_best, model.graph().loss->op, validation.size(),
+                 spec.keep_best.empty() ? (o.early_stop ? "--early-stop" : "train: early_stop")
+                                        : (o.keep_best.empty() ? "train: keep_best" : "--keep-best"));
   std::optional<int64_t> stopped_early;  // the epoch after which --early-stop ended the run
   if (!o.resume.empty()) {
     SlowStepNote note("loading the checkpoint " + file_with_size(o.resume), speaks);
@@ -335,15 +338,15 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     std::string best_note;
     if (best && r.validation) {
       const int64_t epoch = r.epoch + 1;
-      if (best->improves(epoch, *r.validation) && !o.keep_best.empty()) {
+      if (best->improves(epoch, *r.validation) && !spec.keep_best.empty()) {
         trainer.save_checkpoint(best_checkpoint_path(save));  // every rank: a sharded state is gathered
         best_note = "  (best, kept)";
       }
-      if (o.early_stop && best->epochs_since_best(epoch) >= *o.early_stop && epoch < spec.epochs) {
+      if (spec.early_stop > 0 && best->epochs_since_best(epoch) >= spec.early_stop && epoch < spec.epochs) {
         trainer.stop_after_epoch();
         stopped_early = epoch;
         best_note += fmt::format("\nearly stop: {} has not improved for {} epoch{}{}", best->metric(),
-                                 *o.early_stop, *o.early_stop == 1 ? "" : "s",
+                                 spec.early_stop, spec.early_stop == 1 ? "" : "s",
                                  best->best_epoch() ? fmt::format(" (best {:.6g} at epoch {})", best->best_value(),
                                                                   *best->best_epoch())
                                                     : "");
@@ -375,7 +378,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     if (!save.empty()) j["checkpoint"] = save;
     if (best && best->best_epoch()) {
       j["best"] = {{"metric", best->metric()}, {"value", best->best_value()}, {"epoch", *best->best_epoch()}};
-      if (!o.keep_best.empty()) j["best"]["checkpoint"] = best_checkpoint_path(save);
+      if (!spec.keep_best.empty()) j["best"]["checkpoint"] = best_checkpoint_path(save);
     }
     if (stopped_early) j["stopped_early_at_epoch"] = *stopped_early;
     if (!o.resume.empty()) j["resumed_at_step"] = steps_before;
@@ -399,7 +402,7 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     std::string best_text;
     if (best && best->best_epoch())
       best_text = fmt::format(", best {} {:.6g} at epoch {}{}", best->metric(), best->best_value(), *best->best_epoch(),
-                              o.keep_best.empty() ? "" : " (checkpoint " + best_checkpoint_path(save) + ")");
+                              spec.keep_best.empty() ? "" : " (checkpoint " + best_checkpoint_path(save) + ")");
     if (stopped_early) best_text += fmt::format(", stopped early after epoch {}", *stopped_early);
     fmt::print("done: {} step{}{} in {:.1f}s{}{}{}{}\n", steps, steps == 1 ? "" : "s", skipped, seconds,
                o.resume.empty() ? "" : fmt::format(" (steps {} to {} of the run)", steps_before + 1, trainer.steps_done()),

@@ -143,3 +143,37 @@ def test_keep_best_and_early_stop_mistakes(tmp_path):
         run = tandem("train", model, "--epochs", 1, *args)
         assert run.returncode == 2 and message in run.stderr, (args, run.stderr)
         assert "epoch   1/" not in run.stdout
+
+
+def test_keep_best_and_early_stop_from_the_model_file(tmp_path):
+    """train: keep_best and early_stop do what the flags do; the flags override them."""
+    text = open(config("digits_mlp.yaml")).read()
+    assert "\ntrain:\n" in text
+    model = tmp_path / "digits.yaml"
+    model.write_text(text.replace("\ntrain:\n", "\ntrain:\n  keep_best: val_loss\n  early_stop: 2\n"))
+    runs = {}
+    for name, path, flags in [("flags", config("digits_mlp.yaml"), ["--keep-best", "val_loss", "--early-stop", 2]),
+                              ("file", model, [])]:
+        ckpt = tmp_path / ("%s.safetensors" % name)
+        run = tandem("train", path, "--epochs", 12, "--lr", 0.05, "--save", ckpt, "--json", *flags)
+        assert run.returncode == 0, run.stderr
+        summary = json.loads(run.stdout.splitlines()[-1])
+        runs[name] = summary
+        assert summary["best"]["checkpoint"] == str(tmp_path / ("%s.best.safetensors" % name))
+        assert checkpoint_epochs(tmp_path / ("%s.best.safetensors" % name)) == summary["best"]["epoch"]
+    assert [e["validation_loss"] for e in runs["file"]["epochs"]] == [e["validation_loss"] for e in runs["flags"]["epochs"]]
+    assert runs["file"].get("stopped_early_at_epoch") == runs["flags"].get("stopped_early_at_epoch")
+    assert runs["file"]["best"]["value"] == runs["flags"]["best"]["value"]
+    # the flag overrides the file: a patience no 3-epoch run reaches
+    run = tandem("train", model, "--epochs", 3, "--lr", 0.05, "--save", tmp_path / "c.safetensors", "--json",
+                 "--early-stop", 10)
+    assert run.returncode == 0 and "stopped_early_at_epoch" not in json.loads(run.stdout.splitlines()[-1]), run.stderr
+    # the file's mistakes: at load with the place, and keep_best without --save
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("\ntrain:\n", "\ntrain:\n  keep_best: val_acc\n"))
+    run = tandem("train", bad, "--epochs", 1)
+    assert run.returncode == 2 and "bad.yaml:" in run.stderr and "keep_best 'val_acc' is not a validation metric" in \
+        run.stderr and "val_accuracy" in run.stderr, run.stderr
+    run = tandem("train", model, "--epochs", 1)
+    assert run.returncode == 2 and "the model's train: keep_best keeps the best epoch's checkpoint" in run.stderr, \
+        run.stderr

@@ -228,3 +228,20 @@ def test_keep_best_and_early_stop_as_the_cli(tmp_path, capsys):
     assert [e["validation_loss"] for e in summary["epochs"]] == losses
     with pytest.raises(tandem.ModelError, match="give checkpoint=CKPT"):
         trainer.fit(keep_best="val_loss")
+
+
+def test_fit_takes_keep_best_and_early_stop_from_the_model_file(tmp_path):
+    text = open(config("digits_mlp.yaml")).read()
+    path = tmp_path / "digits.yaml"
+    path.write_text(text.replace("\ntrain:\n", "\ntrain:\n  keep_best: val_loss\n  early_stop: 2\n"))
+    runs = []
+    for yaml_path, arguments in [(path, {}), (config("digits_mlp.yaml"), {"keep_best": "val_loss", "early_stop": 2})]:
+        model = tandem.Model.load(str(yaml_path))
+        model.init_parameters(0)
+        trainer = tandem.Trainer(model, lr=0.05, epochs=12)
+        history = trainer.fit(checkpoint=tmp_path / ("%d.safetensors" % len(runs)), verbose=False, **arguments)
+        runs.append(([e["validation_loss"] for e in history], trainer.best["value"], trainer.best["epoch"]))
+    assert runs[0] == runs[1]
+    model = tandem.Model.load(str(path))
+    with pytest.raises(tandem.ModelError, match="give checkpoint=CKPT"):
+        tandem.Trainer(model, epochs=1).fit(verbose=False)
