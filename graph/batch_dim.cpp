@@ -12,17 +12,18 @@ std::optional<int> batch_dim_of(const SymShape& shape) {
   return found;
 }
 
+int scattered_input(const Graph& g, const Block& block) {
+  for (int n = block.first_node; n < block.end_node; ++n)
+    for (int v : g.nodes[n].inputs)
+      if (g.values[v].producer < block.first_node || g.values[v].producer >= block.end_node) return v;
+  return -1;
+}
+
 std::vector<std::string> scatter_dim_notes(const Graph& g) {
   std::vector<std::string> notes;
   for (const Block& block : g.blocks) {
     if (!block.data_parallel) continue;
-    int input = -1;  // the first tensor the block reads from outside: what it scatters
-    for (int n = block.first_node; n < block.end_node && input < 0; ++n)
-      for (int v : g.nodes[n].inputs)
-        if (g.values[v].producer < block.first_node || g.values[v].producer >= block.end_node) {
-          input = v;
-          break;
-        }
+    const int input = scattered_input(g, block);
     if (input < 0) continue;
     const SymShape& shape = g.values[input].type.shape;
     const int64_t rank = static_cast<int64_t>(shape.size());

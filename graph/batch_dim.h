@@ -25,4 +25,8 @@ std::optional<int> batch_dim_of(const SymShape& shape);
 /// `plan` say it.
 std::vector<std::string> scatter_dim_notes(const Graph& graph);
 
+/// The value a data_parallel `block` scatters: the first tensor it reads from outside
+/// itself; -1 when it reads none.
+int scattered_input(const Graph& graph, const Block& block);
+
 }  // namespace tandem

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/readable_file.h"
+#include "graph/batch_dim.h"
 #include "graph/gather_dim.h"
 #include "graph/layer_init.h"
 #include "graph/model_sections.h"
@@ -546,13 +547,7 @@ class GraphLoader : private YamlReader {
     for (const Block& block : graph_.blocks) {
       if (!block.data_parallel) continue;
       auto inside = [&](int producer) { return producer >= block.first_node && producer < block.end_node; };
-      int first_input = -1;
-      for (int n = block.first_node; n < block.end_node && first_input < 0; ++n)
-        for (int v : graph_.nodes[n].inputs)
-          if (!inside(graph_.values[v].producer)) {
-            first_input = v;
-            break;
-          }
+      const int first_input = scattered_input(graph_, block);
       if (first_input < 0) continue;
       const SymShape& scattered = graph_.values[first_input].type.shape;
       const int64_t rank = static_cast<int64_t>(scattered.size());
