@@ -42,16 +42,71 @@ double loss_terms(const LossSpec& loss, const Tensor& target) {
   return static_cast<double>(target.numel());
 }
 
+/// Flat ids with offsets: an embedding_bag's two inputs, both fed by the batch. A
+/// micro-batch takes its bags' ids, and their offsets rebased to them.
+struct FlatBags {
+  const GraphInput* ids = nullptr;
+  const GraphInput* offsets = nullptr;
+  bool include_last_offset = false;  // offsets has one entry more than bags: the ids' end
+};
+
+std::vector<FlatBags> flat_bags(const Graph& graph) {
+  auto input_of = [&](int value) -> const GraphInput* {
+    for (const GraphInput& in : graph.inputs)
+      if (in.value == value) return &in;
+    return nullptr;
+  };
+  std::vector<FlatBags> out;
+  for (const Node& node : graph.nodes)
+    if (node.op == "embedding_bag" && node.inputs.size() == 2)
+      if (const GraphInput *ids = input_of(node.inputs[0]), *offsets = input_of(node.inputs[1]); ids && offsets)
+        out.push_back({ids, offsets, node.attrs.get_bool("include_last_offset")});
+  return out;
+}
+
+bool is_flat_bag_input(const std::vector<FlatBags>& bags, const GraphInput& decl) {
+  return std::any_of(bags.begin(), bags.end(), [&](const FlatBags& b) { return b.ids == &decl || b.offsets == &decl; });
+}
+
+/// Bags [lo, hi) of `bags` out of `batch` (`size` bags): their ids (a view) and offsets
+/// (rebased to start at 0) into `part`.
+void take_bags(const FlatBags& bags, const TensorMap& batch, int64_t size, int64_t lo, int64_t hi, TensorMap& part) {
+  const Tensor& ids = batch.at(bags.ids->name);
+  const Tensor& offsets = batch.at(bags.offsets->name);
+  const int64_t entries = size + (bags.include_last_offset ? 1 : 0);
+  if (offsets.dim() != 1 || offsets.size(0) != entries || offsets.dtype() != DType::int64 || ids.dim() != 1)
+    throw UserError("'" + bags.offsets->name + "' must hold " + std::to_string(entries) + " int64 offsets into '" +
+                    bags.ids->name + "', one per bag of the batch, to cut the batch into micro-batches; got " +
+                    shape_str(offsets.shape()));
+  const auto off = offsets.span<int64_t>();
+  const int64_t start = off[static_cast<size_t>(lo)];
+  const int64_t end = hi < entries ? off[static_cast<size_t>(hi)] : ids.size(0);
+  if (start < 0 || start > end || end > ids.size(0))
+    throw UserError("the offsets in '" + bags.offsets->name + "' must rise from 0 to at most the " +
+                    std::to_string(ids.size(0)) + " ids of '" + bags.ids->name + "'; bag " + std::to_string(lo) +
+                    " starts at " + std::to_string(start) + " and bag " + std::to_string(hi) + " at " + std::to_string(end));
+  part.emplace(bags.ids->name, samples(ids, 0, start, end));
+  const int64_t count = hi - lo + (bags.include_last_offset ? 1 : 0);
+  Tensor rebased = Tensor::empty({count}, DType::int64);
+  auto r = rebased.span<int64_t>();
+  for (int64_t i = 0; i < count; ++i) r[static_cast<size_t>(i)] = off[static_cast<size_t>(lo + i)] - start;
+  part.emplace(bags.offsets->name, std::move(rebased));
+}
+
 }  // namespace
 
 std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph) {
   TANDEM_ASSERT(parts >= 1, "split_micro_batches: at least one part");
   // Each input and target, and its batch dimension (graph/batch_dim.h): 0 when it has no
   // symbolic dimension or several, as data_columns would refuse to feed it from data anyway.
+  // Flat ids with offsets are cut by bag (take_bags).
+  const std::vector<FlatBags> bags = flat_bags(graph);
   std::vector<std::pair<const GraphInput*, int>> columns;
   for (const std::vector<GraphInput>* decls : {&graph.inputs, &graph.targets})
     for (const GraphInput& decl : *decls)
-      columns.emplace_back(&decl, batch_dim_of(graph.values[decl.value].type.shape).value_or(0));
+      if (!is_flat_bag_input(bags, decl))
+        columns.emplace_back(&decl, batch_dim_of(graph.values[decl.value].type.shape).value_or(0));
+  TANDEM_ASSERT(!columns.empty(), "a batch with no input or target to count its samples by");
   const auto& [first, first_dim] = columns.front();
   const int64_t size = batch.at(first->name).size(first_dim);
   parts = std::min(parts, size);  // an epoch's last batch may hold fewer samples than parts
@@ -66,6 +121,7 @@ std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t part
                         first->name + "' " + std::to_string(size) + ": a batch's inputs and targets must agree");
       out[static_cast<size_t>(j)].batch.emplace(decl->name, samples(t, dim, lo, hi));
     }
+    for (const FlatBags& b : bags) take_bags(b, batch, size, lo, hi, out[static_cast<size_t>(j)].batch);
     lo = hi;
   }
   // A mean loss weighs each part by its share of the batch's terms; a sum adds them.

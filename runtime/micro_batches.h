@@ -23,6 +23,8 @@ struct MicroBatch {
 /// micro-batches as equal as can be, in order (the first ones one sample larger when the
 /// batch does not divide; fewer parts when it has fewer samples, as an epoch's last batch
 /// may). Samples along dimension 0 become views of `batch`; along another dimension, copies.
+/// An embedding_bag's flat ids and offsets are cut by bag: a part takes its bags' ids (a
+/// view) and their offsets, rebased to start at 0.
 std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph);
 
 }  // namespace tandem
