@@ -15,8 +15,9 @@ four. From each trace, per step after the warm-up: the table layers' backward sp
 parameters, some microseconds). The configs run alternated, `--rounds` times; medians.
 Then the step time of the split (`--sim-gpus 1 --placement embeddings-on-cpu`) against the
 cpu alone for the recommender and bench/configs/dlrm_split_train.yaml (8 tables,
-rowwise_adagrad). On a machine without a GPU the GPU is simulated, computing on the same
-cores. Take it with nothing else running.
+rowwise_adagrad), the split also with its batches pipelined in micro-batches
+(`--micro-batches M` for each M of `--micro-batches`, default 2,4). On a machine without a
+GPU the GPU is simulated, computing on the same cores. Take it with nothing else running.
 """
 import argparse
 import json
@@ -70,13 +71,17 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--json", help="write the figures here too")
+    p.add_argument("--micro-batches", default="2,4", help="the split's pipelined runs: micro-batches a step, comma-separated")
+    p.add_argument("--split-only", action="store_true", help="only the split against the cpu alone")
     a = p.parse_args()
+    micro = [int(m) for m in a.micro_batches.split(",") if m]
     common = ["--batch", "2048", "--bind", "tags=16384"]
     work = {name: [] for name in CONFIGS}
     split = {"recommender, rowwise_adagrad": ([], []), "dlrm_split (8 tables)": ([], [])}
+    pipelined = {(name, m): [] for name in split for m in micro}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(a.rounds):
-            for name, config in CONFIGS.items():
+            for name, config in ({} if a.split_only else CONFIGS).items():
                 trace = os.path.join(tmp, "trace.json")
                 run(a.tandem, config, a.steps, common, trace)
                 work[name].append(table_work_ms(trace))
@@ -85,8 +90,27 @@ def main():
                     "dlrm_split (8 tables)": ("bench/configs/dlrm_split_train.yaml", ["--batch", "2048"])}.items():
                 split[name][0].append(run(a.tandem, config, a.steps, extra + SPLIT))
                 split[name][1].append(run(a.tandem, config, a.steps, extra))
+                for m in micro:
+                    pipelined[(name, m)].append(run(a.tandem, config, a.steps, extra + SPLIT + ["--micro-batches", str(m)]))
     result = {"table_work_ms": {}, "split": {}}
-    print("table work a step, ms (medians of %d rounds): backward + zeroing + update = total" % a.rounds)
+    if not a.split_only:
+        print_table_work(work, a.rounds, result)
+    print("training step, ms: split (tables on the cpu, the rest on a GPU) / the cpu alone")
+    for name, (placed, alone) in split.items():
+        s, c = statistics.median(placed), statistics.median(alone)
+        result["split"][name] = {"split_ms": s, "cpu_alone_ms": c, "ratio": s / c}
+        print("  %-30s %7.2f / %7.2f = %.2fx" % (name, s, c, s / c))
+        for m in micro:
+            p_ms = statistics.median(pipelined[(name, m)])
+            result["split"][name]["micro_batches_%d_ms" % m] = p_ms
+            print("  %-30s %7.2f / %7.2f = %.2fx   (%d pipelined micro-batches)" % ("", p_ms, c, p_ms / c, m))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+def print_table_work(work, rounds, result):
+    print("table work a step, ms (medians of %d rounds): backward + zeroing + update = total" % rounds)
     for name, runs in work.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         result["table_work_ms"][name] = med
@@ -98,14 +122,6 @@ def main():
     result["ratios"] = ratios
     for name, r in ratios.items():
         print("  %s: %.2fx" % (name, r))
-    print("training step, ms: split (tables on the cpu, the rest on a GPU) / the cpu alone")
-    for name, (placed, alone) in split.items():
-        s, c = statistics.median(placed), statistics.median(alone)
-        result["split"][name] = {"split_ms": s, "cpu_alone_ms": c, "ratio": s / c}
-        print("  %-30s %7.2f / %7.2f = %.2fx" % (name, s, c, s / c))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

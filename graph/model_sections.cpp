@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "graph/pipeline_check.h"
 #include "graph/text_similarity.h"
 
 namespace tandem {
@@ -43,7 +44,7 @@ class SectionReader : public YamlReader {
     if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
     check_keys(n, {"epochs", "batch", "accumulate", "shuffle", "drop_last", "seed", "validation_split", "optimizer",
                    "optimizer_groups", "schedule", "clip_grad_norm", "loss_scaling", "data", "keep_best",
-                   "early_stop"},
+                   "early_stop", "pipeline"},
                "", "key of train");
     TrainingSpec t;
     auto positive = [&](const char* key, int64_t& out) {
@@ -83,7 +84,21 @@ class SectionReader : public YamlReader {
     if (n["schedule"]) t.schedule = load_schedule(n["schedule"]);
     if (n["loss_scaling"]) t.loss_scaling = load_loss_scaling(n["loss_scaling"]);
     if (n["data"]) t.data = load_data_spec(n["data"]);
+    if (const YAML::Node p = n["pipeline"]) t.micro_batches = load_pipeline(p);
     return t;
+  }
+
+  // `pipeline: {micro_batches: M}` (runtime/exec/pipeline.h): refused where micro-batches
+  // would train another model (graph/pipeline_check.h).
+  int64_t load_pipeline(const YAML::Node& n) {
+    if (!n.IsMap()) fail(n, "", "pipeline must be a mapping such as {micro_batches: 4}; got " + kind_of(n));
+    check_keys(n, {"micro_batches"}, "", "key of pipeline");
+    const YAML::Node m = require(n, "micro_batches", "");
+    const int64_t micro_batches = scalar_int(m, "", "pipeline micro_batches");
+    if (micro_batches < 1) fail(m, "", "pipeline micro_batches must be at least 1");
+    if (micro_batches > 1)
+      if (const Node* node = layer_refusing_micro_batches(graph_)) fail(n, "", micro_batch_refusal(*node, "train: pipeline"));
+    return micro_batches;
   }
 
   // `optimizer:`, or with `group` an entry of `optimizer_groups:`, whose hyperparameters

@@ -91,6 +91,10 @@ struct TrainingSpec {
   /// accumulation): a step takes batch x accumulate samples, a process of a distributed
   /// job communicates once per step.
   int64_t accumulate = 1;
+  /// `pipeline: {micro_batches: M}`: each batch (each accumulated part) cut into M
+  /// micro-batches that flow through the plan's devices one behind the other, so that the
+  /// devices work at once (runtime/exec/pipeline.h); one optimizer step, the same gradients.
+  int64_t micro_batches = 1;
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;

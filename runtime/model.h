@@ -32,6 +32,7 @@ class ForwardExecutor;
 class ParameterDevices;
 class PlacedParameterDevices;
 class TrainingExecutor;
+struct MicroBatch;
 
 class Model {
  public:
@@ -118,6 +119,14 @@ class Model {
   /// returned loss is unscaled.
   LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready = nullptr,
                               float loss_scale = 1.0f);
+  /// loss_and_backward() of a batch cut into micro-batches (`parts`, each with its share of
+  /// the batch's loss and its dropout seed in `seeds`), pipelined through the devices: every
+  /// forward, then every loss, then every backward submitted before the host waits once
+  /// (runtime/exec/pipeline.h). The gradients are the whole batch's, up to the order of the
+  /// sums; the returned loss is the batch's. `ready` hears of the gradients during the last
+  /// micro-batch's backward.
+  LossValue pipelined_loss_and_backward(const std::vector<MicroBatch>& parts, const std::vector<uint64_t>& seeds,
+                                        const GradientReady* ready = nullptr, float loss_scale = 1.0f);
   /// The loss of the batch in inference mode (no gradients).
   LossValue evaluate_loss(const TensorMap& batch);
   /// Parameters were updated in place (an optimizer step, through parameter_devices()):
@@ -200,6 +209,8 @@ class Model {
     Bindings bindings;
     bool training = false;
     bool input_grads = false;
+    /// A pipelined step's micro-batch k runs on executor k: each keeps its own activations.
+    int micro_batch = 0;
     auto operator<=>(const PassKey&) const = default;
   };
   /// The executor of one PassKey: one of the two.
@@ -246,6 +257,9 @@ class Model {
   bool masters_on_host_ = false;
   std::map<PassKey, Pass> passes_;
   const Pass* last_pass_ = nullptr;
+  /// What the devices did in the last pass when it was a pipelined step (its micro-batches'
+  /// executors together); empty otherwise.
+  std::vector<DeviceReport> pipelined_report_;
   std::vector<DeviceReport> device_totals_;
   ForwardHook forward_hook_;
 };

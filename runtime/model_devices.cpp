@@ -9,7 +9,9 @@
 #include "runtime/devices/backend_capabilities.h"
 #include "runtime/devices/device_registry.h"
 #include "runtime/exec/forward_executor.h"
+#include "runtime/exec/pipeline.h"
 #include "runtime/exec/training_executor.h"
+#include "runtime/micro_batches.h"
 #include "runtime/model.h"
 #include "runtime/params/parameter_devices.h"
 
@@ -142,6 +144,7 @@ Model::Pass& Model::pass_for(const PassKey& key) {
     it = passes_.emplace(key, std::move(pass)).first;
   }
   last_pass_ = &it->second;
+  pipelined_report_.clear();
   return it->second;
 }
 
@@ -207,6 +210,31 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const 
   return value;
 }
 
+LossValue Model::pipelined_loss_and_backward(const std::vector<MicroBatch>& parts, const std::vector<uint64_t>& seeds,
+                                             const GradientReady* ready, float loss_scale) {
+  if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
+  check_loss_reaches_parameters(*graph_);
+  TANDEM_ASSERT(!parts.empty() && seeds.size() == parts.size(), "a pipelined step without micro-batches");
+  const LossSpec& loss = *graph_->loss;
+  if (graph_->values[loss.input].producer < 0)
+    throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
+  std::vector<PipelinedMicroBatch> micro;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const TensorMap& batch = parts[k].batch;
+    PipelinedMicroBatch& m = micro.emplace_back();
+    m.executor = pass_for({bind_batch(batch), true, false, static_cast<int>(k)}).training.get();
+    m.inputs = ordered_inputs(batch);
+    m.target = batch.at(graph_->values[loss.target].name);
+    m.seed = seeds[k];
+    m.weight = parts[k].weight;
+  }
+  std::vector<DeviceReport> report;
+  LossValue value = run_pipelined_step(micro, loss, params_version_, ready, loss_scale, report);
+  add_to_totals(device_totals_, report);
+  pipelined_report_ = std::move(report);
+  return value;
+}
+
 LossValue Model::evaluate_loss(const TensorMap& batch) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss");
   bind_batch(batch);
@@ -223,6 +251,7 @@ LossValue Model::evaluate_loss(const TensorMap& batch) {
 
 std::vector<DeviceReport> Model::device_report() const {
   if (!last_pass_) return {};
+  if (!pipelined_report_.empty()) return pipelined_report_;
   return last_pass_->training ? last_pass_->training->report() : last_pass_->inference->report();
 }
 

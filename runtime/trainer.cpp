@@ -13,6 +13,7 @@
 #include "graph/loss_reach.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data_parallel_batches.h"
+#include "graph/pipeline_check.h"
 #include "runtime/micro_batches.h"
 
 namespace tandem {
@@ -88,6 +89,10 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
   if (!model_.graph().loss)
     throw UserError("model '" + model_.graph().name + "' has no loss: add loss: {op: ..., target: ...} to train it");
   check_loss_reaches_parameters(model_.graph());
+  if (spec_.micro_batches < 1) throw UserError("micro_batches must be at least 1, got " + std::to_string(spec_.micro_batches));
+  if (spec_.micro_batches > 1)
+    if (const Node* node = layer_refusing_micro_batches(model_.graph()))
+      throw UserError(micro_batch_refusal(*node, std::to_string(spec_.micro_batches) + " micro-batches a step"));
   // What the loss's gradient reaches is what the optimizer updates: not buffers (running
   // statistics), and not a parameter the loss does not depend on, which torch leaves
   // without a .grad and its optimizers skip (no weight decay, no momentum). A row gradient
@@ -169,11 +174,19 @@ std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, 
       scale_gradients(grads_, static_cast<float>(parts[j - 1].weight / parts[j].weight), rows_, devices);
     // the ranks communicate once a step: during the last part's backward
     const GradientReady* ready = ddp_ && j + 1 == parts.size() ? ddp_->start_backward(step_) : nullptr;
-    const LossValue value =
-        model_.loss_and_backward(parts[j].batch, micro_seed(seed, rank(), static_cast<int64_t>(j)), ready, loss_scale);
+    const LossValue value = loss_and_backward(parts[j].batch, micro_seed(seed, rank(), static_cast<int64_t>(j)), ready, loss_scale);
     loss += parts[j].weight * value.loss;
   }
   return {loss, parts.back().weight};
+}
+
+LossValue Trainer::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale) {
+  if (spec_.micro_batches == 1) return model_.loss_and_backward(batch, seed, ready, loss_scale);
+  std::vector<MicroBatch> parts = split_micro_batches(batch, spec_.micro_batches, model_.graph());
+  std::erase_if(parts, [](const MicroBatch& m) { return m.weight == 0; });  // all its targets ignored: adds nothing
+  std::vector<uint64_t> seeds;  // the first micro-batch draws dropout as the batch would; the others their own streams
+  for (size_t k = 0; k < parts.size(); ++k) seeds.push_back(micro_seed(seed, 0, static_cast<int64_t>(k)));
+  return model_.pipelined_loss_and_backward(parts, seeds, ready, loss_scale);
 }
 
 void Trainer::forget_gradients() noexcept {
@@ -204,7 +217,7 @@ double Trainer::step(const TensorMap& batch) {
       std::tie(loss, weight_left) = accumulate_gradients(batch, seed, loss_scale);
     } else {
       const GradientReady* ready = ddp_ ? ddp_->start_backward(step_) : nullptr;
-      loss = model_.loss_and_backward(batch, micro_seed(seed, rank(), 0), ready, loss_scale).loss;
+      loss = loss_and_backward(batch, micro_seed(seed, rank(), 0), ready, loss_scale).loss;
     }
   } catch (const OutOfMemory& e) {
     // Nothing of the step was applied: the model returned its buffers as the error left it

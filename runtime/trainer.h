@@ -186,6 +186,9 @@ class Trainer {
   /// Returns the batch's loss and the weight still to apply.
   /// `loss_scale` as Model::loss_and_backward's.
   std::pair<double, double> accumulate_gradients(const TensorMap& batch, uint64_t seed, float loss_scale);
+  /// The model's loss_and_backward() of `batch`, pipelined in spec().micro_batches
+  /// micro-batches when there are more than one (runtime/exec/pipeline.h).
+  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale);
   /// Zeroes the gradients of a step that failed; never throws (an error is on its way).
   void forget_gradients() noexcept;
   /// Unscales this step's gradients; whether the step must be skipped (they overflowed), in

@@ -21,7 +21,8 @@ using namespace pybind11::literals;
 const std::vector<std::string> kSettings = {"epochs",   "batch",        "seed",          "optimizer",  "lr",
                                             "momentum", "dampening",    "nesterov",      "weight_decay", "betas",
                                             "eps",      "shuffle",      "drop_last",     "validation_split",
-                                            "clip_grad_norm", "schedule", "loss_scaling"};
+                                            "clip_grad_norm", "schedule", "loss_scaling", "accumulate",
+                                            "micro_batches"};
 
 /// Trainer(loss_scaling={...}): train: loss_scaling's keys over the file's, checked as the
 /// YAML reader checks them (GradScaler's constructor's rules).
@@ -115,7 +116,11 @@ TrainingSpec training_spec(const Graph& graph, const py::dict& settings) {
   if (auto v = get("clip_grad_norm")) spec.clip_grad_norm = v.cast<double>();
   if (auto v = get("schedule")) spec.schedule = schedule_from(v);
   if (auto v = get("loss_scaling")) spec.loss_scaling = loss_scaling_from(v, spec.loss_scaling);
+  if (auto v = get("accumulate")) spec.accumulate = v.cast<int64_t>();
+  if (auto v = get("micro_batches")) spec.micro_batches = v.cast<int64_t>();  // Trainer refuses what cannot be cut
   if (spec.epochs < 1 || spec.batch < 1) throw UserError("Trainer(): epochs and batch must be at least 1");
+  if (spec.accumulate < 1 || spec.micro_batches < 1)
+    throw UserError("Trainer(): accumulate and micro_batches must be at least 1");
   if (spec.validation_split < 0 || spec.validation_split >= 1)
     throw UserError("Trainer(validation_split=" + std::to_string(spec.validation_split) + "): must be within [0, 1)");
   if (o.lr < 0) throw UserError("Trainer(lr=" + std::to_string(o.lr) + "): the learning rate must not be negative");
@@ -141,7 +146,8 @@ py::dict spec_to_python(const TrainingSpec& s) {
     schedule["total_steps"] = s.schedule.total_steps;
     schedule["min_lr"] = s.schedule.min_lr;
   }
-  return py::dict("epochs"_a = s.epochs, "batch"_a = s.batch, "seed"_a = s.seed, "shuffle"_a = s.shuffle,
+  return py::dict("epochs"_a = s.epochs, "batch"_a = s.batch, "accumulate"_a = s.accumulate,
+                  "micro_batches"_a = s.micro_batches, "seed"_a = s.seed, "shuffle"_a = s.shuffle,
                   "keep_best"_a = s.keep_best.empty() ? py::none() : py::cast(s.keep_best),
                   "early_stop"_a = s.early_stop > 0 ? py::cast(s.early_stop) : py::none(),
                   "drop_last"_a = s.drop_last, "validation_split"_a = s.validation_split, "optimizer"_a = optimizer,

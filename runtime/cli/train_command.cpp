@@ -9,6 +9,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "graph/pipeline_check.h"
 #include "runtime/cli/best_epoch.h"
 #include "runtime/cli/bind_option.h"
 #include "runtime/cli/commands.h"
@@ -33,7 +34,7 @@ struct TrainOptions {
   std::string precision;  // --precision, checked by parse_precision_option
   std::string model, data, save, resume, weights, optimizer, save_weights;
   std::optional<bool> shuffle, drop_last;
-  std::optional<int64_t> epochs, batch, accumulate;
+  std::optional<int64_t> epochs, batch, accumulate, micro_batches;
   std::optional<double> lr, validation_split;
   std::optional<uint64_t> seed;
   std::vector<std::string> binds;
@@ -55,6 +56,7 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   if (o.epochs) spec.epochs = *o.epochs;
   if (o.batch) spec.batch = *o.batch;
   if (o.accumulate) spec.accumulate = *o.accumulate;
+  if (o.micro_batches) spec.micro_batches = *o.micro_batches;
   if (o.seed) spec.seed = *o.seed;
   if (!o.keep_best.empty()) spec.keep_best = o.keep_best;
   if (o.early_stop) spec.early_stop = *o.early_stop;
@@ -72,8 +74,12 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
     d.format = "";
     spec.data = d;
   }
-  if (spec.epochs < 1 || spec.batch < 1 || spec.accumulate < 1)
-    throw UserError("--epochs, --batch and --accumulate must be at least 1");
+  for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"--epochs", spec.epochs}, {"--batch", spec.batch},
+                                     {"--accumulate", spec.accumulate}, {"--micro-batches", spec.micro_batches}})
+    if (value < 1) throw UserError(std::string(flag) + " must be at least 1, got " + std::to_string(value));
+  if (o.micro_batches && spec.micro_batches > 1)
+    if (const Node* node = layer_refusing_micro_batches(graph))
+      throw UserError(micro_batch_refusal(*node, "--micro-batches " + std::to_string(spec.micro_batches)));
   if (spec.validation_split < 0 || spec.validation_split >= 1) throw UserError("--validation-split must be within [0, 1)");
   if (spec.optimizer.lr < 0) throw UserError("--lr must not be negative");
   return spec;
@@ -140,6 +146,7 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
 std::string batch_text(const TrainingSpec& spec, const Trainer& trainer) {
   std::string text = fmt::format("batch {}", spec.batch);
   if (spec.accumulate > 1) text += fmt::format(" x accumulate {}", spec.accumulate);
+  if (spec.micro_batches > 1) text += fmt::format(" in {} pipelined micro-batches", spec.micro_batches);
   if (trainer.ranks() > 1) text += fmt::format(" per rank x {} ranks", trainer.ranks());
   if (trainer.global_batch() != spec.batch) text += fmt::format(" = global batch {}", trainer.global_batch());
   return text;
@@ -370,7 +377,8 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   if (!speaks) return 0;
   if (o.json) {
     nlohmann::json j{{"event", "summary"}, {"model", model.graph().name}, {"epochs", epochs}, {"steps", steps},
-                     {"batch", spec.batch}, {"accumulate", spec.accumulate}, {"ranks", trainer.ranks()},
+                     {"batch", spec.batch}, {"accumulate", spec.accumulate},
+                     {"micro_batches", spec.micro_batches}, {"ranks", trainer.ranks()},
                      {"global_batch", trainer.global_batch()}, {"optimizer_state_bytes", trainer.optimizer_state_bytes()},
                      {"seconds", seconds}, {"train_samples", train.size()}, {"validation_samples", validation.size()}};
     for (const char* key : {"validation_accuracy", "validation_auc"})
@@ -440,6 +448,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--batch", o->batch, "samples per step (under mpirun: per rank, as DDP)");
   sub->add_option("--accumulate", o->accumulate,
                   "micro-batches of --batch samples whose gradients one step sums (gradient accumulation)");
+  sub->add_option("--micro-batches", o->micro_batches,
+                  "cut each batch into this many micro-batches that flow through the devices one behind the other, "
+                  "so that they work at once (train: pipeline: {micro_batches: M}); the same gradients");
   sub->add_option("--lr", o->lr, "learning rate");
   sub->add_option("--optimizer", o->optimizer,
                   "sgd, adam, adamw, adagrad, rowwise_adagrad or sparse_adam (the parameters no train: "

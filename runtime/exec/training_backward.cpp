@@ -130,7 +130,10 @@ void TrainingExecutor::backward(const std::vector<int>& seeded, const GradientRe
     DeviceParameterCache::Traffic downloaded = gradient_return_->finish();
     s.devices[0]->counted_here.bytes_in += downloaded.bytes;  // the cpu's side of the GPUs' copies
     s.devices[0]->counted_here.copies_in += downloaded.copies;
-    synchronize_devices(s.devices);  // the optimizer reads the gradients on the host
+    // the optimizer reads the gradients on the host; in a pipelined step, once the step's
+    // last micro-batch is through (the first step, in lockstep, measures before it goes on)
+    if (lockstep_) synchronize_devices(s.devices);
+    else synchronize_unless_pipelined();
     if (lockstep_) {  // the first step, run in lockstep, sets how far later ones may run ahead
       for (size_t d = 0; d < s.devices.size(); ++d) {  // the step's growth: what it held at once above its start
         const size_t peak = s.devices[d]->backend->allocator().peak_bytes();
@@ -142,7 +145,7 @@ void TrainingExecutor::backward(const std::vector<int>& seeded, const GradientRe
   for (Tensor& t : values_) t = Tensor();
   for (size_t slot = 0; slot < grads_.size(); ++slot)  // keep the graph inputs' gradients only
     if (s.slot_keys[slot].second != 0 || graph_.values[s.slot_keys[slot].first].producer >= 0) grads_[slot] = Tensor();
-  finish_report();
+  if (!window_) finish_report();
 }
 
 Tensor TrainingExecutor::input_gradient(size_t index) const {

@@ -11,6 +11,7 @@
 #include "runtime/exec/liveness.h"
 #include "runtime/exec/node_kernels.h"
 #include "runtime/exec/parallel_loss.h"
+#include "runtime/exec/pipeline.h"
 #include "runtime/exec/schedule.h"
 #include "runtime/exec/trace_args.h"
 
@@ -92,8 +93,11 @@ Tensor TrainingExecutor::allocate_on(int device, const Shape& shape, DType dtype
   // The host runs ahead of the lanes, and a buffer it has let go of returns to its pool
   // only once its last reader has run: past the memory the step took in lockstep, wait for
   // the lanes, so that running ahead never costs memory.
-  const size_t in_use = allocator.current_bytes(), step_use = in_use > step_start_[device] ? in_use - step_start_[device] : 0;
-  if (!lockstep_ && step_use + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget_[device]) {
+  // In a pipelined step, the step's growth against the sum of its micro-batches' own.
+  const PipelineWindow::Entry* window = window_ ? window_->find(dev.device) : nullptr;
+  const size_t start = window ? window->start : step_start_[device], budget = window ? window->budget : budget_[device];
+  const size_t in_use = allocator.current_bytes(), step_use = in_use > start ? in_use - start : 0;
+  if (!lockstep_ && step_use + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget) {
     gradient_return_->announce_submitted();  // what is complete need not wait for the rest
     synchronize_devices(schedule_->devices);
   }
@@ -125,7 +129,7 @@ Tensor TrainingExecutor::copy_between(const Tensor& src, int from, int to, const
 void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed, uint64_t params_version,
                                bool training) {
   Schedule& s = *schedule_;
-  start_device_reports(s.devices);
+  if (!window_) begin_report();
   for (size_t d = 0; d < s.devices.size(); ++d) step_start_[d] = s.devices[d]->backend->allocator().current_bytes();
   DeviceParameterCache::Traffic uploaded;  // counted: real traffic
   for (const auto& [name, replicas] : gradient_return_->held_replicas()) uploaded += cache_.hold(name, params_version);
@@ -178,13 +182,17 @@ void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed,
         queue_copy(dev, *s.devices[0], on_device, host, dev.compute, dev.compute->record());
         updated_buffers.emplace_back(cache_.master(name), host);
       }
-    synchronize_devices(s.devices);  // the caller may read the outputs
-    // Only now, with every device's upload of the old values done, the master changes; the
-    // other devices' copies are stale and go up again before their next use.
-    for (auto& [master, host] : updated_buffers) std::memcpy(master.raw_data(), host.raw_data(), host.nbytes());
-    for (const auto& [name, device] : buffers_to_master_) cache_.invalidate(name);
+    if (updated_buffers.empty()) {
+      synchronize_unless_pipelined();  // the caller may read the outputs
+    } else {
+      synchronize_devices(s.devices);
+      // Only now, with every device's upload of the old values done, the master changes; the
+      // other devices' copies are stale and go up again before their next use.
+      for (auto& [master, host] : updated_buffers) std::memcpy(master.raw_data(), host.raw_data(), host.nbytes());
+      for (const auto& [name, device] : buffers_to_master_) cache_.invalidate(name);
+    }
   }
-  finish_report();
+  if (!window_) finish_report();
 }
 
 LossValue TrainingExecutor::loss(const LossSpec& spec, const Tensor& target, bool with_gradient) {
@@ -195,7 +203,7 @@ LossValue TrainingExecutor::loss(const LossSpec& spec, const Tensor& target, boo
   TANDEM_ASSERT(slot >= 0, "the loss's input is not produced");
   const int device = s.slot_keys[slot].second;
   const std::string context = "the loss (" + spec.op + ")";
-  LossValue value;
+  loss_value_ = LossValue{};
   {  // on an error, every buffer of the step goes back to its pool
     ReleaseOnError release(*this);
     Tensor on_device_target = device == 0 ? target : copy_between(target, 0, device, context);
@@ -205,14 +213,14 @@ LossValue TrainingExecutor::loss(const LossSpec& spec, const Tensor& target, boo
       grads_[slot] = allocate_on(device, shapes_[spec.input], DType::float32, context);
       grad = grads_[slot];
     }
-    // the host needs the value: it waits, so `value` may live here
+    // the host reads loss_value_ once the lane has run it: now, or at the pipelined step's end
     TraceLabel label(context);
     PlanDevice& dev = *s.devices[device];
-    dev.backend->loss(*dev.compute, spec, values_[slot], on_device_target, grad, &value);
-    synchronize_devices(s.devices);
+    dev.backend->loss(*dev.compute, spec, values_[slot], on_device_target, grad, &loss_value_);
+    synchronize_unless_pipelined();
   }
-  finish_report();
-  return value;
+  if (!window_) finish_report();
+  return loss_value_;
 }
 
 LossValue TrainingExecutor::parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient) {
@@ -247,7 +255,7 @@ LossValue TrainingExecutor::parallel_loss(const LossSpec& spec, const Tensor& ta
   }
   // Only scalars travelled: each replica's gradient was of its own mean, rescaled to the batch's.
   std::vector<float> scales;
-  LossValue total = combine_parallel_losses(values, spec.reduction == "mean", scales);
+  loss_value_ = combine_parallel_losses(values, spec.reduction == "mean", scales);
   if (with_gradient && spec.reduction == "mean")
     for (size_t k = 0; k < n; ++k) {
       TraceLabel label("the parallel loss's gradient rescaled to the batch's mean");
@@ -255,8 +263,8 @@ LossValue TrainingExecutor::parallel_loss(const LossSpec& spec, const Tensor& ta
       dev.backend->scale(*dev.compute, grads_[slots[k]], scales[k]);
       after_submit();
     }
-  finish_report();
-  return total;
+  if (!window_) finish_report();
+  return loss_value_;
 }
 
 void TrainingExecutor::scale_loss_gradients(float factor) {
@@ -282,6 +290,34 @@ void TrainingExecutor::seed_gradient(int value, const Tensor& grad) {
   }
 }
 
+void TrainingExecutor::begin_report() { start_device_reports(schedule_->devices); }
+
 void TrainingExecutor::finish_report() { report_ = device_reports(schedule_->devices); }
+
+std::vector<DeviceReport> TrainingExecutor::counted_by_host() const {
+  std::vector<DeviceReport> out;
+  for (const auto& d : schedule_->devices) {
+    DeviceReport& r = out.emplace_back();
+    r.device = d->device;
+    r.bytes_in = d->counted_here.bytes_in;
+    r.bytes_out = d->counted_here.bytes_out;
+    r.copies_in = d->counted_here.copies_in;
+    r.copies_out = d->counted_here.copies_out;
+  }
+  return out;
+}
+
+void TrainingExecutor::wait_for_lanes() { synchronize_devices(schedule_->devices); }
+
+void TrainingExecutor::synchronize_unless_pipelined() {
+  if (!window_) synchronize_devices(schedule_->devices);
+}
+
+void TrainingExecutor::add_to_window(PipelineWindow& window) const {
+  for (size_t d = 0; d < schedule_->devices.size(); ++d) {
+    const PlanDevice& dev = *schedule_->devices[d];
+    window.add(dev.device, dev.backend->allocator().current_bytes(), budget_[d]);
+  }
+}
 
 }  // namespace tandem

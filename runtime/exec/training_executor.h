@@ -54,6 +54,7 @@ namespace tandem {
 class DeviceRegistry;
 class GradientReturn;
 class Schedule;
+struct PipelineWindow;
 
 /// Not thread-safe. Keeps references to the graph's nodes, the cache and the registry,
 /// which must outlive it; it copies the plan.
@@ -74,6 +75,9 @@ class TrainingExecutor {
   /// The loss of the last forward, computed on the device of spec.input (the host `target`
   /// is copied there); with `with_gradient`, writes the gradient seed for backward().
   LossValue loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
+  /// The last loss() computed: what it returned, or in a pipelined step (join_pipeline) the
+  /// value once the step has waited for the lanes.
+  const LossValue& last_loss() const { return loss_value_; }
   /// The values loss() wrote gradient seeds for: the loss's input, or with a parallel loss
   /// each replica's share of it. What backward() starts from.
   const std::vector<int>& loss_seeds() const { return loss_seeds_; }
@@ -116,8 +120,29 @@ class TrainingExecutor {
     const int exceptions_;
   };
 
+  /// One micro-batch of a pipelined step (pipeline.h) shares the devices with the step's
+  /// other micro-batches: with a window, forward(), loss() and backward() leave the waiting
+  /// for the lanes to the step (they wait only where the host must read a value: a buffer
+  /// a GPU updated, a parallel loss's scalars), open no report of their own, and the memory
+  /// they may take before the host waits is the step's (`window`). Null: passes alone.
+  void join_pipeline(const PipelineWindow* window) { window_ = window; }
+  /// Adds this executor's devices to a pipelined step's window: what each holds now (the
+  /// first executor to name a device sets it) and how far this executor's first step, run
+  /// in lockstep, grew its pool.
+  void add_to_window(PipelineWindow& window) const;
+  /// Waits until the lanes have run everything submitted to the plan's devices (rethrows a
+  /// failed task's error).
+  void wait_for_lanes();
+  /// Opens the device report's window (forward() does, outside a pipelined step).
+  void begin_report();
+  /// Closes it: report() covers what the lanes ran since begin_report().
+  void finish_report();
+
   /// One entry per device the plan uses (the cpu first), from the last forward to now.
   const std::vector<DeviceReport>& report() const { return report_; }
+  /// Of report(), what this executor counted itself (the host's side of copies, uploads):
+  /// what another executor's report of the same window lacks.
+  std::vector<DeviceReport> counted_by_host() const;
   const Plan& plan() const { return plan_; }
 
  private:
@@ -144,7 +169,8 @@ class TrainingExecutor {
   /// named "`context` `phase`" when it fails (joined only then: this runs per layer).
   Tensor allocate_on(int device, const Shape& shape, DType dtype, const std::string& context,
                      Allocator* memory = nullptr, const char* phase = nullptr);
-  void finish_report();
+  /// Waits for every lane, unless a pipelined step will.
+  void synchronize_unless_pipelined();
   void clear() noexcept;
 
   const Plan plan_;
@@ -170,6 +196,8 @@ class TrainingExecutor {
   bool lockstep_ = true;  // until the first backward has measured the peaks
   std::vector<int> loss_seeds_;
   uint64_t params_version_ = kUnknownParamsVersion;  // the last forward's, for backward
+  LossValue loss_value_;  // written by the lane that computes the loss
+  const PipelineWindow* window_ = nullptr;
   std::vector<DeviceReport> report_;
 };
 

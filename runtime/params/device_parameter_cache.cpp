@@ -127,9 +127,19 @@ void DeviceParameterCache::zero_gradients(const std::vector<std::pair<std::strin
   // only those not already zeroed on the copy_out lane after their last trip to the host,
   // and not the first replica's of a held parameter (it accumulates across calls, until
   // zero_held_gradients).
+  std::vector<Device> zeroed_behind_copies;
   for (const auto& key : keys) {
     Entry& e = entries_.at(key);
-    if (e.grad_zeroed) continue;
+    if (e.grad_zeroed) {
+      // zeroed on the copy_out lane: the backward's kernels wait for it (the host may not
+      // have: a pipelined step's micro-batches follow each other without waiting)
+      if (std::find(zeroed_behind_copies.begin(), zeroed_behind_copies.end(), key.second) == zeroed_behind_copies.end()) {
+        Backend& backend = registry_.backend(key.second);
+        backend.lane(LaneKind::compute).wait(backend.lane(LaneKind::copy_out).record());
+        zeroed_behind_copies.push_back(key.second);
+      }
+      continue;
+    }
     if (auto h = holdings_.find(key.first); h != holdings_.end() && !h->second.devices.empty() &&
                                              h->second.devices.front() == key.second)
       continue;

@@ -157,6 +157,24 @@ def test_accumulation_trains_as_the_larger_batch_and_the_log_says_the_global_bat
     assert text.stdout.count("training 'cli_ddp'") == 1
 
 
+def test_pipelined_micro_batches_under_mpirun_train_as_one_process(scratch):
+    # each rank's batch of 12 pipelined in 3 micro-batches over the cpu and a simulated GPU:
+    # the one process at 24 with whole batches on the cpu alone
+    directory, data = scratch
+    model = write_model(directory, optimizer="sgd", lr=0.05)
+    flags = ["--no-shuffle", "--drop-last", "--epochs", "1"]
+    alone = result(train(1, model, data, "--batch", "24", "--save-weights", str(directory / "one.st"), *flags))
+    split = ["--sim-gpus", "1", "--place", "fc1=cpu", "--place", "fc2=cuda:0"]
+    done = train(2, model, data, "--batch", "12", "--micro-batches", "3", *split, "--save-weights",
+                 str(directory / "pipelined.st"), *flags)
+    pipelined = result(done)
+    assert pipelined["micro_batches"] == 3 and pipelined["steps"] == alone["steps"]
+    assert max_relative_error(read_safetensors(directory / "pipelined.st"), read_safetensors(directory / "one.st")) <= 1e-5
+    text = train(2, model, data, "--batch", "12", "--micro-batches", "3", *split, *flags, json_output=False)
+    assert text.returncode == 0, text.stderr
+    assert "batch 12 in 3 pipelined micro-batches per rank x 2 ranks = global batch 24" in text.stdout
+
+
 def test_rank_0_alone_writes_the_json_lines_and_the_log_dir(scratch):
     directory, data = scratch
     model = write_model(directory)

@@ -191,6 +191,7 @@ def test_trainer_setting_and_data_errors():
         (dict(optimizer="adm"), "Trainer(optimizer='adm'): unknown optimizer (did you mean 'adam'?)"),
         (dict(epoch=3), "Trainer(): no setting 'epoch' (did you mean 'epochs'?)"),
         (dict(batch=0), "Trainer(): epochs and batch must be at least 1"),
+        (dict(micro_batches=0), "Trainer(): accumulate and micro_batches must be at least 1"),
         (dict(validation_split=1.5), "Trainer(validation_split=1.500000): must be within [0, 1)"),
         (dict(schedule="linear"), "Trainer(schedule='linear'): unknown schedule"),
     ]:

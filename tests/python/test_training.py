@@ -84,6 +84,21 @@ def test_placed_fit_is_the_placed_cli_run(tmp_path):
     assert [d["device"] for d in cli["devices"]] == [r.device for r in totals]
 
 
+def test_pipelined_micro_batches_from_python_are_the_cli_run(tmp_path):
+    # Trainer(micro_batches=M) is --micro-batches M, bit for bit; and it trains as whole batches
+    flags = ["--epochs", "1", "--sim-gpus", "2", "--place", "fc1=cuda:0", "--place", "fc3=cuda:1", "--optimizer", "sgd",
+             "--lr", "0.05"]
+    cli = cli_train(*flags, "--micro-batches", "3", weights=tmp_path / "cli.safetensors")
+    whole = cli_train(*flags, weights=tmp_path / "whole.safetensors")
+    assert cli["micro_batches"] == 3 and cli["steps"] == whole["steps"]
+    model = tandem.Model.load(config("digits_mlp.yaml")).place(sim_gpus=2, place={"fc1": "cuda:0", "fc3": "cuda:1"})
+    history = tandem.Trainer(model, optimizer="sgd", lr=0.05, epochs=1, micro_batches=3).fit(verbose=False)
+    assert_same_run(history, cli, model, tmp_path / "cli.safetensors")
+    reference = weights_of(tmp_path / "whole.safetensors")
+    for name, value in model.state_dict().items():
+        assert_close(value, reference[name], 1e-5)
+
+
 def test_fit_on_arrays_is_the_run_on_the_file(tmp_path):
     with gzip.open(DIGITS, "rt") as f:
         table = numpy.loadtxt(f, delimiter=",")

@@ -276,3 +276,25 @@ TEST_CASE("train: accumulate below 1 is refused at its line, and so is --accumul
   CHECK_THAT(out, Catch::Contains("--accumulate must be at least 1"));
   std::filesystem::remove(path);
 }
+
+TEST_CASE("train: --micro-batches below 1, or over a batch norm, is refused with exit code 2; the header says the micro-batches",
+          "[train][keys]") {
+  const std::string path = scratch_file("micro_batches.yaml");
+  std::ofstream(path) << "name: mb\ninputs:\n  x: {shape: [batch, 4]}\ntargets:\n  y: {shape: [batch, 2]}\nlayers:\n"
+                         "  - {name: fc, op: linear, in_features: 4, out_features: 2}\n"
+                         "loss: {op: mse_loss, input: fc, target: y}\ntrain: {batch: 6}\n";
+  int code = 0;
+  std::string out = run_cli("train " + path + " --micro-batches 0 --bench-steps 1", &code);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("--micro-batches must be at least 1"));
+  out = run_cli("train " + path + " --micro-batches 3 --bench-steps 2", &code);
+  CHECK(code == 0);
+  CHECK_THAT(out, Catch::Contains("batch 6 in 3 pipelined micro-batches"));
+  std::ofstream(path) << "name: mb\ninputs:\n  x: {shape: [batch, 2, 2, 2]}\ntargets:\n  y: {shape: [batch, 8]}\nlayers:\n"
+                         "  - {name: norm, op: batch_norm2d, num_features: 2}\n  - {name: flat, op: flatten}\n"
+                         "loss: {op: mse_loss, input: flat, target: y}\ntrain: {batch: 6}\n";
+  out = run_cli("train " + path + " --micro-batches 2 --bench-steps 1", &code);
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Contains("--micro-batches 2") && Catch::Contains("layer 'norm' (batch_norm2d"));
+  std::filesystem::remove(path);
+}

@@ -1,0 +1,68 @@
+// A pipelined training step (`train: pipeline: {micro_batches: M}`): the step's batch cut
+// into micro-batches that flow through the plan's devices one behind the other, so that the
+// cpu looks up micro-batch k+1's tables while a GPU runs micro-batch k's layers, and in
+// backward the GPU runs micro-batch k+1's layers while the cpu updates k's table gradients.
+//
+// Each micro-batch has a training executor of its own (its activations and gradients), and
+// all of them submit to the same device lanes. The host submits every forward, then every
+// loss, then every backward, and waits for the lanes once, at the end: a lane runs its work
+// in the order it was given, so each device takes the micro-batches in turn, and a device
+// waits for another only where a copy or a gradient crosses between them (GPipe's fill and
+// drain). The losses come after every forward because a GPU's loss is read back by the host
+// (it would hold the host, and with it the next forward's submission, until the GPU got
+// there). What the micro-batches hold at once is what one whole batch would: the sum of
+// their activations.
+//
+// Each micro-batch's loss gradient is scaled by its share of the step's loss (weight: its
+// samples over the batch's, or 1 for a sum), so the gradients the micro-batches accumulate
+// are those of the whole batch, up to the order of the sums. Dropout draws per micro-batch.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "backends/loss_value.h"
+#include "core/device.h"
+#include "core/tensor.h"
+#include "graph/training_spec.h"
+#include "runtime/devices/device_report.h"
+#include "runtime/exec/gradient_ready.h"
+
+namespace tandem {
+
+class TrainingExecutor;
+
+/// What a pipelined step may hold on each device before the host waits for the lanes: its
+/// micro-batches' growth together, measured from what the device held when the step began.
+struct PipelineWindow {
+  struct Entry {
+    Device device;
+    size_t start = 0;   // bytes in use when the step began
+    size_t budget = 0;  // the sum of the micro-batches' own growth (their first steps')
+  };
+  std::vector<Entry> devices;
+
+  /// The first call for a device sets its start; every call adds to its budget.
+  void add(Device device, size_t start, size_t budget);
+  const Entry* find(Device device) const;
+};
+
+/// One micro-batch of a pipelined step.
+struct PipelinedMicroBatch {
+  TrainingExecutor* executor = nullptr;  // its own: no two micro-batches share one
+  std::vector<Tensor> inputs;            // graph-input order, on the cpu
+  Tensor target;
+  uint64_t seed = 0;    // dropout's
+  double weight = 1;    // its share of the step's loss
+};
+
+/// Runs the micro-batches' forwards, losses and backwards as one step and waits for it; the
+/// parameter gradients accumulate as one backward of the whole batch would write them.
+/// `ready` (data parallelism over processes) hears of each gradient during the last
+/// micro-batch's backward. `loss_scale` multiplies every loss gradient (fp16 loss scaling).
+/// Returns the step's loss (each micro-batch's weighted by its share), and in `report` what
+/// the devices did during the step.
+LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const LossSpec& loss, uint64_t params_version,
+                             const GradientReady* ready, float loss_scale, std::vector<DeviceReport>& report);
+
+}  // namespace tandem
