@@ -126,4 +126,8 @@ py::object register_forward_hook(const std::shared_ptr<PyForwardHooks>& hooks, p
   return py::cast(HookHandle{hooks, id});
 }
 
+void copy_forward_hooks(const std::shared_ptr<PyForwardHooks>& from, const std::shared_ptr<PyForwardHooks>& to) {
+  for (const auto& [id, entry] : from->entries) register_forward_hook(to, py::function(entry.fn), entry.layer);
+}
+
 }  // namespace tandem::python

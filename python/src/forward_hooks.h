@@ -45,4 +45,8 @@ void register_forward_hook_types(py::module_& module);
 py::object register_forward_hook(const std::shared_ptr<PyForwardHooks>& hooks, py::function fn,
                                  const std::optional<std::string>& layer);
 
+/// Registers every hook of `from` on `to` too (parallel.replicate: torch's replicas call
+/// the module's hooks, whose dict they share).
+void copy_forward_hooks(const std::shared_ptr<PyForwardHooks>& from, const std::shared_ptr<PyForwardHooks>& to);
+
 }  // namespace tandem::python

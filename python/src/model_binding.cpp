@@ -354,6 +354,9 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           "replica in a data_parallel block; `layer` (a layer's or block's path) limits it to the layers under it. "
           "inputs is a tuple and output an array (torch tensors when the forward was given torch tensors): copies "
           "on the host. Returns a handle whose remove() takes the hook off (docs/python.md).")
+      .def(
+          "_copy_forward_hooks_of", [](PyModel& self, PyModel& other) { copy_forward_hooks(other.hooks, self.hooks); },
+          "other"_a, "Registers other's forward hooks on this model too (parallel.replicate's replicas).")
       .def("state_dict", &state_dict,
            "Parameters and buffers by PyTorch's names, in layer order: read-only numpy arrays over the model's "
            "own memory (change them with load_state_dict).")

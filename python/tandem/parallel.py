@@ -80,7 +80,8 @@ def scatter(inputs, target_devices, dim=0):
 def replicate(model, devices):
     """One copy of `model` per device, with its weights, copy k running every layer on
     devices[k] (its model.to(devices[k])), on the devices `model` was placed on
-    (model.place(sim_gpus=N)) where it was.
+    (model.place(sim_gpus=N)) where it was. Each replica calls the forward hooks `model`
+    has now (register_forward_hook), as torch's replicas call the module's.
 
     A model that holds a data_parallel block is refused (tandem.ModelError): its replicas
     would each run the block over the block's own devices, not on devices[k]. torch does
@@ -95,6 +96,7 @@ def replicate(model, devices):
     for device in devices:
         replica = _tandem.Model.from_yaml(model.yaml, model.source)
         replica.load_state_dict(state)
+        replica._copy_forward_hooks_of(model)  # as torch's replicas call the module's hooks
         # on the model's own devices: after model.place(sim_gpus=2), its cuda:0 and cuda:1
         replicas.append(replica._to_devices_of(model, device_name(device)))
     return replicas

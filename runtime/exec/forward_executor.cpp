@@ -89,6 +89,11 @@ void ForwardExecutor::call_hook(const ScheduleAction& a) {
   // before a later layer reuses their buffers; a device's copied to the host on its compute
   // lane right after the layer (ordered as the layer's own reads), the hook on the cpu's
   // lane once the copies are done. So every call of a forward comes on the cpu's lane.
+  // A kernel's lane waited for its inputs; a view's did not (its input may still be on its
+  // way from another lane), and the copies and the hook read them: wait for them here.
+  Lane& reader = *dev.compute;
+  for (int slot : a.in_slots)
+    if (ready_lane_[slot] != &reader) reader.wait(ready_[slot]);
   std::vector<int> slots = a.in_slots;
   slots.push_back(a.out_slot);
   std::vector<Tensor> host;

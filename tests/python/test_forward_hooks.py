@@ -142,3 +142,15 @@ def test_replicating_a_model_that_holds_a_data_parallel_block_is_refused(seed):
         assert "Call the model itself" in message
     # the model itself splits the batch over its block's devices
     assert model(numpy.ones((4, 5), numpy.float32))["model.fc"].shape == (4, 2)
+
+
+def test_replicas_made_by_hand_call_the_models_hooks(seed, rng):
+    model = tandem.Model.from_yaml(MLP)
+    model.init_parameters(seed % 1000)
+    model.place(sim_gpus=2)
+    seen = []
+    model.register_forward_hook(lambda layer, inputs, output: seen.append((layer.device, output.shape)), layer="fc2")
+    x = rng.standard_normal((7, 6)).astype(numpy.float32)
+    y = parallel.data_parallel(model, x, device_ids=[0, 1])["fc2"]
+    assert sorted(seen) == [("cuda:0", (4, 3)), ("cuda:1", (3, 3))]  # torch.chunk's 4 and 3 rows
+    assert_close(y, model.to("cpu")(x)["fc2"], 1e-6)
