@@ -113,6 +113,9 @@ class Backend {
   /// (optional) Why make_kernel would say unsupported for `spec`, without making it;
   /// empty: it can run it. Pure: placement calls it. Default: every op.
   virtual std::string cannot_run(const KernelSpec& spec) const { return {}; }
+  /// (optional) The precision make_kernel's kernel for `spec` does its matrix work in, and
+  /// why when not the one asked for. Pure: `tandem plan` shows it. Default: the asked one.
+  virtual PrecisionChoice runs_in(const KernelSpec& spec) const { return {spec.precision, {}}; }
   /// (optional) One-off preparation its kernels did so far (ComputeOps::preparations).
   virtual int64_t preparations() const { return 0; }
 

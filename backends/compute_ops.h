@@ -33,6 +33,9 @@ class ComputeOps {
   /// The kernel for `spec`. Bad attributes or shapes throw UserError; an op or a dtype the
   /// ops lack is `unsupported`.
   virtual KernelChoice make_kernel(const KernelSpec& spec) = 0;
+  /// (optional) The precision make_kernel's kernel for `spec` runs its matrix work in, and
+  /// why when not the one asked for (Backend::runs_in). Pure. Default: the asked one.
+  virtual PrecisionChoice runs_in(const KernelSpec& spec) const { return {spec.precision, {}}; }
   /// How much one-off preparation its kernels did so far (the cpu: oneDNN primitives
   /// built): a repeated forward must not raise it. Thread-safe.
   virtual int64_t preparations() const = 0;

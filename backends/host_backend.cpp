@@ -21,6 +21,10 @@ KernelChoice HostBackend::make_kernel(const KernelSpec& spec) {
 
 int64_t HostBackend::preparations() const { return ops_ ? ops_->preparations() : 0; }
 
+PrecisionChoice HostBackend::runs_in(const KernelSpec& spec) const {
+  return ops_ ? ops_->runs_in(spec) : PrecisionChoice{spec.precision, {}};
+}
+
 void HostBackend::zero(Lane& lane, const Tensor& t) {
   lane.submit([&ops = ops(), t] { ops.zero(t); });
 }

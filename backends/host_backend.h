@@ -17,6 +17,7 @@ class HostBackend : public Backend {
   /// with that thread's OpenMP settings. UserError as ComputeOps::make_kernel.
   KernelChoice make_kernel(const KernelSpec& spec) override;
   int64_t preparations() const override;
+  PrecisionChoice runs_in(const KernelSpec& spec) const override;
 
   void zero(Lane& lane, const Tensor& t) override;
   void accumulate(Lane& lane, const Tensor& into, const Tensor& from) override;

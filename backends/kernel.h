@@ -17,6 +17,7 @@
 #include "core/touched_rows.h"
 #include "graph/attributes.h"
 #include "graph/precision.h"
+#include "graph/precision_choice.h"
 
 namespace tandem {
 

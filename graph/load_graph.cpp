@@ -15,6 +15,7 @@
 #include "core/readable_file.h"
 #include "graph/batch_dim.h"
 #include "graph/gather_dim.h"
+#include "graph/sample_order.h"
 #include "graph/layer_init.h"
 #include "graph/model_sections.h"
 #include "graph/text_similarity.h"
@@ -573,18 +574,20 @@ class GraphLoader : private YamlReader {
       // replica in training, never gathered there (a sequence model's [T·batch, V] logits):
       // only an inference pass would gather it, and place() refuses that pass, saying why.
       const bool scored_apart = graph_.loss && graph_.loss->parallel;
+      const std::map<int, SampleOrder> orders = sample_orders(graph_, block, dim);
       for (int n = block.first_node; n < block.end_node; ++n) {
         const Value& out = graph_.values[graph_.nodes[n].output];
         const int v = graph_.nodes[n].output;
         if (!read_outside.count(v)) continue;
         if (scored_apart && v == graph_.loss->input && !read_by_layers_outside(block, v)) continue;
         const GatherDim gather = gather_dim_of(out.type.shape, scattered[dim], dim);
-        if (gather.why_not.empty()) continue;
+        const std::string why_not = gather.why_not.empty() ? sample_order_problem(graph_, orders, v) : gather.why_not;
+        if (why_not.empty()) continue;
         throw ModelError(graph_.nodes[n].location.str() + ": layer '" + graph_.nodes[n].path + "': its output " +
                              sym_shape_str(out.type.shape) + " leaves data_parallel block '" + block.path +
                              "' (scattered along dim " + std::to_string(dim) + " of '" +
                              graph_.values[first_input].name + "' " + sym_shape_str(scattered) +
-                             "), but cannot be gathered: " + gather.why_not,
+                             "), but cannot be gathered: " + why_not,
                          graph_.nodes[n].location);
       }
     }

@@ -587,8 +587,11 @@ Plan place(const Graph& given, const DeviceInventory& inventory, const Placement
     pass3_fallback(ctx);
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const Decision& d = ctx.decisions[i];
+      const PrecisionChoice precision = policy.runs_in
+                                            ? policy.runs_in(*d.device, graph, graph.nodes[i], ctx.bindings)
+                                            : PrecisionChoice{layer_precision(graph, graph.nodes[i]), {}};
       ctx.plan.steps.push_back({static_cast<int>(i), *d.device, d.reason, ctx.param_bytes[i],
-                                ctx.value_bytes[graph.nodes[i].output]});
+                                ctx.value_bytes[graph.nodes[i].output], precision});
     }
     pass4_partition(ctx);
     pass5_estimate(ctx);

@@ -57,6 +57,10 @@ struct PlacementPolicy {
   /// backend's word, such as "conv2d: cuDNN pads symmetrically"); empty when it can. Unset:
   /// every device runs every layer. The runtime asks the backends (backend_capabilities.h).
   std::function<std::string(Device, const Graph&, const Node&, const Bindings&)> cannot_run;
+  /// The precision `device`'s kernel runs layer `node` in with these symbol values, and why
+  /// when not the layer's (a small linear that the cpu keeps in fp32). Unset: the layer's
+  /// (layer_precision). The runtime asks the backends (backend_capabilities.h).
+  std::function<PrecisionChoice(Device, const Graph&, const Node&, const Bindings&)> runs_in;
 };
 
 /// The supported policy names, for help texts and errors.

@@ -29,7 +29,8 @@ Plan plan_on_cpu(const Graph& graph) {
   Plan plan;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& node = graph.nodes[i];
-    OpStep step{static_cast<int>(i), Device::cpu(), "no device declared"};
+    // the layer's own precision: no backend is asked here (place() asks the cpu's)
+    OpStep step{static_cast<int>(i), Device::cpu(), "no device declared", 0, 0, {layer_precision(graph, node), {}}};
     if (node.device && node.device->kind != DeviceKind::cpu)
       step.reason = "declared " + node.device->str() + "; every layer on the cpu (--place '*=cpu', Model::to)";
     else if (node.device)

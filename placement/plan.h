@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "graph/graph.h"
+#include "graph/precision_choice.h"
 
 namespace tandem {
 
@@ -37,6 +38,9 @@ struct OpStep {
   std::string reason;  // why this device: printed by `tandem check` and `tandem plan`
   size_t parameter_bytes = 0;   // float32 parameters of the layer (place() fills it)
   size_t activation_bytes = 0;  // its output under the plan's bindings (place() fills it)
+  /// What its matrix work runs in on `device`, as that device's kernel will (the layer's
+  /// precision, or fp32 with the reason: PlacementPolicy::runs_in); place() fills it.
+  PrecisionChoice precision;
 };
 
 /// A maximal run of consecutive op steps on one device: steps [first_step, end_step).

@@ -23,6 +23,8 @@ class CpuComputeOps final : public ComputeOps {
     return {factory(context_, spec), {}};
   }
 
+  PrecisionChoice runs_in(const KernelSpec& spec) const override { return kernel_precision(spec); }
+
   int64_t preparations() const override { return context_.primitives_created(); }
 
   void zero(const Tensor& t) override {

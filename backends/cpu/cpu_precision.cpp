@@ -8,6 +8,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backends/linear_plan.h"
+#include "backends/matmul_plan.h"
+
 namespace tandem::cpu {
 namespace {
 
@@ -47,6 +50,31 @@ Precision cpu_precision(Precision requested) {
 }  // namespace tandem::cpu
 
 namespace tandem::cpu {
+
+bool runs_as_fp32_loop(int64_t multiply_adds, int64_t k) {
+  constexpr int64_t kLoopMaxMultiplyAdds = 2048;
+  return multiply_adds <= kLoopMaxMultiplyAdds || k == 0;
+}
+
+PrecisionChoice kernel_precision(const KernelSpec& spec) {
+  const Precision asked = spec.precision;
+  if (asked == Precision::fp32 || !op_runs_in_reduced_precision(spec.op)) return {Precision::fp32, {}};
+  if (asked == Precision::fp16) return {Precision::fp32, "the cpu has no fast fp16 matrix work"};
+  if (!cpu_has_bf16()) return {Precision::fp32, "this CPU lacks avx512_bf16"};
+  if (!cpu_has_bf16_kernel(spec.op))
+    return {Precision::fp32, "the cpu has no bf16 " + spec.op + " kernel (as torch 1.13's cpu autocast)"};
+  if (spec.op == "linear") {
+    const LinearPlan p = plan_linear(spec);
+    if (runs_as_fp32_loop(p.m * p.n * p.k, p.k))
+      return {Precision::fp32, std::to_string(p.m * p.n * p.k) + " multiply-adds: small enough for the fp32 loop"};
+  } else if (spec.op == "matmul") {
+    const MatmulPlan p = plan_matmul(spec.inputs.at(0).shape, spec.inputs.at(1).shape);
+    const int64_t multiply_adds = p.batches * p.m * p.n * p.k;
+    if (runs_as_fp32_loop(multiply_adds, p.k))
+      return {Precision::fp32, std::to_string(multiply_adds) + " multiply-adds: small enough for the fp32 loop"};
+  }
+  return {asked, {}};
+}
 
 bool cpu_has_bf16_kernel(std::string_view op) {
   return op == "linear" || op == "matmul" || op == "conv2d" || op == "multi_head_attention";

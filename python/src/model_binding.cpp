@@ -95,10 +95,15 @@ py::dict forward(PyModel& self, const py::args& args, const py::kwargs& kwargs) 
     inputs.emplace(name, tensor_from_python(value, self.input_descriptions[*index], self.input_dtypes[*index]));
   }
   TensorMap outputs;
-  {
+  self.hooks->as_torch = as_torch;  // what the forward hooks are given
+  try {
     py::gil_scoped_release nogil;
     outputs = self.model->forward(inputs);
+  } catch (...) {
+    self.hooks->error.reset();  // the forward's own error wins
+    throw;
   }
+  self.hooks->raise_pending();
   // `inputs` goes after this, with the GIL: the arrays it shares are given back at once
   return outputs_to_python(graph, outputs, as_torch);
 }
@@ -260,6 +265,7 @@ std::string model_repr(const PyModel& self) {
 
 PyModel::PyModel(Model m, std::string yaml_text, std::string source_name)
     : model(std::make_unique<Model>(std::move(m))), yaml(std::move(yaml_text)), source(std::move(source_name)) {
+  hooks->model = model.get();
   const Graph& g = model->graph();
   for (const GraphInput& in : g.inputs) {
     input_names.push_back(in.name);
@@ -282,6 +288,7 @@ std::optional<size_t> PyModel::input_index(const std::string& name) const {
 }
 
 void register_model(py::module_& module) {
+  register_forward_hook_types(module);
   py::class_<PyModel>(module, "Model", py::dynamic_attr(), R"doc(
 A Tandem model: a layer graph loaded from YAML (docs/yaml-format.md), its parameters, and
 where its layers run. Inputs and outputs are numpy arrays or torch tensors, shared without
@@ -337,6 +344,19 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           },
           "other"_a, "device"_a, py::return_value_policy::reference,
           "to(device) on the devices `other` was placed on (parallel.replicate's replicas).")
+      .def(
+          "register_forward_hook",
+          [](PyModel& self, py::function hook, std::optional<std::string> layer) {
+            return register_forward_hook(self.hooks, std::move(hook), layer);
+          },
+          "hook"_a, "layer"_a = py::none(),
+          "torch's register_forward_hook: hook(layer, inputs, output) after each layer of every forward, once per "
+          "replica in a data_parallel block; `layer` (a layer's or block's path) limits it to the layers under it. "
+          "inputs is a tuple and output an array (torch tensors when the forward was given torch tensors): copies "
+          "on the host. Returns a handle whose remove() takes the hook off (docs/python.md).")
+      .def(
+          "_copy_forward_hooks_of", [](PyModel& self, PyModel& other) { copy_forward_hooks(other.hooks, self.hooks); },
+          "other"_a, "Registers other's forward hooks on this model too (parallel.replicate's replicas).")
       .def("state_dict", &state_dict,
            "Parameters and buffers by PyTorch's names, in layer order: read-only numpy arrays over the model's "
            "own memory (change them with load_state_dict).")
@@ -452,6 +472,22 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
       .def_property_readonly("parameter_count", [](const PyModel& self) { return self.model->graph().parameter_count(); })
       .def_property_readonly("has_loss", [](const PyModel& self) { return self.model->graph().loss.has_value(); })
       .def_property_readonly("placed", [](const PyModel& self) { return self.model->placed(); })
+      .def_property_readonly(
+          "data_parallel_blocks",
+          [](const PyModel& self) {
+            py::list blocks;
+            for (const Block& b : self.model->graph().blocks) {
+              if (!b.data_parallel) continue;
+              std::vector<std::string> devices;
+              for (Device d : b.data_parallel->devices) devices.push_back(d.str());
+              blocks.append(py::dict("path"_a = b.path, "devices"_a = b.data_parallel->all_devices
+                                                                     ? py::object(py::str("all"))
+                                                                     : py::object(py::cast(devices))));
+            }
+            return blocks;
+          },
+          "The model's data_parallel blocks: [{'path': 'encoder', 'devices': ['cuda:0', 'cuda:1']}] ('all' for "
+          "devices: all).")
       .def_property_readonly("yaml", [](const PyModel& self) { return self.yaml; }, "The model's YAML text.")
       .def_property_readonly("source", [](const PyModel& self) { return self.source; })
       .def("__repr__", &model_repr);

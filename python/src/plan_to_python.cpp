@@ -10,8 +10,9 @@ py::dict plan_to_python(const Plan& plan, const Graph& given) {
   py::list layers, segments, copies, devices, notes;
   for (const OpStep& s : plan.steps)
     layers.append(py::dict("path"_a = g.nodes[s.node].path, "op"_a = g.nodes[s.node].op, "device"_a = s.device.str(),
-                           "reason"_a = s.reason, "parameter_bytes"_a = s.parameter_bytes,
-                           "activation_bytes"_a = s.activation_bytes));
+                           "precision"_a = std::string(precision_name(s.precision.precision)),
+                           "precision_reason"_a = s.precision.why, "reason"_a = s.reason,
+                           "parameter_bytes"_a = s.parameter_bytes, "activation_bytes"_a = s.activation_bytes));
   for (const Segment& s : plan.segments)
     segments.append(py::dict("device"_a = s.device.str(), "first_layer"_a = g.nodes[plan.steps[s.first_step].node].path,
                              "last_layer"_a = g.nodes[plan.steps[s.end_step - 1].node].path,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "forward_hooks.h"
 #include "runtime/model.h"
 
 namespace tandem::python {
@@ -31,6 +32,8 @@ struct PyModel {
   std::vector<DType> input_dtypes;
   // "input 'x' of model 'mlp'", made once
   std::vector<std::string> input_descriptions;
+  /// register_forward_hook's hooks (forward_hooks.h).
+  std::shared_ptr<PyForwardHooks> hooks = std::make_shared<PyForwardHooks>();
   /// Index of input `name`, or nullopt.
   std::optional<size_t> input_index(const std::string& name) const;
 };

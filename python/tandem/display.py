@@ -32,7 +32,8 @@ def _html_table(headers, rows):
 
 class Plan:
     """Where each layer runs, and why. Attributes: model, policy, training, batch, layers
-    (path, op, device, reason, parameter_bytes, activation_bytes), segments, copies (value,
+    (path, op, device, precision, precision_reason, reason, parameter_bytes, activation_bytes:
+    precision is what the layer's kernel runs in there), segments, copies (value,
     from_, to, bytes, direction, reason), devices (the memory estimate per device: parameter,
     activation, gradient, optimizer and peak bytes, capacity), notes."""
 

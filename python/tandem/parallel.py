@@ -80,15 +80,40 @@ def scatter(inputs, target_devices, dim=0):
 def replicate(model, devices):
     """One copy of `model` per device, with its weights, copy k running every layer on
     devices[k] (its model.to(devices[k])), on the devices `model` was placed on
-    (model.place(sim_gpus=N)) where it was."""
+    (model.place(sim_gpus=N)) where it was. Each replica calls the forward hooks `model`
+    has now (register_forward_hook), as torch's replicas call the module's.
+
+    A model that holds a data_parallel block is refused (tandem.ModelError): its replicas
+    would each run the block over the block's own devices, not on devices[k]. torch does
+    the same to a module holding an nn.DataParallel (replicate copies its device_ids), and
+    then fails at run time on every replica but the one on device_ids[0] ("module must have
+    its parameters and buffers on device ..."): nested data parallelism is a mistake there,
+    and Tandem refuses nested data_parallel blocks in a model file too. Here it is refused
+    up front, saying which block and what to do instead."""
+    _refuse_data_parallel_blocks(model, "replicate")
     state = model.state_dict()
     replicas = []
     for device in devices:
         replica = _tandem.Model.from_yaml(model.yaml, model.source)
         replica.load_state_dict(state)
+        replica._copy_forward_hooks_of(model)  # as torch's replicas call the module's hooks
         # on the model's own devices: after model.place(sim_gpus=2), its cuda:0 and cuda:1
         replicas.append(replica._to_devices_of(model, device_name(device)))
     return replicas
+
+
+def _refuse_data_parallel_blocks(model, what):
+    blocks = model.data_parallel_blocks
+    if not blocks:
+        return
+    block = blocks[0]
+    devices = block["devices"] if isinstance(block["devices"], str) else ", ".join(block["devices"])
+    raise _tandem.ModelError(
+        "parallel.%s: model '%s' holds data_parallel block '%s' (devices: %s), which splits each batch over its "
+        "own devices already: each replica would run it there again, not on the replica's device (torch's "
+        "replicate of a module holding an nn.DataParallel keeps its device_ids the same way, and its replicas "
+        "off device_ids[0] then fail). Call the model itself (model(x)) to use the block's data parallelism, or "
+        "replicate a model whose file has no data_parallel: key" % (what, model.name, block["path"], devices))
 
 
 def parallel_apply(modules, inputs, kwargs_tup=None, devices=None):
@@ -157,6 +182,7 @@ def data_parallel(module, inputs=(), device_ids=None, output_device=None, dim=0,
     """torch.nn.parallel.data_parallel for a tandem.Model: replicate, scatter the positional
     `inputs` and `module_kwargs` (named inputs), apply in parallel, gather on output_device
     (default device_ids[0]). device_ids default: every GPU of this machine (or simulated)."""
+    _refuse_data_parallel_blocks(module, "data_parallel")
     devices = [device_name(d) for d in (device_ids if device_ids is not None else _all_gpus())]
     if not devices:
         raise ValueError("data_parallel: no GPUs (give device_ids, or simulate some with TANDEM_SIM_GPUS=N)")

@@ -72,7 +72,8 @@ nlohmann::json to_json(const Graph& given, const Plan& plan) {
     j["layers"].push_back({{"path", g.nodes[s.node].path},
                            {"op", g.nodes[s.node].op},
                            {"device", s.device.str()},
-                           {"precision", precision_name(layer_precision(g, g.nodes[s.node]))},
+                           {"precision", precision_name(s.precision.precision)},
+                           {"precision_reason", s.precision.why},
                            {"reason", s.reason},
                            {"parameter_bytes", s.parameter_bytes},
                            {"activation_bytes", s.activation_bytes}});
@@ -116,8 +117,8 @@ void print_table(const Graph& given, const Plan& plan, const std::string& batch_
              "activation", "reason");
   for (const OpStep& s : plan.steps)
     fmt::print("{:<28} {:<{}} {:<8} {:<9} {:>12} {:>12}  {}\n", g.nodes[s.node].path, g.nodes[s.node].op, op_width, s.device.str(),
-               precision_name(layer_precision(g, g.nodes[s.node])), format_bytes(s.parameter_bytes),
-               format_bytes(s.activation_bytes), s.reason);
+               precision_name(s.precision.precision), format_bytes(s.parameter_bytes), format_bytes(s.activation_bytes),
+               s.precision.why.empty() ? s.reason : s.reason + "; fp32: " + s.precision.why);
   fmt::print("\ncopies (bytes per batch):\n");
   if (plan.copies.empty()) fmt::print("  none: every layer, input and output is on one device\n");
   for (const CopyStep& c : plan.copies)

@@ -8,8 +8,9 @@
 
 namespace tandem {
 
-/// Sets policy.cannot_run to ask registry's backends (Backend::cannot_run) about each layer
-/// at the concrete shapes of placement's symbol values. `registry` must outlive the policy.
+/// Sets policy.cannot_run and policy.runs_in to ask registry's backends (Backend::cannot_run,
+/// Backend::runs_in) about each layer at the concrete shapes of placement's symbol values.
+/// `registry` must outlive the policy.
 void ask_backends(PlacementPolicy& policy, DeviceRegistry& registry);
 
 }  // namespace tandem

@@ -81,10 +81,37 @@ void ForwardExecutor::copy_parameters(uint64_t params_version) {
 
 void ForwardExecutor::call_hook(const ScheduleAction& a) {
   if (!hook_) return;
-  LayerCall call{a.node, schedule_->devices[a.device]->device, {}, value_shapes_[a.node->output]};
+  PlanDevice& dev = *schedule_->devices[a.device];
+  PlanDevice& cpu = *schedule_->devices[0];
+  LayerCall call{a.node, dev.device, {}, value_shapes_[a.node->output], {}, {}};
   for (int v : a.node->inputs) call.input_shapes.push_back(value_shapes_[v]);
-  // after the layer, on its lane
-  schedule_->compute_lane(a).submit([hook = hook_, call = std::move(call)] { (*hook)(call); });
+  // The layer's tensors as the host can read them: a cpu layer's own, read on its lane
+  // before a later layer reuses their buffers; a device's copied to the host on its compute
+  // lane right after the layer (ordered as the layer's own reads), the hook on the cpu's
+  // lane once the copies are done. So every call of a forward comes on the cpu's lane.
+  // A kernel's lane waited for its inputs; a view's did not (its input may still be on its
+  // way from another lane), and the copies and the hook read them: wait for them here.
+  Lane& reader = *dev.compute;
+  for (int slot : a.in_slots)
+    if (ready_lane_[slot] != &reader) reader.wait(ready_[slot]);
+  std::vector<int> slots = a.in_slots;
+  slots.push_back(a.out_slot);
+  std::vector<Tensor> host;
+  for (int slot : slots) {
+    const Tensor& t = slots_[slot];
+    if (&dev == &cpu) {
+      host.push_back(t);
+      continue;
+    }
+    Tensor copy = Tensor::empty(t.shape(), t.dtype());
+    if (t.nbytes() > 0) dev.backend->copy(*dev.compute, buffer_of(copy), buffer_of(t), t.nbytes());
+    host.push_back(std::move(copy));
+  }
+  call.output = host.back();
+  host.pop_back();
+  call.inputs = std::move(host);
+  if (&dev != &cpu) cpu.compute->wait(dev.compute->record());
+  cpu.compute->submit([hook = hook_, call = std::move(call)] { (*hook)(call); });
 }
 
 void ForwardExecutor::run_action(size_t index, uint64_t params_version) {

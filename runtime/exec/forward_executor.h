@@ -59,7 +59,7 @@ class ForwardExecutor {
 
   /// Inputs in graph-input order (cpu tensors, checked by the caller); outputs in
   /// graph-output order, on the cpu. `hook`, when given, is called after each layer, on
-  /// that layer's lane.
+  /// the cpu's lane, with the layer's tensors on the host (forward_hook.h).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, uint64_t params_version, const ForwardHook* hook = nullptr);
 
   /// One entry per device of the plan's inventory that the plan uses (the cpu first), for

@@ -10,7 +10,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "graph/load_graph.h"
 #include "multidevice_support.h"
@@ -189,10 +191,9 @@ layers:
     layers:
       - {name: flat, op: flatten, start_dim: 0, end_dim: 1}
 )");
-  Model bad = Model::load(across);
-  bad.use_devices(sim_gpus(2), policy());
-  CHECK_THROWS_WITH(bad.forward(bad.random_inputs({}, 1)),
-                    Catch::Contains("layer 'net.flat'") && Catch::Contains("cannot be gathered"));
+  // the order of its rows is followed with the fixed extent as a symbol: refused at load
+  CHECK_THROWS_WITH(Model::load(across), Catch::Contains("layer 'net.flat'") && Catch::Contains("cannot be gathered") &&
+                                             Catch::Contains("3 runs"));
   int code = 0;
   const std::string out = run_program(std::string(TANDEM_CLI) + " run " + across + " --sim-gpus 2", &code);
   CHECK(code == 2);
@@ -238,4 +239,86 @@ train:
   CHECK_THROWS_WITH(model.forward(reference.random_inputs(b, 1)),
                     Catch::Contains("layer 'net.head'") && Catch::Contains("cannot be gathered") &&
                         Catch::Contains("loss: parallel: true"));
+}
+
+// cat along the batch's dimension inside a block makes [2*batch, 8] as a flatten of
+// [batch, 2, 8] would, but with all of a's samples before all of b's: concatenating the
+// replicas' outputs would interleave them wrongly. The order of the samples is followed
+// layer by layer (graph/sample_order.h): refused at load where the gather cannot undo it,
+// gathered right where a later layer puts the batch back in a dimension of its own.
+TEST_CASE("a cat along the batch's dimension inside a block is refused unless a layer puts the batch back in order",
+          "[multidevice][data_parallel]") {
+  auto cat_yaml = [](const std::string& tag, const std::string& x, int64_t dim, const std::string& after) {
+    return write_yaml("cat_" + tag, "name: cat_" + tag + R"(
+inputs:
+  x: {shape: )" + x + R"(}
+layers:
+  - name: net
+    data_parallel: {devices: [cuda:0, cuda:1], dim: )" + std::to_string(dim) + R"(}
+    layers:
+      - {name: a, op: linear, in_features: 8, out_features: 8}
+      - {name: b, op: tanh, inputs: [x]}
+      - {name: both, op: cat, dim: )" + std::to_string(dim) + R"(, inputs: [a, b]}
+)" + after);
+  };
+  struct Refused {
+    std::string tag, x;
+    int64_t dim;
+    std::string after, layer, reason;
+  };
+  const std::vector<Refused> refused = {
+      // the issue's case, and the same with a fixed batch (no symbol to tell the shapes apart)
+      {"rows", "[batch, 8]", 0, "", "net.both", "2 runs"},
+      {"fixed", "[6, 8]", 0, "", "net.both", "2 runs"},
+      // a layer after the cat keeps the runs: still refused, naming the cat
+      {"then_relu", "[batch, 8]", 0, "      - {name: act, op: relu}\n", "net.both", "2 runs"},
+      // a sequence-first block, cat along the batch's dim 1
+      {"seq", "[3, batch, 8]", 1, "", "net.both", "2 runs"},
+      // a reshape that splits the batch's index across dimensions
+      {"split", "[batch, 8]", 0, "      - {name: cut, op: reshape, shape: [4, batch, 4]}\n", "net.cut",
+       "splits the batch's index"},
+  };
+  for (const Refused& r : refused) {
+    INFO(r.tag);
+    const std::string yaml = cat_yaml(r.tag, r.x, r.dim, r.after);
+    CHECK_THROWS_AS(Model::load(yaml), ModelError);
+    CHECK_THROWS_WITH(Model::load(yaml), Catch::Contains("cannot be gathered") && Catch::Contains(r.layer) &&
+                                             Catch::Contains(r.reason));
+    int code = 0;
+    const std::string out = run_program(std::string(TANDEM_CLI) + " check " + yaml, &code);
+    CHECK(code == 2);
+    CHECK(out.find("cannot be gathered") != std::string::npos);
+    CHECK(out.find("internal error") == std::string::npos);
+  }
+
+  // Accepted, and computed as on the cpu alone: a cat along another dimension; a cat along
+  // the batch's undone by a reshape to [2, batch, 8] (gathered along dim 1); the same with
+  // a fixed batch.
+  struct Accepted {
+    std::string tag, x, after, target;
+    int64_t batch;
+  };
+  const std::vector<Accepted> accepted = {
+      {"features", "[batch, 8]", "", "[batch, 16]", 5},
+      {"undone", "[batch, 8]", "      - {name: split, op: reshape, shape: [2, batch, 8]}\n", "[2, batch, 8]", 5},
+      {"undone_fixed", "[6, 8]", "      - {name: split, op: reshape, shape: [2, -1, 8]}\n", "[2, 6, 8]", 6},
+  };
+  for (const Accepted& a : accepted) {
+    INFO(a.tag);
+    const bool features = a.tag == "features";
+    std::string yaml_text;
+    {
+      std::ifstream in(cat_yaml(a.tag, a.x, 0, a.after));
+      yaml_text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    if (features) {  // the same layers, concatenated along dim 1
+      const std::string from = "op: cat, dim: 0", to = "op: cat, dim: 1";
+      yaml_text.replace(yaml_text.find(from), from.size(), to);
+    }
+    const std::string last = features ? "net.both" : "net.split";
+    const std::string yaml = write_yaml("cat_" + a.tag + "_trained", yaml_text + "targets:\n  y: {shape: " + a.target +
+                                                                      "}\nloss: {op: mse_loss, input: " + last +
+                                                                      ", target: y}\ntrain:\n  optimizer: {name: sgd, lr: 0.1}\n");
+    check_against_cpu(yaml, 2, a.batch);
+  }
 }

@@ -11,6 +11,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <span>
 #include <string>
 
 #include "multidevice_support.h"
@@ -318,14 +320,30 @@ outputs: [body.fc]
   reference.init_parameters(3);
   model.use_devices(sim_gpus(2), policy());
   std::vector<std::string> replicas;
+  std::map<int, std::pair<Tensor, Tensor>> replica_tensors;  // replica -> its input and output, on the host
   model.set_forward_hook([&](const LayerCall& call) {
-    if (call.node->replica && call.node->replica->kind == ReplicaRole::Kind::replica)
+    if (call.node->replica && call.node->replica->kind == ReplicaRole::Kind::replica) {
       replicas.push_back(call.device.str() + " " + shape_str(call.output_shape));
+      replica_tensors[call.node->replica->replica] = {call.inputs.at(0), call.output};
+    }
   });
   TensorMap in = reference.random_inputs({{"batch", 10}}, 4);
-  CHECK(max_relative_error(model.forward(in), reference.forward(in)) <= 1e-6);
+  const TensorMap got = model.forward(in);
+  CHECK(max_relative_error(got, reference.forward(in)) <= 1e-6);
   std::sort(replicas.begin(), replicas.end());
   CHECK(replicas == std::vector<std::string>{"cuda:0 [7, 2]", "cuda:1 [3, 2]"});
+  // the hook's tensors are the replica's chunk of x and its rows of the output
+  REQUIRE(replica_tensors.size() == 2);
+  const std::span<const float> x = in.at("x").span<float>(), y = got.at("body.fc").span<float>();
+  int64_t row = 0;
+  for (const auto& [k, tensors] : replica_tensors) {
+    const auto& [chunk, out] = tensors;
+    REQUIRE(chunk.shape() == Shape{k == 0 ? 7 : 3, 4});
+    REQUIRE(out.shape() == Shape{k == 0 ? 7 : 3, 2});
+    CHECK(std::equal(chunk.span<float>().begin(), chunk.span<float>().end(), x.begin() + row * 4));
+    CHECK(std::equal(out.span<float>().begin(), out.span<float>().end(), y.begin() + row * 2));
+    row += chunk.shape()[0];
+  }
   // a batch the sizes do not add up to: a clear error, from the API and the CLI (exit 2)
   CHECK_THROWS_WITH(model.forward(reference.random_inputs({{"batch", 8}}, 4)),
                     Catch::Contains("chunk_sizes add up to 10, but the batch being scattered has 8"));

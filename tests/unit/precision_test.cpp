@@ -197,3 +197,71 @@ TEST_CASE("a bf16 model placed on a simulated GPU computes what it computes on t
   const std::string fp32 = run_cli("run " + kMlp + " --batch 4 --json", &code);
   CHECK(values(fp32) != values(on_cpu));
 }
+
+// A linear or matmul of at most 2048 multiply-adds runs as the cpu's plain fp32 loop under
+// bf16 (cpu::kernel_precision, the one rule the kernels follow): `tandem plan` shows the
+// precision that runs, with the reason, and the kernel's output is fp32's to the bit.
+TEST_CASE("tandem plan shows the precision each layer's kernel runs in, and why a small layer keeps fp32",
+          "[precision][cli]") {
+  const std::string file = write_temp("small_head.yaml", R"(name: small_head
+inputs:
+  x: {shape: [batch, 64]}
+layers:
+  - {name: body, op: linear, in_features: 64, out_features: 64}
+  - {name: act, op: relu}
+  - {name: head, op: linear, in_features: 64, out_features: 2}
+)");
+  const std::string big = cpu::cpu_has_bf16() ? "bf16" : "fp32";
+  for (const std::string& where : {std::string(""), std::string(" --sim-gpus 1 --place '*=cuda:0'")}) {
+    INFO("plan" << where);
+    int code = 0;
+    // batch 4: the head is 4*2*64 = 512 multiply-adds, the body 16384
+    nlohmann::json plan = nlohmann::json::parse(run_cli("plan " + file + " --precision bf16 --batch 4 --json" + where, &code));
+    REQUIRE(code == 0);
+    std::map<std::string, nlohmann::json> layer;
+    for (const auto& l : plan["layers"]) layer[l["path"]] = l;
+    CHECK(layer["body"]["precision"] == big);
+    CHECK(layer["act"]["precision"] == "fp32");
+    CHECK(layer["head"]["precision"] == "fp32");
+    if (cpu::cpu_has_bf16()) {
+      CHECK(layer["body"]["precision_reason"] == "");
+      CHECK(layer["head"]["precision_reason"] == "512 multiply-adds: small enough for the fp32 loop");
+    }
+    // batch 32: 4096 multiply-adds, past the loop's 2048: the head runs bf16 too
+    plan = nlohmann::json::parse(run_cli("plan " + file + " --precision bf16 --batch 32 --json" + where, &code));
+    REQUIRE(code == 0);
+    for (const auto& l : plan["layers"])
+      if (l["path"] == "head") CHECK(l["precision"] == big);
+    // the table says it too
+    const std::string table = run_cli("plan " + file + " --precision bf16 --batch 4" + where, &code);
+    REQUIRE(code == 0);
+    CHECK_THAT(table, Catch::Matches("(.|\n)*\nhead +linear +cu?[a-z]+:?[0-9]* +fp32 .*fp32: 512 multiply-adds: small "
+                                     "enough for the fp32 loop\n(.|\n)*"));
+  }
+  // the kernel runs what the plan says: the small head's bf16 output is its fp32 output to
+  // the bit; at batch 32 it runs bf16, and differs where the CPU has bf16
+  const std::string head_only = write_temp("head_only.yaml", R"(name: head_only
+inputs:
+  x: {shape: [batch, 64]}
+layers:
+  - {name: head, op: linear, in_features: 64, out_features: 2}
+)");
+  CHECK(relative_error(run(head_only, Precision::bf16, {{"batch", 4}}, 3), run(head_only, Precision::fp32, {{"batch", 4}}, 3)) == 0);
+  const double at_32 =
+      relative_error(run(head_only, Precision::bf16, {{"batch", 32}}, 3), run(head_only, Precision::fp32, {{"batch", 32}}, 3));
+  if (cpu::cpu_has_bf16()) CHECK(at_32 > 0);
+  CHECK(at_32 <= 1e-2);
+  // without avx512_bf16 every layer runs fp32, and the plan says why
+  int code = 0;
+  const std::string out =
+      run_cli("plan " + file + " --precision bf16 --batch 32 --json", &code, "ONEDNN_MAX_CPU_ISA=AVX512_CORE ");
+  const nlohmann::json plan = nlohmann::json::parse(out.substr(out.find('{')));
+  REQUIRE(code == 0);
+  for (const auto& l : plan["layers"]) {
+    INFO(l["path"]);
+    CHECK(l["precision"] == "fp32");
+    if (l["op"] == "linear") CHECK(l["precision_reason"] == "this CPU lacks avx512_bf16");
+  }
+  std::filesystem::remove(file);
+  std::filesystem::remove(head_only);
+}

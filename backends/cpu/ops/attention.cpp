@@ -58,7 +58,7 @@ using cpu::StridedMatmul;
 class AttentionKernel final : public Kernel {
  public:
   AttentionKernel(CpuContext& ctx, const KernelSpec& spec)
-      : ctx_(ctx), p_(plan_attention(spec)), bf16_(cpu::cpu_precision(spec.precision) == Precision::bf16) {
+      : ctx_(ctx), p_(plan_attention(spec)), bf16_(cpu::kernel_precision(spec).precision == Precision::bf16) {
     const int64_t rq = p_.l * p_.n, rk = p_.s * p_.n, e = p_.e;
     const float scale = 1.f / std::sqrt(static_cast<float>(p_.d));
     const auto t = bf16_ ? memory::data_type::bf16 : memory::data_type::f32;  // the products' operands

@@ -57,7 +57,7 @@ class Conv2dKernel final : public Kernel {
                                        : memory::dims{groups_, o / groups_, w[1], w[2], w[3]};
     const auto f32 = memory::data_type::f32;
     // what the primitives read x, W and dy in; they write y, dx and dW in fp32 either way
-    const auto low = cpu::cpu_precision(spec.precision) == Precision::bf16 ? memory::data_type::bf16 : f32;
+    const auto low = cpu::kernel_precision(spec).precision == Precision::bf16 ? memory::data_type::bf16 : f32;
     const auto any = memory::format_tag::any;
     user_src_ = memory::desc(src_dims, f32, memory::format_tag::nchw);
     user_dst_ = memory::desc(dst_dims, f32, memory::format_tag::nchw);

@@ -34,18 +34,13 @@ namespace {
 
 using dnnl::memory;
 
-/// Up to this many multiply-adds the plain loop beats oneDNN (measured on Zen 4, 2 threads:
-/// 10->20 at batch 1 takes 0.1 us as a loop, 0.29 us through oneDNN; 64->64 0.39 us as
-/// a loop, 0.33 us through oneDNN).
-constexpr int64_t kLinearLoopMaxFlops = 2048;
-
 class LinearKernel final : public Kernel {
  public:
   LinearKernel(CpuContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
     const LinearPlan plan = plan_linear(spec);
     has_bias_ = plan.has_bias;
     m_ = plan.m, n_ = plan.n, k_ = plan.k;
-    use_loop_ = m_ * n_ * k_ <= kLinearLoopMaxFlops || k_ == 0;
+    use_loop_ = cpu::runs_as_fp32_loop(m_ * n_ * k_, k_);
     if (!use_loop_) {
       make_primitive(spec);
       backward_ = cpu::LinearBackwardMatmuls(ctx_, cpu::spec_key(spec), m_, n_, k_, memory::data_type::f32);
@@ -227,11 +222,8 @@ class LinearKernel final : public Kernel {
 
 std::unique_ptr<Kernel> make_linear_kernel(CpuContext& ctx, const KernelSpec& spec) {
   // bf16 where the layer asks for it and the CPU has it; a layer small enough for the
-  // plain loop gains nothing from it and keeps fp32
-  if (cpu::cpu_precision(spec.precision) == Precision::bf16) {
-    const LinearPlan plan = plan_linear(spec);
-    if (plan.m * plan.n * plan.k > kLinearLoopMaxFlops && plan.k > 0) return make_linear_bf16_kernel(ctx, spec);
-  }
+  // plain loop gains nothing from it and keeps fp32 (cpu::kernel_precision)
+  if (cpu::kernel_precision(spec).precision == Precision::bf16) return make_linear_bf16_kernel(ctx, spec);
   return std::make_unique<LinearKernel>(ctx, spec);
 }
 

@@ -35,8 +35,6 @@ namespace {
 
 using dnnl::memory;
 
-constexpr int64_t kMatmulLoopMaxFlops = 2048;
-
 memory::dims plain_strides(const memory::dims& dims) {
   memory::dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
@@ -58,8 +56,8 @@ class MatmulKernel final : public Kernel {
     a_broadcast_ = p.a_broadcast;
     b_broadcast_ = p.b_broadcast;
     const Shape &a = p.a, &b = p.b, &out = p.out;
-    if (batches_ * m_ * n_ * k_ > kMatmulLoopMaxFlops && k_ > 0) {
-      bf16_ = cpu::cpu_precision(spec.precision) == Precision::bf16;
+    if (!cpu::runs_as_fp32_loop(batches_ * m_ * n_ * k_, k_)) {
+      bf16_ = cpu::kernel_precision(spec).precision == Precision::bf16;
       if (bf16_) {
         a16_ = cpu::Bf16Cast(ctx_.engine(), shape_numel(a));
         b16_ = cpu::Bf16Cast(ctx_.engine(), shape_numel(b));
