@@ -7,7 +7,8 @@
 // Training keeps every activation for backward: the activations of a device are all the
 // buffers it holds (its layers' outputs, the copies it receives, and on the cpu the graph
 // inputs), plus, during backward, the gradients of the two largest (an output's and an
-// input's, alive together). The cpu also holds a GPU's parameter gradients once more on
+// input's, alive together). A table that keeps its gradient as rows (`sparse: true`) has
+// the rows a batch looks up for a gradient, not a dense one. The cpu also holds a GPU's parameter gradients once more on
 // their way to the master. Inference on a GPU counts every buffer too (the host submits
 // ahead of the GPU's queue, so all may be held at once); on the cpu a buffer is freed after
 // its last reader, and the activations are its largest live set over the steps. Every
@@ -17,6 +18,7 @@
 #include <map>
 
 #include "core/storage.h"
+#include "graph/row_gradient_tables.h"
 #include "placement/place_passes.h"
 
 namespace tandem::placement_detail {
@@ -68,6 +70,20 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
   return result;
 }
 
+/// The gradient a row-gradient table holds (core/touched_rows.h): a row for each id a batch
+/// looks up, at most the table's rows, in a buffer that grows by doubling from 64 rows; while
+/// it grows the old half is alive beside it.
+size_t row_gradient_bytes(const PlaceContext& ctx, const Node& table) {
+  const ParamSpec& weight = table.params.at(0);
+  const Value& ids = ctx.graph.values[table.inputs.at(0)];
+  const int64_t looked_up = static_cast<int64_t>(ctx.value_bytes[table.inputs.at(0)] / dtype_size(ids.type.dtype));
+  const int64_t rows = std::min(weight.shape.at(0), looked_up);
+  int64_t capacity = 64;
+  while (capacity < rows) capacity *= 2;
+  const size_t row_bytes = static_cast<size_t>(weight.shape.at(1)) * dtype_size(weight.dtype);
+  return allocation_bytes(capacity * row_bytes) + (capacity > 64 ? allocation_bytes(capacity / 2 * row_bytes) : 0);
+}
+
 }  // namespace
 
 void pass5_estimate(PlaceContext& ctx) {
@@ -106,6 +122,21 @@ void pass5_estimate(PlaceContext& ctx) {
       if (!trainable_only || p->trainable) bytes += param_bytes(*p);
     return bytes;
   };
+  // The host's gradients: dense, one per trainable parameter, but for the tables that keep
+  // theirs as rows (a 1,000,000 x 64 table's gradient is the rows a batch looked up).
+  const std::set<std::string> row_tables = ctx.policy.training ? row_gradient_tables(g) : std::set<std::string>{};
+  std::map<std::string, size_t> row_gradients;
+  for (const OpStep& s : plan.steps) {
+    const Node& node = g.nodes[s.node];
+    if (!node.params.empty() && row_tables.count(node.params[0].name))
+      row_gradients[node.params[0].name] = row_gradient_bytes(ctx, node);
+  }
+  auto host_gradient_bytes = [&] {
+    size_t bytes = 0;
+    for (const auto& [name, p] : every)
+      if (p->trainable) bytes += row_gradients.count(name) ? row_gradients[name] : param_bytes(*p);
+    return bytes;
+  };
   // Each step the GPUs' gradients come to the host and are added to the master one device's
   // bucket after another: about one device's worth is there at a time.
   size_t gpu_gradients = 0;
@@ -127,7 +158,7 @@ void pass5_estimate(PlaceContext& ctx) {
         }
       if (host) {
         const size_t trainable = sum(every, true);
-        e.gradient_bytes = trainable + gpu_gradients + largest + second;
+        e.gradient_bytes = host_gradient_bytes() + gpu_gradients + largest + second;
         e.optimizer_bytes = static_cast<size_t>(trainable * ctx.optimizer_factor);
       } else {
         e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
