@@ -18,6 +18,7 @@
 #include <map>
 
 #include "core/storage.h"
+#include "graph/op_schema.h"
 #include "graph/row_gradient_tables.h"
 #include "placement/place_passes.h"
 
@@ -31,6 +32,7 @@ struct Buffer {
   size_t bytes;
   int first;
   int last;
+  int value;
 };
 
 std::vector<Buffer> buffers(const PlaceContext& ctx) {
@@ -41,7 +43,7 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
   auto touch = [&](int value, Device d, int step) {
     auto it = live.find({value, d});
     if (it == live.end())
-      live.emplace(std::make_pair(value, d), Buffer{d, allocation_bytes(ctx.value_bytes[value]), step, step});
+      live.emplace(std::make_pair(value, d), Buffer{d, allocation_bytes(ctx.value_bytes[value]), step, step, value});
     else
       it->second.last = std::max(it->second.last, step);
   };
@@ -84,12 +86,117 @@ size_t row_gradient_bytes(const PlaceContext& ctx, const Node& table) {
   return allocation_bytes(capacity * row_bytes) + (capacity > 64 ? allocation_bytes(capacity / 2 * row_bytes) : 0);
 }
 
+
+/// Inference on the cpu as the forward executor lays it out (runtime/exec/buffer_plan.h):
+/// the intermediates a cpu layer makes and only cpu layers read share a few buffers, each
+/// handed to a later tensor once its tensor's last reader has run (best fit, else the
+/// largest free one grown, else a new one), all held for the executor's life; what the
+/// pass allocates as it runs (the outputs, what crosses to another device) is live from its
+/// step to its last reader, the graph inputs and outputs throughout (the caller holds them:
+/// an output a GPU makes comes to the host, copied or at the end).
+size_t cpu_inference_bytes(const PlaceContext& ctx, const std::vector<Buffer>& all) {
+  const Graph& g = ctx.graph;
+  const Plan& plan = ctx.plan;
+  const int n = static_cast<int>(plan.steps.size());
+  std::vector<int> root(g.values.size());  // a view's storage is its input's
+  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
+  std::vector<bool> local(g.values.size(), false), is_view_output(g.values.size(), false);
+  for (const OpStep& s : plan.steps) {
+    const Node& node = g.nodes[s.node];
+    const OpSchema* schema = find_op_schema(node.op);
+    if (schema && schema->is_view && !node.inputs.empty()) {
+      root[node.output] = root[node.inputs[0]];
+      is_view_output[node.output] = true;
+    } else {
+      local[node.output] = s.device == Device::cpu();
+    }
+  }
+  for (const GraphOutput& out : g.outputs) local[root[out.value]] = false;
+  for (const CopyStep& c : plan.copies) local[root[c.value]] = false;
+  std::vector<int> last_use(g.values.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = g.nodes[plan.steps[i].node];
+    for (int in : node.inputs) {
+      if (plan.steps[i].device != Device::cpu()) local[root[in]] = false;
+      last_use[root[in]] = std::max(last_use[root[in]], i);
+    }
+    last_use[root[node.output]] = std::max(last_use[root[node.output]], i);
+  }
+  // the buffers, walked as plan_buffers walks the schedule
+  std::vector<size_t> buffer_bytes;
+  std::vector<int> free, held(g.values.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = g.nodes[plan.steps[i].node];
+    const int out = node.output;
+    if (local[out]) {
+      const size_t need = ctx.value_bytes[out];
+      int best = -1;
+      for (int b : free)
+        if (buffer_bytes[b] >= need && (best < 0 || buffer_bytes[b] < buffer_bytes[best])) best = b;
+      if (best < 0 && !free.empty()) {
+        best = *std::max_element(free.begin(), free.end(), [&](int x, int y) { return buffer_bytes[x] < buffer_bytes[y]; });
+        buffer_bytes[best] = need;
+      }
+      if (best < 0) {
+        buffer_bytes.push_back(need);
+        best = static_cast<int>(buffer_bytes.size()) - 1;
+      } else {
+        free.erase(std::find(free.begin(), free.end(), best));
+      }
+      held[out] = best;
+    }
+    auto release = [&](int value) {
+      const int r = root[value];
+      if (last_use[r] == i && held[r] >= 0) {
+        free.push_back(held[r]);
+        held[r] = -1;
+      }
+    };
+    for (int in : node.inputs) release(in);
+    release(out);
+  }
+  size_t held_bytes = 0;
+  for (size_t b : buffer_bytes) held_bytes += allocation_bytes((b + 7) / 8 * 8);
+  // the rest: live from the step that makes it to its last reader, graph inputs throughout
+  std::vector<bool> graph_input(g.values.size(), false);
+  std::vector<bool> graph_output(g.values.size(), false);
+  for (const GraphInput& in : g.inputs) graph_input[in.value] = true;
+  for (const GraphOutput& out : g.outputs) graph_output[out.value] = true;
+  // what a copy sends to a GPU: the copy runs on the GPU's queue, which the host submits
+  // ahead of, so the tensor may be held until the host has made the rest of the pass
+  std::vector<bool> sent(g.values.size(), false);
+  for (const CopyStep& c : plan.copies)
+    if (c.forward && c.from == Device::cpu()) sent[c.value] = true;
+  std::vector<int64_t> delta(n + 2, 0);
+  for (const Buffer& b : all) {
+    if (b.device != Device::cpu() || (b.value >= 0 && (local[b.value] || is_view_output[b.value]))) continue;
+    const bool held = b.value >= 0 && (graph_input[b.value] || graph_output[b.value] || sent[b.value]);
+    const int last = held ? n : b.last;
+    delta[b.first] += static_cast<int64_t>(b.bytes);
+    delta[last + 1] -= static_cast<int64_t>(b.bytes);
+  }
+  // an output a GPU makes, and the plan copies nowhere, comes to the host at the end of the
+  // pass, as the caller gets it
+  for (const GraphOutput& out : g.outputs) {
+    const int producer = g.values[out.value].producer;
+    const bool on_host = std::any_of(all.begin(), all.end(), [&](const Buffer& b) {
+      return b.value == out.value && b.device == Device::cpu();
+    });
+    if (producer >= 0 && !on_host) {
+      delta[n] += static_cast<int64_t>(allocation_bytes(ctx.value_bytes[out.value]));
+      delta[n + 1] -= static_cast<int64_t>(allocation_bytes(ctx.value_bytes[out.value]));
+    }
+  }
+  int64_t live = 0, peak = 0;
+  for (int i = 0; i <= n; ++i) peak = std::max(peak, live += delta[i]);
+  return held_bytes + static_cast<size_t>(peak);
+}
+
 }  // namespace
 
 void pass5_estimate(PlaceContext& ctx) {
   const Graph& g = ctx.graph;
   Plan& plan = ctx.plan;
-  const int n = static_cast<int>(plan.steps.size()) + 1;
   std::vector<Buffer> all = buffers(ctx);
   auto param_bytes = [](const ParamSpec& p) {
     return allocation_bytes(static_cast<size_t>(shape_numel(p.shape)) * dtype_size(p.dtype));
@@ -171,15 +278,7 @@ void pass5_estimate(PlaceContext& ctx) {
       for (const Buffer& b : all)
         if (b.device == info.device) e.activation_bytes += b.bytes;
     } else {
-      std::vector<int64_t> delta(n + 1, 0);
-      for (const Buffer& b : all)
-        if (b.device == info.device) {
-          delta[b.first] += static_cast<int64_t>(b.bytes);
-          delta[b.last + 1] -= static_cast<int64_t>(b.bytes);
-        }
-      int64_t live = 0, peak = 0;
-      for (int i = 0; i < n; ++i) peak = std::max(peak, live += delta[i]);
-      e.activation_bytes = static_cast<size_t>(peak);
+      e.activation_bytes = cpu_inference_bytes(ctx, all);
     }
     e.peak_bytes = e.parameter_bytes + e.activation_bytes + e.gradient_bytes + e.optimizer_bytes;
     plan.estimates.push_back(e);
