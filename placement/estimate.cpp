@@ -87,6 +87,15 @@ size_t row_gradient_bytes(const PlaceContext& ctx, const Node& table) {
 }
 
 
+/// Whether `value` is a view's output (flatten, reshape): the storage of its input, no
+/// buffer of its own.
+bool view_of_storage(const Graph& g, int value) {
+  const int producer = g.values[value].producer;
+  if (producer < 0) return false;
+  const OpSchema* schema = find_op_schema(g.nodes[producer].op);
+  return schema && schema->is_view;
+}
+
 /// Inference on the cpu as the forward executor lays it out (runtime/exec/buffer_plan.h):
 /// the intermediates a cpu layer makes and only cpu layers read share a few buffers, each
 /// handed to a later tensor once its tensor's last reader has run (best fit, else the
@@ -258,7 +267,7 @@ void pass5_estimate(PlaceContext& ctx) {
     if (ctx.policy.training) {
       size_t largest = 0, second = 0;
       for (const Buffer& b : all)
-        if (b.device == info.device) {
+        if (b.device == info.device && !(host && b.value >= 0 && view_of_storage(g, b.value))) {
           e.activation_bytes += b.bytes;
           if (b.bytes > largest) second = largest, largest = b.bytes;
           else if (b.bytes > second) second = b.bytes;

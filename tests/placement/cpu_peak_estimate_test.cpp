@@ -5,7 +5,9 @@
 // 8 tables of 1,000,000 x 64 were predicted 3.8 GiB against 1.9 GiB measured. Inference
 // lays the intermediates out in reused buffers (runtime/exec/buffer_plan.h), and the caller
 // holds the inputs and outputs: counted as a live set, transformer_encoder was predicted
-// 177 KiB against 241 KiB measured, char_gru 4.0 MiB against 4.5 MiB.
+// 177 KiB against 241 KiB measured, char_gru 4.0 MiB against 4.5 MiB. In training a view
+// (flatten, reshape) has no buffer of its own: counted as one, char_gru's cpu was 1.17x.
+// Not yet here: digits_cnn's training, predicted 1.46x the measured (docs/placement.md).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -68,6 +70,7 @@ TEST_CASE("the cpu's predicted peak is within 1.15x of the measured one on bundl
       "train " + config("digits_mlp.yaml") + " --bench-steps 2",
       "train " + config("bert_mini.yaml") + " --sim-gpus 4 --bench-steps 2",
       "train " + config("dp_classifier.yaml") + " --sim-gpus 4 --bench-steps 2",
+      "train " + config("char_gru.yaml") + " --sim-gpus 2 --bench-steps 2",
       "run " + dlrm + " --sim-gpus 2 --batch 512",
   };
   std::vector<std::string> commands(std::begin(cases), std::end(cases));
@@ -81,7 +84,7 @@ TEST_CASE("the cpu's predicted peak is within 1.15x of the measured one on bundl
     if (name == "transformer_encoder.yaml") command += " --bind seq=16";
     commands.push_back(command);
   }
-  REQUIRE(commands.size() >= 18);
+  REQUIRE(commands.size() >= 19);
   for (const std::string& command : commands) {
     int code = 0;
     const std::string out = run_cli(command + " --report --json", &code);
