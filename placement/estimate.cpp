@@ -7,7 +7,8 @@
 // Training keeps every activation for backward: the activations of a device are all the
 // buffers it holds (its layers' outputs, the copies it receives, and on the cpu the graph
 // inputs), plus, during backward, the gradients of the two largest (an output's and an
-// input's, alive together). The cpu also holds a GPU's parameter gradients once more on
+// input's, alive together). A table that keeps its gradient as rows (`sparse: true`) has
+// the rows a batch looks up for a gradient, not a dense one. The cpu also holds a GPU's parameter gradients once more on
 // their way to the master. Inference on a GPU counts every buffer too (the host submits
 // ahead of the GPU's queue, so all may be held at once); on the cpu a buffer is freed after
 // its last reader, and the activations are its largest live set over the steps. Every
@@ -17,6 +18,8 @@
 #include <map>
 
 #include "core/storage.h"
+#include "graph/op_schema.h"
+#include "graph/row_gradient_tables.h"
 #include "placement/place_passes.h"
 
 namespace tandem::placement_detail {
@@ -29,6 +32,7 @@ struct Buffer {
   size_t bytes;
   int first;
   int last;
+  int value;
 };
 
 std::vector<Buffer> buffers(const PlaceContext& ctx) {
@@ -39,7 +43,7 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
   auto touch = [&](int value, Device d, int step) {
     auto it = live.find({value, d});
     if (it == live.end())
-      live.emplace(std::make_pair(value, d), Buffer{d, allocation_bytes(ctx.value_bytes[value]), step, step});
+      live.emplace(std::make_pair(value, d), Buffer{d, allocation_bytes(ctx.value_bytes[value]), step, step, value});
     else
       it->second.last = std::max(it->second.last, step);
   };
@@ -68,12 +72,140 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
   return result;
 }
 
+/// The gradient a row-gradient table holds (core/touched_rows.h): a row for each id a batch
+/// looks up, at most the table's rows, in a buffer that grows by doubling from 64 rows; while
+/// it grows the old half is alive beside it.
+size_t row_gradient_bytes(const PlaceContext& ctx, const Node& table) {
+  const ParamSpec& weight = table.params.at(0);
+  const Value& ids = ctx.graph.values[table.inputs.at(0)];
+  const int64_t looked_up = static_cast<int64_t>(ctx.value_bytes[table.inputs.at(0)] / dtype_size(ids.type.dtype));
+  const int64_t rows = std::min(weight.shape.at(0), looked_up);
+  int64_t capacity = 64;
+  while (capacity < rows) capacity *= 2;
+  const size_t row_bytes = static_cast<size_t>(weight.shape.at(1)) * dtype_size(weight.dtype);
+  return allocation_bytes(capacity * row_bytes) + (capacity > 64 ? allocation_bytes(capacity / 2 * row_bytes) : 0);
+}
+
+
+/// Whether `value` is a view's output (flatten, reshape): the storage of its input, no
+/// buffer of its own.
+bool view_of_storage(const Graph& g, int value) {
+  const int producer = g.values[value].producer;
+  if (producer < 0) return false;
+  const OpSchema* schema = find_op_schema(g.nodes[producer].op);
+  return schema && schema->is_view;
+}
+
+/// Inference on the cpu as the forward executor lays it out (runtime/exec/buffer_plan.h):
+/// the intermediates a cpu layer makes and only cpu layers read share a few buffers, each
+/// handed to a later tensor once its tensor's last reader has run (best fit, else the
+/// largest free one grown, else a new one), all held for the executor's life; what the
+/// pass allocates as it runs (the outputs, what crosses to another device) is live from its
+/// step to its last reader, the graph inputs and outputs throughout (the caller holds them:
+/// an output a GPU makes comes to the host, copied or at the end).
+size_t cpu_inference_bytes(const PlaceContext& ctx, const std::vector<Buffer>& all) {
+  const Graph& g = ctx.graph;
+  const Plan& plan = ctx.plan;
+  const int n = static_cast<int>(plan.steps.size());
+  std::vector<int> root(g.values.size());  // a view's storage is its input's
+  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
+  std::vector<bool> local(g.values.size(), false), is_view_output(g.values.size(), false);
+  for (const OpStep& s : plan.steps) {
+    const Node& node = g.nodes[s.node];
+    const OpSchema* schema = find_op_schema(node.op);
+    if (schema && schema->is_view && !node.inputs.empty()) {
+      root[node.output] = root[node.inputs[0]];
+      is_view_output[node.output] = true;
+    } else {
+      local[node.output] = s.device == Device::cpu();
+    }
+  }
+  for (const GraphOutput& out : g.outputs) local[root[out.value]] = false;
+  for (const CopyStep& c : plan.copies) local[root[c.value]] = false;
+  std::vector<int> last_use(g.values.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = g.nodes[plan.steps[i].node];
+    for (int in : node.inputs) {
+      if (plan.steps[i].device != Device::cpu()) local[root[in]] = false;
+      last_use[root[in]] = std::max(last_use[root[in]], i);
+    }
+    last_use[root[node.output]] = std::max(last_use[root[node.output]], i);
+  }
+  // the buffers, walked as plan_buffers walks the schedule
+  std::vector<size_t> buffer_bytes;
+  std::vector<int> free, held(g.values.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = g.nodes[plan.steps[i].node];
+    const int out = node.output;
+    if (local[out]) {
+      const size_t need = ctx.value_bytes[out];
+      int best = -1;
+      for (int b : free)
+        if (buffer_bytes[b] >= need && (best < 0 || buffer_bytes[b] < buffer_bytes[best])) best = b;
+      if (best < 0 && !free.empty()) {
+        best = *std::max_element(free.begin(), free.end(), [&](int x, int y) { return buffer_bytes[x] < buffer_bytes[y]; });
+        buffer_bytes[best] = need;
+      }
+      if (best < 0) {
+        buffer_bytes.push_back(need);
+        best = static_cast<int>(buffer_bytes.size()) - 1;
+      } else {
+        free.erase(std::find(free.begin(), free.end(), best));
+      }
+      held[out] = best;
+    }
+    auto release = [&](int value) {
+      const int r = root[value];
+      if (last_use[r] == i && held[r] >= 0) {
+        free.push_back(held[r]);
+        held[r] = -1;
+      }
+    };
+    for (int in : node.inputs) release(in);
+    release(out);
+  }
+  size_t held_bytes = 0;
+  for (size_t b : buffer_bytes) held_bytes += allocation_bytes((b + 7) / 8 * 8);
+  // the rest: live from the step that makes it to its last reader, graph inputs throughout
+  std::vector<bool> graph_input(g.values.size(), false);
+  std::vector<bool> graph_output(g.values.size(), false);
+  for (const GraphInput& in : g.inputs) graph_input[in.value] = true;
+  for (const GraphOutput& out : g.outputs) graph_output[out.value] = true;
+  // what a copy sends to a GPU: the copy runs on the GPU's queue, which the host submits
+  // ahead of, so the tensor may be held until the host has made the rest of the pass
+  std::vector<bool> sent(g.values.size(), false);
+  for (const CopyStep& c : plan.copies)
+    if (c.forward && c.from == Device::cpu()) sent[c.value] = true;
+  std::vector<int64_t> delta(n + 2, 0);
+  for (const Buffer& b : all) {
+    if (b.device != Device::cpu() || (b.value >= 0 && (local[b.value] || is_view_output[b.value]))) continue;
+    const bool held = b.value >= 0 && (graph_input[b.value] || graph_output[b.value] || sent[b.value]);
+    const int last = held ? n : b.last;
+    delta[b.first] += static_cast<int64_t>(b.bytes);
+    delta[last + 1] -= static_cast<int64_t>(b.bytes);
+  }
+  // an output a GPU makes, and the plan copies nowhere, comes to the host at the end of the
+  // pass, as the caller gets it
+  for (const GraphOutput& out : g.outputs) {
+    const int producer = g.values[out.value].producer;
+    const bool on_host = std::any_of(all.begin(), all.end(), [&](const Buffer& b) {
+      return b.value == out.value && b.device == Device::cpu();
+    });
+    if (producer >= 0 && !on_host) {
+      delta[n] += static_cast<int64_t>(allocation_bytes(ctx.value_bytes[out.value]));
+      delta[n + 1] -= static_cast<int64_t>(allocation_bytes(ctx.value_bytes[out.value]));
+    }
+  }
+  int64_t live = 0, peak = 0;
+  for (int i = 0; i <= n; ++i) peak = std::max(peak, live += delta[i]);
+  return held_bytes + static_cast<size_t>(peak);
+}
+
 }  // namespace
 
 void pass5_estimate(PlaceContext& ctx) {
   const Graph& g = ctx.graph;
   Plan& plan = ctx.plan;
-  const int n = static_cast<int>(plan.steps.size()) + 1;
   std::vector<Buffer> all = buffers(ctx);
   auto param_bytes = [](const ParamSpec& p) {
     return allocation_bytes(static_cast<size_t>(shape_numel(p.shape)) * dtype_size(p.dtype));
@@ -106,6 +238,21 @@ void pass5_estimate(PlaceContext& ctx) {
       if (!trainable_only || p->trainable) bytes += param_bytes(*p);
     return bytes;
   };
+  // The host's gradients: dense, one per trainable parameter, but for the tables that keep
+  // theirs as rows (a 1,000,000 x 64 table's gradient is the rows a batch looked up).
+  const std::set<std::string> row_tables = ctx.policy.training ? row_gradient_tables(g) : std::set<std::string>{};
+  std::map<std::string, size_t> row_gradients;
+  for (const OpStep& s : plan.steps) {
+    const Node& node = g.nodes[s.node];
+    if (!node.params.empty() && row_tables.count(node.params[0].name))
+      row_gradients[node.params[0].name] = row_gradient_bytes(ctx, node);
+  }
+  auto host_gradient_bytes = [&] {
+    size_t bytes = 0;
+    for (const auto& [name, p] : every)
+      if (p->trainable) bytes += row_gradients.count(name) ? row_gradients[name] : param_bytes(*p);
+    return bytes;
+  };
   // Each step the GPUs' gradients come to the host and are added to the master one device's
   // bucket after another: about one device's worth is there at a time.
   size_t gpu_gradients = 0;
@@ -120,14 +267,14 @@ void pass5_estimate(PlaceContext& ctx) {
     if (ctx.policy.training) {
       size_t largest = 0, second = 0;
       for (const Buffer& b : all)
-        if (b.device == info.device) {
+        if (b.device == info.device && !(host && b.value >= 0 && view_of_storage(g, b.value))) {
           e.activation_bytes += b.bytes;
           if (b.bytes > largest) second = largest, largest = b.bytes;
           else if (b.bytes > second) second = b.bytes;
         }
       if (host) {
         const size_t trainable = sum(every, true);
-        e.gradient_bytes = trainable + gpu_gradients + largest + second;
+        e.gradient_bytes = host_gradient_bytes() + gpu_gradients + largest + second;
         e.optimizer_bytes = static_cast<size_t>(trainable * ctx.optimizer_factor);
       } else {
         e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
@@ -140,15 +287,7 @@ void pass5_estimate(PlaceContext& ctx) {
       for (const Buffer& b : all)
         if (b.device == info.device) e.activation_bytes += b.bytes;
     } else {
-      std::vector<int64_t> delta(n + 1, 0);
-      for (const Buffer& b : all)
-        if (b.device == info.device) {
-          delta[b.first] += static_cast<int64_t>(b.bytes);
-          delta[b.last + 1] -= static_cast<int64_t>(b.bytes);
-        }
-      int64_t live = 0, peak = 0;
-      for (int i = 0; i < n; ++i) peak = std::max(peak, live += delta[i]);
-      e.activation_bytes = static_cast<size_t>(peak);
+      e.activation_bytes = cpu_inference_bytes(ctx, all);
     }
     e.peak_bytes = e.parameter_bytes + e.activation_bytes + e.gradient_bytes + e.optimizer_bytes;
     plan.estimates.push_back(e);

@@ -160,7 +160,11 @@ PlaceContext make_context(const Graph& graph, const DeviceInventory& inventory, 
   // Optimizer state per parameter byte: the model's own optimizer when it names one, else Adam.
   if (graph.training) {
     const OptimizerConfig& o = graph.training->optimizer;
-    ctx.optimizer_factor = (o.name == "adam" || o.name == "adamw") ? 2 : (o.momentum != 0 ? 1 : 0);
+    // Adam's two moments (SparseAdam's too, dense as torch's), Adagrad's sum of squares, SGD's
+    // momentum; rowwise_adagrad's one value a row is too small to count
+    ctx.optimizer_factor = (o.name == "adam" || o.name == "adamw" || o.name == "sparse_adam") ? 2
+                           : (o.name == "adagrad" || o.momentum != 0)                          ? 1
+                                                                                                : 0;
   }
   ctx.decisions.resize(graph.nodes.size());
   ctx.plan.policy = policy.name;

@@ -10,6 +10,7 @@
 #include "backends/trace.h"
 #include "graph/load_graph.h"
 #include "graph/loss_reach.h"
+#include "graph/row_gradient_tables.h"
 #include "graph/text_similarity.h"
 #include "runtime/checkpoint_metadata.h"
 #include "runtime/devices/device_registry.h"
@@ -23,27 +24,6 @@
 namespace tandem {
 
 Model Model::load(const std::string& yaml_path, Start start) { return Model(load_graph(yaml_path), start); }
-
-namespace {
-
-/// The weights of `sparse: true` tables that only embedding ops read: their gradients are
-/// kept as rows (core/touched_rows.h, Note [row gradient]). A table another op also reads
-/// (a tied output projection) needs a dense gradient, as torch's sparse flag cannot give.
-std::set<std::string> row_gradient_tables(const Graph& graph) {
-  std::map<std::string, int> readers;
-  std::set<std::string> sparse;
-  for (const Node& node : graph.nodes) {
-    for (const ParamSpec& p : node.params) ++readers[p.name];
-    const bool table = node.op == "embedding" || node.op == "embedding_bag";
-    if (table && node.attrs.has("sparse") && node.attrs.get_bool("sparse")) sparse.insert(node.params.at(0).name);
-  }
-  std::set<std::string> out;
-  for (const std::string& name : sparse)
-    if (readers[name] == 1) out.insert(name);
-  return out;
-}
-
-}  // namespace
 
 Model::Model(Graph graph, Start start)
     : graph_(std::make_unique<const Graph>(std::move(graph))), plan_(plan_on_cpu(*graph_)) {

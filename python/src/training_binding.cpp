@@ -234,7 +234,8 @@ py::list fit(PyTrainer& self, const py::object& data, const py::object& validati
       if (on_step.is_none()) return;
       on_step(py::dict("step"_a = self.trainer.steps_done(), "epoch"_a = self.trainer.epochs_done() + 1,
                        "batch"_a = done, "batches"_a = total, "loss"_a = self.trainer.last_loss(),
-                       "running_loss"_a = running_loss, "lr"_a = lr));
+                       "running_loss"_a = running_loss, "lr"_a = lr,
+                       "samples"_a = self.trainer.last_samples()));
     };
     self.trainer.fit(train, &held_out, checkpoint, epoch_done, step_done);
   }

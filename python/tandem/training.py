@@ -2,9 +2,11 @@
 over the model's train: section as the CLI applies them, so a run from Python repeats the
 CLI's run bit for bit; callbacks see every step and every epoch."""
 import os
+import sys
 import tempfile
 
 from . import _tandem
+from .progress import ProgressBar, wanted as _progress_wanted
 
 __all__ = ["Trainer", "Callback"]
 
@@ -14,7 +16,8 @@ class Callback:
 
     on_step(metrics): after each optimizer step; metrics: step (steps done in all), epoch
     (from 1), batch and batches (within the epoch), loss (this step's, before its update),
-    running_loss (the epoch's mean so far), lr (this step's learning rate).
+    running_loss (the epoch's mean so far), lr (this step's learning rate), samples (this
+    step's).
     on_epoch(metrics): after each epoch, the CLI's --json epoch: epoch (from 1), train_loss,
     step_losses, seconds, samples_per_second and, with validation data, validation_loss and
     validation_accuracy (classification) or validation_auc."""
@@ -125,7 +128,7 @@ class Trainer:
         return self._impl.step(batch)
 
     def fit(self, data=None, epochs=None, callbacks=(), on_step=None, on_epoch=None, validation=None,
-            checkpoint=None, verbose=True, keep_best=None, early_stop=None):
+            checkpoint=None, verbose=True, keep_best=None, early_stop=None, progress=None):
         """Trains until `epochs` epochs are done in all (as `tandem train --epochs`, which a
         resumed run continues to); returns the epochs' metrics (Callback.on_epoch's).
         Another `epochs` than the trainer's makes the run that long: training goes on from
@@ -139,6 +142,10 @@ class Trainer:
         checkpoint: a path written after every epoch (weights and optimizer state).
         verbose: True (the default) prints a line per epoch, as the CLI's log does
         (`epoch   2/10  loss 0.3030  val loss 0.2871  val acc 91.64%  0.12s`); False is silent.
+        progress: a bar redrawn in place as the epoch goes (the CLI's: steps, samples/s,
+        loss, time left), ten times a second at most. None (the default): drawn when
+        verbose and stdout is a terminal or a Jupyter notebook, not a file or a pipe;
+        True: always; False: never (as `tandem train --no-progress`).
         keep_best (default: the model's train: keep_best): 'val_loss', 'val_accuracy' or 'val_auc': also keep the checkpoint of the epoch
         with the best validation value, beside `checkpoint` (CKPT.best.safetensors), as the
         CLI's --keep-best; `trainer.best` then names it. early_stop (default: train: early_stop):
@@ -164,6 +171,11 @@ class Trainer:
         if watch is not None:
             # last: the epoch that stops the run has been reported to the others
             ends = [history.append] + ends + [lambda metrics: watch.on_epoch(metrics, total, verbose)]
+        bar = ProgressBar(total) if _progress_wanted(progress, verbose, sys.stdout) else None
+        if bar is not None:
+            steps.append(bar.step)
+            # erased before anything prints the epoch; the next epoch's clock after it all
+            ends = [lambda metrics: bar.clear()] + ends + [lambda metrics: bar.start_epoch()]
 
         def each(functions):
             if not functions:
@@ -179,6 +191,9 @@ class Trainer:
                                   each(ends))
         except _EarlyStop:
             return history  # the epoch that stopped it ran to its end, its checkpoint written
+        finally:
+            if bar is not None:
+                bar.close()  # a bar left by an exception (Ctrl-C): the traceback on a line of its own
 
     def evaluate(self, data=None):
         """Mean loss (and accuracy or ROC AUC) over `data` in inference mode: a dict with

@@ -19,6 +19,7 @@
 #include "runtime/cli/output_paths.h"
 #include "runtime/cli/placement_options.h"
 #include "runtime/cli/precision_option.h"
+#include "runtime/cli/progress_bar.h"
 #include "runtime/cli/slow_step_note.h"
 #include "runtime/cli/trace_option.h"
 #include "runtime/cli/training_log.h"
@@ -42,6 +43,7 @@ struct TrainOptions {
   bool no_save = false;
   bool json = false;
   bool report = false;
+  bool no_progress = false;  // --no-progress
   std::string trace;  // --trace
   std::string keep_best;             // --keep-best METRIC
   std::optional<int64_t> early_stop;  // --early-stop PATIENCE
@@ -152,11 +154,6 @@ std::string batch_text(const TrainingSpec& spec, const Trainer& trainer) {
   return text;
 }
 
-std::string progress_bar(int64_t done, int64_t total, int width = 24) {
-  int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-  return std::string(filled, '#') + std::string(width - filled, '.');
-}
-
 /// Where the run writes its checkpoints: --save, else the checkpoint it resumes (a run
 /// continued goes on saving where it was saved), unless --no-save.
 std::string checkpoint_path(const TrainOptions& o) {
@@ -231,10 +228,16 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Trainer trainer(model, spec);  // first: it says when the model has no loss
   trainer.distribute(std::move(group), distributed_options(o.distributed));
   const bool speaks = trainer.rank() == 0;  // of a distributed job, rank 0 alone prints
+  // A bar on a terminal, unless --json or --no-progress. mpirun hands its ranks a terminal
+  // even when its own output goes to a file: no bar there, the epochs' lines only.
+  std::optional<ProgressBar> bar;
+  if (speaks && trainer.ranks() == 1 && !o.json && !o.no_progress && isatty(STDOUT_FILENO))
+    bar.emplace(stdout, spec.epochs);
   nlohmann::json notes = nlohmann::json::array();
   trainer.set_notice([&](const std::string& text) {
-    if (o.json) notes.push_back(text);
-    else fmt::print("note: {}\n", text);
+    if (o.json) return notes.push_back(text);
+    if (bar) bar->clear();
+    fmt::print("note: {}\n", text);
   });
   spec.seed = trainer.spec().seed;  // rank 0's, should the ranks have been given others
   if (trainer.distributed() && !trainer.distributed()->seed_note().empty())
@@ -273,13 +276,10 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   const int64_t resumed_epochs = save == o.resume ? trainer.epochs_done() : 0;  // what `save` holds now
   interrupted.update(trainer.steps_done(), trainer.epochs_done() + 1, spec.epochs, resumed_epochs);
 
-  // mpirun hands its ranks a terminal even when its own output goes to a file: no progress
-  // bar there, the epochs' lines only
-  const bool tty = speaks && trainer.ranks() == 1 && !o.json && isatty(STDOUT_FILENO);
-  // rank 0 alone follows the run; where no terminal shows a bar, a log gets lines
+  // rank 0 alone follows the run; where no bar shows it, a log gets lines
   std::optional<TrainingLog> log;
   if (speaks)
-    log.emplace(TrainingLogOptions{.json = o.json, .text_steps = !o.json && !tty, .every = o.log_every, .dir = o.log_dir,
+    log.emplace(TrainingLogOptions{.json = o.json, .text_steps = !o.json && !bar, .every = o.log_every, .dir = o.log_dir,
                                    .resumed = !o.resume.empty(), .epochs = spec.epochs});
   if (speaks && !o.json)
     fmt::print("training '{}' on {} samples ({} for validation), {}, {} epoch{}, {} lr {}, precision {}{}\n",
@@ -287,28 +287,17 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
                spec.epochs == 1 ? "" : "s", spec.optimizer.name, spec.optimizer.lr, precision_text(model.graph()), o.resume.empty() ? "" : fmt::format(", resumed at epoch {}", trainer.epochs_done()));
   nlohmann::json epochs = nlohmann::json::array();
   auto run_start = std::chrono::steady_clock::now();
-  auto epoch_start = run_start;
   int64_t checkpoint_epochs = resumed_epochs;
   ProgressFn progress;
-  auto last_draw = run_start;
   if (log && log->wants_steps())
     progress = [&](int64_t done, int64_t total, double) {
       log->step(trainer.epochs_done() + 1, trainer.steps_done(), done, total, trainer.last_loss(), trainer.last_lr(),
                 trainer.last_samples());
     };
-  if (tty)
+  if (bar)
     progress = [&, log_step = progress](int64_t done, int64_t total, double loss) {
       if (log_step) log_step(done, total, loss);
-      auto now = std::chrono::steady_clock::now();
-      if (done < total && now - last_draw < std::chrono::milliseconds(100)) return;  // a terminal needs no more
-      last_draw = now;
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-      double per_batch = elapsed / done;
-      double left = per_batch * (total - done) + per_batch * total * (spec.epochs - trainer.epochs_done() - 1);
-      fmt::print("\repoch {:>3}/{} [{}] {:>4}/{} loss {:.4f}  {:.0f} samples/s  {:.0f}s left   ", trainer.epochs_done() + 1,
-                 spec.epochs, progress_bar(done, total), done, total, loss, done * trainer.global_batch() / std::max(elapsed, 1e-9),
-                 left);
-      std::fflush(stdout);
+      bar->step(trainer.epochs_done() + 1, done, total, trainer.last_samples(), loss);
     };
   trainer.set_on_checkpoint([&](int64_t epochs_saved) {
     checkpoint_epochs = epochs_saved;
@@ -319,7 +308,6 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
     if (step) step(done, total, loss);
   };
   auto on_epoch = [&](const EpochReport& r) {
-    epoch_start = std::chrono::steady_clock::now();
     nlohmann::json e{{"epoch", r.epoch + 1}, {"train_loss", r.train_loss}, {"seconds", r.seconds},
                      {"samples_per_second", r.samples_per_second}, {"step_losses", r.step_losses}};
     std::string skipped;  // fp16 loss scaling: the steps whose gradients overflowed
@@ -366,10 +354,12 @@ int train_as_rank(const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
       log->epoch(std::move(metrics), trainer.steps_done());
     }
     if (o.json || !speaks) return;
-    if (tty) fmt::print("\r");
-    fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}{}{}\n", r.epoch + 1, spec.epochs, r.train_loss,
-               val, r.samples_per_second, r.seconds, skipped, tty ? std::string(20, ' ') : "", best_note);
+    if (bar) bar->clear();
+    fmt::print("epoch {:>3}/{}  loss {:.4f}{}  {:.0f} samples/s  {:.2f}s{}{}\n", r.epoch + 1, spec.epochs, r.train_loss,
+               val, r.samples_per_second, r.seconds, skipped, best_note);
+    if (bar) bar->start_epoch();  // after validation and the checkpoint: the next epoch's steps alone
   };
+  if (bar) bar->start_epoch();  // the data is read: the first epoch starts now
   trainer.fit(train, &validation, save, on_epoch, progress);
   const int64_t steps = trainer.steps_done() - steps_before;
   if (!o.save_weights.empty() && speaks) model.save_weights(o.save_weights);
@@ -473,6 +463,8 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
   sub->add_flag("--json", o->json,
                 "print JSON lines as the run goes (step and epoch records), the last one the run's summary");
+  sub->add_flag("--no-progress", o->no_progress,
+                "draw no progress bar on a terminal: the lines a log gets instead (a line per epoch, step lines)");
   sub->add_option("--log-every", o->log_every,
                   "a step record (JSON line, CSV row, a text line where stdout is no terminal) every N steps "
                   "(default: one a second at most; text lines one each 10 seconds)")

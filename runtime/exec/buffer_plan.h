@@ -30,7 +30,9 @@ struct BufferPlan {
 };
 
 /// Best fit among the device's free buffers, else the largest free one grown, else a new
-/// one. `escaping`: slots that outlive the pass (the outputs).
+/// one. `escaping`: slots that outlive the pass (the outputs). The plan's memory estimate
+/// predicts this layout for the cpu (placement/estimate.cpp, cpu_inference_bytes, which
+/// cannot call it: placement knows no schedule): change the two together.
 BufferPlan plan_buffers(const Graph& graph, const Schedule& schedule, const std::vector<Shape>& shapes,
                         const std::vector<int>& escaping);
 
