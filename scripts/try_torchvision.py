@@ -37,8 +37,7 @@ def perturb_batch_norm(module):
 
 
 def all_names():
-    return sorted(n for n in dir(tv) if not n.startswith("_") and n[0].islower() and
-                  n not in ("get_model", "get_model_builder", "get_model_weights", "get_weight", "list_models"))
+    return sorted(tv.list_models(module=tv))  # the classification models, not detection's or video's
 
 
 def try_one(name):
