@@ -254,3 +254,24 @@ def test_dynamic_names_what_it_cannot_take():
         tandem.from_torch(Bags(), bags_example(10, 4), dynamic={"ids": 1})
     with pytest.raises(ConversionError, match="the two examples have the same shapes"):
         tandem.from_torch(Bags(), [bags_example(10, 4), bags_example(10, 4)])
+
+
+def test_stochastic_depth_is_the_identity_in_eval_mode_and_refused_in_training(seed):
+    ops = pytest.importorskip("torchvision.ops", reason="needs Debian's python3-torchvision (scripts/setup.sh)")
+
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.stochastic_depth = ops.StochasticDepth(0.2, "row")
+
+        def forward(self, x):
+            return x + self.stochastic_depth(self.fc(x))
+
+    module = Residual()
+    with pytest.raises(ConversionError) as error:
+        tandem.from_torch(module, torch.randn(2, 4))  # a module is made in training mode
+    assert "stochastic depth with p=0.2 in training mode: Tandem has no such op; convert the module in eval mode" in \
+        str(error.value)
+    model = compare_with_torch(module.eval(), (torch.randn(2, 4),), inputs=(torch.randn(5, 4),))
+    assert "op: add, inputs: [x, fc]" in model.yaml  # the residual reads fc itself
