@@ -12,6 +12,7 @@ packages=(
   zlib1g-dev python3-sklearn          # the data loader's gzip reader; sklearn ships digits.csv.gz
   libopenmpi-dev openmpi-bin
   python3-torch python3-numpy python3-yaml libopenblas0-pthread   # the PyTorch oracle and peer
+  python3-torchvision                 # its classification models, which from_torch converts in the tests
   python3-dev pybind11-dev libdlpack-dev  # `import tandem` (python/), built for /usr/bin/python3
   python3-pytest python3-matplotlib       # its tests, and the example's loss curve
   graphviz                                # tandem plan --svg/--png renders the plan with its dot

@@ -10,7 +10,7 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 25> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 30> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
@@ -19,6 +19,11 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"gelu", make_gelu_kernel},
       {"tanh", make_tanh_kernel},
       {"sigmoid", make_sigmoid_kernel},
+      {"relu6", make_relu6_kernel},
+      {"hardswish", make_hardswish_kernel},
+      {"hardsigmoid", make_hardsigmoid_kernel},
+      {"silu", make_silu_kernel},
+      {"mish", make_mish_kernel},
       {"softmax", make_softmax_kernel},
       {"log_softmax", make_log_softmax_kernel},
       {"layer_norm", make_layer_norm_kernel},

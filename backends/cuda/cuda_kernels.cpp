@@ -12,7 +12,7 @@ using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
 // Every CPU op has one (docs/cuda-backend.md says which limits remain).
-constexpr std::array<std::pair<std::string_view, Factory>, 25> kTable{{
+constexpr std::array<std::pair<std::string_view, Factory>, 30> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
@@ -21,6 +21,11 @@ constexpr std::array<std::pair<std::string_view, Factory>, 25> kTable{{
     {"gelu", make_gelu_kernel},
     {"tanh", make_tanh_kernel},
     {"sigmoid", make_sigmoid_kernel},
+    {"relu6", make_relu6_kernel},
+    {"hardswish", make_hardswish_kernel},
+    {"hardsigmoid", make_hardsigmoid_kernel},
+    {"silu", make_silu_kernel},
+    {"mish", make_mish_kernel},
     {"softmax", make_softmax_kernel},
     {"log_softmax", make_log_softmax_kernel},
     {"layer_norm", make_layer_norm_kernel},

@@ -1,4 +1,5 @@
-// Elementwise activations: relu, gelu, tanh, sigmoid; the output has the input's type.
+// Elementwise activations: relu, gelu, tanh, sigmoid, relu6, hardswish, hardsigmoid, silu,
+// mish; the output has the input's type.
 #include "graph/ops/op_schemas.h"
 
 namespace tandem {
@@ -27,6 +28,11 @@ std::vector<OpSchema> activation_schemas() {
             {{"approximate", AttrType::string, std::string("none"), false, false, {"none", "tanh"}}}),
       unary("tanh", "hyperbolic tangent (torch.nn.Tanh)"),
       unary("sigmoid", "logistic sigmoid (torch.nn.Sigmoid)"),
+      unary("relu6", "min(max(x, 0), 6) (torch.nn.ReLU6)", {{"inplace", AttrType::boolean, false}}),
+      unary("hardswish", "x relu6(x + 3) / 6 (torch.nn.Hardswish)", {{"inplace", AttrType::boolean, false}}),
+      unary("hardsigmoid", "relu6(x + 3) / 6 (torch.nn.Hardsigmoid)", {{"inplace", AttrType::boolean, false}}),
+      unary("silu", "x sigmoid(x), swish (torch.nn.SiLU)", {{"inplace", AttrType::boolean, false}}),
+      unary("mish", "x tanh(softplus(x)) (torch.nn.Mish)", {{"inplace", AttrType::boolean, false}}),
   };
 }
 

@@ -12,7 +12,7 @@ namespace tandem {
 std::vector<OpSchema> linear_schemas();      // linear
 std::vector<OpSchema> matmul_schemas();      // matmul
 std::vector<OpSchema> embedding_schemas();   // embedding, embedding_bag
-std::vector<OpSchema> activation_schemas();  // relu, gelu, tanh, sigmoid
+std::vector<OpSchema> activation_schemas();  // relu, gelu, tanh, sigmoid, relu6, hardswish, ...
 std::vector<OpSchema> softmax_schemas();     // softmax, log_softmax
 std::vector<OpSchema> dropout_schemas();     // dropout
 std::vector<OpSchema> layer_norm_schemas();  // layer_norm

@@ -7,6 +7,7 @@ where the module's forward calls it, all of it in one error.
 """
 import inspect
 import os
+import re
 
 import numpy
 import torch
@@ -15,6 +16,7 @@ import torch.nn as nn
 from . import _tandem
 from ._oracle.tandem_torch import OPS as _OP_DEFAULTS, _REQ
 from .fx_tracing import grown_batch, is_getitem, propagate_shapes, trace_module
+from .torch_names import TorchNames
 from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Sub, Unsupported, convert_call,
                         convert_module, supported_modules)
 from .yaml_emit import EmitError, Layer, emit_model
@@ -37,8 +39,9 @@ LOSSES = {
 _LOSS_DEFAULTS = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+# With the separator: torchvision's models lie beside torch, and are the user's code here.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def _where(node):
@@ -77,10 +80,17 @@ class _Context:
         return isinstance(self.values.get(node), torch.Tensor)
 
     def is_tuple_of_tensors(self, node):
+        """A tuple (or list) of tensors, nested ones, and Nones (MultiheadAttention's
+        weights with need_weights=False), with a tensor in it."""
+        def tensors_or_none(v):
+            if isinstance(v, (tuple, list)):
+                return all(tensors_or_none(x) for x in v)
+            return v is None or isinstance(v, torch.Tensor)
+
+        def has_tensor(v):
+            return isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and any(has_tensor(x) for x in v))
         v = self.values.get(node)
-        return isinstance(v, (tuple, list)) and v and all(
-            isinstance(x, torch.Tensor) or (isinstance(x, (tuple, list)) and all(isinstance(y, torch.Tensor) for y in x))
-            for x in v)
+        return isinstance(v, (tuple, list)) and tensors_or_none(v) and has_tensor(v)
 
     def reshape_target(self, node):
         """A reshape's shape in Tandem's terms: sizes that stay, `batch` for the one that
@@ -90,7 +100,7 @@ class _Context:
             return shape
         other = list(self.grown[node].shape)
         if len(other) != len(shape):
-            raise Unsupported("the result has %d dimensions at batch %d and %d at batch %d (a squeeze of a batch of "
+            raise Unsupported("the result has %d dimensions at batch %s and %d at batch %s (a squeeze of a batch of "
                               "1?); give an example batch of 2 or more" % (len(shape), self.batch, len(other),
                                                                             self.grown_batch))
         out, varying = [], 0
@@ -148,28 +158,34 @@ class _Converter:
     """Walks the traced graph in order, making each node a layer (or an alias, or nothing),
     and collects what it cannot convert."""
 
-    def __init__(self, traced, ctx):
-        self.traced, self.ctx = traced, ctx
+    def __init__(self, traced, ctx, names):
+        self.traced, self.ctx, self.names = traced, ctx, names
         self.refs = {}        # node -> ("input", name) / ("layer", path) / SCALAR / ("tuple", layer, outputs)
         self.devices = {}     # node -> device tag (str) or None
         self.layers = []      # Layer, in execution order
         self.by_path = {}
         self.errors = []
         self.selections = {}  # tuple-valued layer path -> {select values read}
-        self.called = {}      # module path -> first node calling it
+        self.called = {}      # module path -> the nodes calling it
         self.failed = set()   # nodes that could not be converted, or read one that could not
-        self.used_paths = set(traced.module_paths)
+        self.used_paths = names.all_paths()  # a layer of a call's own takes none of these
+        self.block_paths = set()  # the blocks the layers' paths make (a Composite's own path)
 
     def fail(self, node, what, message):
         where = _where(node)
         self.errors.append("%s%s: %s" % (what, ", at " + where if where else "", message))
 
     def path_in_scope(self, node):
-        scope = self.traced.scopes.get(node, "")
-        name = node.name
-        base = (scope + "." if scope else "") + name
+        """A function's layer: under the module that called it, named after the function
+        ('add', not fx's graph-wide 'add_7'), numbered only where its module has one already."""
+        scope = self.names(self.traced.scopes.get(node, ""))
+        name = re.sub(r"_\d+$", "", node.name)
+        return self.free_path((scope + "." if scope else "") + name)
+
+    def free_path(self, base):
+        """`base`, or `base_1`, `base_2`, ...: the first no layer, block, module or parameter has."""
         path, k = base, 1
-        while path in self.by_path or path in self.used_paths:
+        while path in self.by_path or path in self.used_paths or path in self.block_paths:
             path, k = "%s_%d" % (base, k), k + 1
         return path
 
@@ -219,6 +235,8 @@ class _Converter:
         layer = Layer(path, op.op, attrs, inputs, device, ", at " + where if where else "")
         self.layers.append(layer)
         self.by_path[path] = layer
+        parts = path.split(".")
+        self.block_paths.update(".".join(parts[:k]) for k in range(1, len(parts)))
         return ("layer", layer.path)
 
     def convert(self, live):
@@ -236,6 +254,12 @@ class _Converter:
             except Unsupported as e:
                 self.failed.add(node)
                 self.fail(node, self.describe(node), str(e))
+            except Exception as e:  # noqa: BLE001 - a converter's own bug, still named with its line
+                self.failed.add(node)
+                if any(x in self.failed for x in node.all_input_nodes):
+                    continue  # it met what an input it reads could not be: that input's error says it
+                self.fail(node, self.describe(node), "from_torch failed on it (%s: %s); please report it"
+                          % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
 
     def describe(self, node):
         if node.op == "call_module":
@@ -250,6 +274,8 @@ class _Converter:
     def convert_node(self, node):
         if node.op == "get_attr":
             return  # refused where a layer reads it (resolve)
+        if is_getitem(node) and node.args[0] in self.failed:
+            raise _ReadsFailed()  # an element of what could not be converted (shufflenet's chunk)
         if is_getitem(node) and isinstance(self.refs.get(node.args[0]), tuple) and \
                 self.refs[node.args[0]][0] == "tuple":
             _, path, outputs = self.refs[node.args[0]]
@@ -263,12 +289,16 @@ class _Converter:
             return
         if node.op == "call_module":
             module = self.traced.module_paths[node.target]
-            if node.target in self.called:
+            calls = self.called.setdefault(node.target, [])
+            if calls and _holds_state(module):
                 raise Unsupported("called a second time (first as '%s'): a Tandem layer owns its parameters, so give "
-                                  "each call its own module" % self.called[node.target].name)
-            self.called[node.target] = node
+                                  "each call its own module" % calls[0].name)
+            calls.append(node)
             result = convert_module(module, node, self.ctx)
-            path = node.target
+            # a module without parameters or buffers (ResNet's self.relu) is a layer per call
+            path = self.names(node.target)
+            if len(calls) > 1:
+                path = self.free_path("%s_%d" % (path, len(calls) - 1))
             device = self.device_of(node.args, module)
         else:
             result = convert_call(node, self.ctx)
@@ -317,6 +347,11 @@ class _Converter:
             elif layer.op in ("gru", "lstm") and chosen and chosen != {"output"}:
                 layer.attrs["select"] = next(iter(chosen))
             layer.tuple_outputs = None
+
+
+def _holds_state(module):
+    """Whether `module` has parameters or buffers, which a Tandem layer would own."""
+    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
 
 
 def _live_nodes(graph):
@@ -437,16 +472,68 @@ def _named_wrapper(inner, names):
     return wrapper
 
 
-def _shape_spec(tensor, dim):
+def _shape_spec(tensor, dim, symbols=None):
     shape = list(tensor.shape)
     if dim is not None:
         shape[dim] = "batch"
+    for d, symbol in (symbols or {}).items():
+        shape[d] = symbol
     return shape
+
+
+def _two_examples(example_inputs):
+    """Whether example_inputs is [example, example] (each a tuple or dict), not a list of tensors."""
+    return isinstance(example_inputs, list) and len(example_inputs) == 2 and \
+        all(isinstance(e, (tuple, dict)) for e in example_inputs)
+
+
+def _dims_that_differ(inputs, other, model_name):
+    """{input: [dims]} where the two examples differ in length."""
+    other = dict(other)
+    if set(other) != {n for n, _ in inputs}:
+        raise ConversionError("from_torch(%s): the two examples give different inputs (%s and %s)"
+                              % (model_name, [n for n, _ in inputs], list(other)))
+    dims = {}
+    for n, t in inputs:
+        o = other[n]
+        if not isinstance(o, torch.Tensor) or o.dim() != t.dim():
+            raise ConversionError("from_torch(%s): input '%s' has %d dimensions in the first example and %s in the "
+                                  "second; give both examples the same ranks" % (
+                                      model_name, n, t.dim(), o.dim() if isinstance(o, torch.Tensor) else "none"))
+        differ = [d for d in range(t.dim()) if t.shape[d] != o.shape[d]]
+        if differ:
+            dims[n] = differ
+    if not dims:
+        raise ConversionError("from_torch(%s): the two examples have the same shapes; give the variable-length "
+                              "inputs another length in the second" % model_name)
+    return dims
+
+
+def _dynamic_symbols(dynamic, inputs, model_name):
+    """{input: {dim: symbol}} for dynamic= ({input: dim or [dims]})."""
+    if not dynamic:
+        return {}
+    if not isinstance(dynamic, dict):
+        raise ConversionError("from_torch(%s): dynamic= is {input name: dim}, not %r" % (model_name, dynamic))
+    shapes = {n: t.shape for n, t in inputs}
+    symbols = {}
+    for n, dims in dynamic.items():
+        if n not in shapes:
+            raise ConversionError("from_torch(%s): dynamic= names '%s', which is no input (%s)"
+                                  % (model_name, n, ", ".join(shapes)))
+        dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+        rank = len(shapes[n])
+        if not all(isinstance(d, int) and -rank <= d < rank for d in dims):
+            raise ConversionError("from_torch(%s): dynamic= gives input '%s' (%d dimensions) the dimension(s) %s"
+                                  % (model_name, n, rank, dims))
+        dims = sorted({d % rank for d in dims})
+        symbols[n] = {d: "%s_len" % n if len(dims) == 1 else "%s_len%d" % (n, d) for d in dims}
+    return symbols
 
 
 def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=None, loss=None,
                example_targets=None, loss_input=None, train=None, data_parallel=None, check=True,
-               save_to=None):
+               save_to=None, dynamic=None):
     """A tandem.Model computing what `module` computes, with its weights.
 
     example_inputs: a tensor, a tuple of them (forward's positional arguments), or a dict
@@ -467,17 +554,45 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     check: run the converted model on the example inputs on the cpu and compare with
     torch's outputs (eval mode), raising ConversionError on a difference.
     save_to: a path prefix: writes PREFIX.yaml and PREFIX.safetensors.
+    dynamic: {input name: dim (or [dims])}: dimensions of variable length other than the
+    batch, each its own symbol NAME_len (NAME_len<dim> for several): the flat ids an
+    EmbeddingBag reads with offsets, dynamic={"ids": 0}. Or give example_inputs as a list
+    of two examples at the same batch whose variable-length inputs differ in length: the
+    dimensions that differ are those.
 
     Devices: a tensor moved with .to('cuda:1') / .cuda(1) puts the layers that read it on
     cuda:1 (`device:`), as do parameters on a GPU; nn.DataParallel wrappers become
     data_parallel: blocks named as torch names them ('module' for a wrapped whole model).
+
+    Names torch takes and Tandem does not ('block1-0') become legal ones ('block1_0'); the
+    weights still load from the module's state_dict, and to_torch gives torch's names back.
+    Whatever stops the conversion is a ConversionError (a tandem.ModelError).
     """
+    try:
+        return _convert(module, example_inputs, name, batch_dim, output_names, loss, example_targets, loss_input,
+                        train, data_parallel, check, save_to, dynamic)
+    except _tandem.ModelError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a bug of the converter's: still a ConversionError, with what it was
+        model_name = name or type(module).__name__
+        raise ConversionError("from_torch(%s): the conversion failed (%s: %s); please report it"
+                              % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from e
+
+
+def _convert(module, example_inputs, name, batch_dim, output_names, loss, example_targets, loss_input, train,
+             data_parallel, check, save_to, dynamic):
     dp_top = module if isinstance(module, nn.DataParallel) else None
     inner = module.module if dp_top is not None else module
+    model_name = name or type(inner).__name__
+    other_example = None
+    if _two_examples(example_inputs):
+        example_inputs, other_example = example_inputs
+        other_example = _normalize_inputs(inner, other_example)
     inputs = _normalize_inputs(inner, example_inputs)
     names = [n for n, _ in inputs]
-    model_name = name or type(inner).__name__
     _check_example_inputs(inputs, model_name)
+    if other_example is not None:
+        dynamic = _dims_that_differ(inputs, other_example, model_name)
     if dp_top is not None:
         root = _named_wrapper(inner, names)  # torch's state_dict says module.*: so do the layers
     elif any(type(inner) is t for t in LEAF_MODULES):
@@ -488,17 +603,23 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
         root = inner
     target_names = list(example_targets) if isinstance(example_targets, dict) else ["target"]
     batch_dims = _batch_dims(batch_dim, names + target_names)
+    symbols = _dynamic_symbols(dynamic, inputs, model_name)
+    for n, dims in symbols.items():
+        if batch_dims[n] in dims:
+            batch_dims[n] = None  # flat ids: their length is their own, not the batch
     batch = _batch_size(inputs, batch_dims)
 
     traced = _trace(root, names, model_name)
     placeholders = [n.target for n in traced.graph_module.graph.nodes if n.op == "placeholder"]
     by_name = dict(inputs)
     values, grown = _values_at_two_batches(module, traced, [by_name[p] for p in placeholders],
-                                           [batch_dims[p] for p in placeholders], batch, model_name)
-    specs = {p: {"shape": _shape_spec(by_name[p], batch_dims[p]), "dtype": _dtype_name(by_name[p].dtype)}
+                                           [batch_dims[p] for p in placeholders], batch, model_name,
+                                           [list(symbols.get(p, {})) for p in placeholders])
+    specs = {p: {"shape": _shape_spec(by_name[p], batch_dims[p], symbols.get(p)), "dtype": _dtype_name(by_name[p].dtype)}
              for p in placeholders}
 
-    converter = _Converter(traced, _Context(values, grown, batch, batch + 1 if batch is not None else None))
+    torch_names = TorchNames(root)
+    converter = _Converter(traced, _Context(values, grown, batch, batch + 1 if batch is not None else None), torch_names)
     converter.convert(_live_nodes(traced.graph_module.graph))
     output_node = next(n for n in traced.graph_module.graph.nodes if n.op == "output")
     outputs = _output_refs(converter, output_node, output_names)
@@ -510,7 +631,7 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
 
     blocks = {"module": _data_parallel_spec(dp_top, "module", data_parallel)} if dp_top is not None else {}
     for path, wrapper in traced.data_parallel.items():
-        blocks[path] = _data_parallel_spec(wrapper, path, data_parallel)
+        blocks[torch_names(path)] = _data_parallel_spec(wrapper, path, data_parallel)
     _settle_devices(converter.layers, blocks)
     targets, loss_section = None, None
     if loss is not None:
@@ -520,7 +641,7 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     returns = _return_form(output_node.args[0])
     header = ["Converted from the PyTorch module %s.%s by tandem.from_torch (torch.fx)."
               % (type(module).__module__, type(module).__qualname__),
-              "%s%s" % (RETURNS_MARK, returns)]
+              "%s%s" % (RETURNS_MARK, returns)] + ([torch_names.header()] if torch_names.renamed else [])
     try:
         text = emit_model(model_name, specs, converter.layers, blocks, outputs, targets, loss_section, train, header)
     except EmitError as e:
@@ -530,7 +651,7 @@ def from_torch(module, example_inputs, *, name=None, batch_dim=0, output_names=N
     except _tandem.ModelError as e:
         raise ConversionError("from_torch(%s): Tandem refuses the converted model: %s\n--- the model:\n%s"
                               % (model_name, e, text)) from None
-    missing, _unused = model.load_state_dict(module.state_dict(), strict=False)
+    missing, _unused = model.load_state_dict(torch_names.state_dict(root.state_dict()), strict=False)
     if missing:
         raise ConversionError("from_torch(%s): no weights for %s in the module's state_dict" % (model_name, missing))
     if check:
@@ -596,28 +717,38 @@ def _batch_size(inputs, batch_dims):
 def _trace(root, names, model_name):
     try:
         return trace_module(root, names, list(LEAF_MODULES))
-    except (torch.fx.proxy.TraceError, TypeError, ValueError, NotImplementedError) as e:
+    except Exception as e:  # noqa: BLE001 - fx's TraceError, or the module's own on a proxy
         raise ConversionError("from_torch(%s): torch.fx cannot trace the module's forward: %s: %s (Tandem "
                               "converts what fx can trace: no Python control flow that depends on tensor values)"
                               % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from None
 
 
-def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name):
-    """Every node's value at the example's batch, and at one more (None without a batch):
-    which dimensions follow the batch is what tells them apart."""
+def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name, dynamic_dims):
+    """Every node's value at the example's batch, and at one more (None without a batch
+    or dynamic dimensions, which grow by one too): which dimensions follow the batch is what
+    tells them apart."""
     was_training = module.training
     module.eval()  # batch norm must not update its statistics while shapes are found
     try:
-        values = propagate_shapes(traced, tensors)
-        if batch is None:
+        try:
+            values = propagate_shapes(traced, tensors)
+        except Exception as e:  # noqa: BLE001 - the module's own error on its example
+            raise ConversionError("from_torch(%s): the module fails on the example inputs (%s: %s)"
+                                  % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+        if batch is None and not any(dynamic_dims):
             return values, None
-        bigger = [grown_batch(t, d) if d is not None else t for t, d in zip(tensors, batch_dims)]
+        bigger = []
+        for t, d, dims in zip(tensors, batch_dims, dynamic_dims):
+            for grows in ([d] if d is not None else []) + dims:
+                t = grown_batch(t, grows)
+            bigger.append(t)
         try:
             return values, propagate_shapes(traced, bigger)
         except Exception as e:  # noqa: BLE001 - the module's own error, reported with the advice
-            raise ConversionError("from_torch(%s): the module fails at batch %d (%s: %s), so which dimensions "
+            raise ConversionError("from_torch(%s): the module fails at %s (%s: %s), so which dimensions "
                                   "follow the batch cannot be found; give batch_dim= (None: fixed shapes)"
-                                  % (model_name, batch + 1, type(e).__name__, str(e).splitlines()[0]))
+                                  % (model_name, "batch %d" % (batch + 1) if batch is not None else
+                                     "one more of each dynamic= length", type(e).__name__, str(e).splitlines()[0]))
     finally:
         module.train(was_training)
 

@@ -143,20 +143,23 @@ def _avg_pool2d(m, node, ctx):
                              "count_include_pad": m.count_include_pad}, [_tensor(node, a["input"], "the input")])
 
 
-def _adaptive_pool(op):
-    """nn.AdaptiveAvgPool2d / AdaptiveMaxPool2d where the input divides evenly into the
+def _fixed_window_pool(op, x, output_size, ctx):
+    """An adaptive pool of `x` to `output_size` where the input divides evenly into the
     output (a global pool, (1, 1), most often): the fixed window that computes the same."""
+    h, w = ctx.value(x).shape[-2:]
+    size = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
+    out = [h if s is None else s for s in size[:1]] + [w if s is None else s for s in size[1:2]]
+    if h % out[0] or w % out[1]:
+        raise Unsupported("output size %s of a %dx%d input: Tandem pools with fixed windows, which fit only an "
+                          "input that divides into the output" % (list(size), h, w))
+    kernel = _pair([h // out[0], w // out[1]])
+    return Op(op, {"kernel_size": kernel, "stride": kernel}, [x])
+
+
+def _adaptive_pool(op):
+    """nn.AdaptiveAvgPool2d / AdaptiveMaxPool2d: a fixed window (_fixed_window_pool)."""
     def convert(m, node, ctx):
-        x = _tensor(node, node.args[0], "the input")
-        h, w = ctx.value(x).shape[-2:]
-        size = m.output_size if isinstance(m.output_size, (tuple, list)) else (m.output_size, m.output_size)
-        out = [h if s is None else s for s in size[:1]] + [w if s is None else s for s in size[1:2]]
-        if h % out[0] or w % out[1]:
-            raise Unsupported("output size %s of a %dx%d input: Tandem pools with fixed windows, which fit only an "
-                              "input that divides into the output" % (list(size), h, w))
-        kernel = _pair([h // out[0], w // out[1]])
-        attrs = {"kernel_size": kernel, "stride": kernel}
-        return Op(op, attrs, [x])
+        return _fixed_window_pool(op, _tensor(node, node.args[0], "the input"), m.output_size, ctx)
     return convert
 
 
@@ -335,6 +338,11 @@ LEAF_MODULES = {
     nn.GELU: _unary("gelu", approximate="approximate"),
     nn.Tanh: _unary("tanh"),
     nn.Sigmoid: _unary("sigmoid"),
+    nn.ReLU6: _unary("relu6"),
+    nn.Hardswish: _unary("hardswish"),
+    nn.Hardsigmoid: _unary("hardsigmoid"),
+    nn.SiLU: _unary("silu"),
+    nn.Mish: _unary("mish"),
     nn.Softmax: _softmax_module("softmax"),
     nn.LogSoftmax: _softmax_module("log_softmax"),
     nn.Dropout: _unary("dropout", p="p"),
@@ -392,6 +400,8 @@ def _cat(node, ctx):
     tensors = list(a["tensors"])
     for t in tensors:
         _tensor(node, t, "an input of cat")
+    if len(tensors) == 1:
+        return Alias(tensors[0])  # densenet's first layer joins the one tensor it has
     return Op("cat", {"dim": a["dim"]}, tensors)
 
 
@@ -422,6 +432,9 @@ def _getitem(node, ctx):
     """x[:, 2:5] is a narrow; x[:, -1] (the last step of a sequence) a narrow of one, then a
     reshape without that dimension. One dimension indexed; the others whole."""
     x, index = node.args
+    if not isinstance(ctx.value(x), torch.Tensor):
+        raise Unsupported("indexing the %s that %s gives: Tandem indexes tensors, and the tuples of the layers that "
+                          "return several (GRU, LSTM, MultiheadAttention)" % (type(ctx.value(x)).__name__, x.name))
     index = index if isinstance(index, tuple) else (index,)
     refused = Unsupported("indexing %s: Tandem indexes one dimension, with [a:b] or [i]" % (index,))
     if any(i is Ellipsis or i is None or not isinstance(i, (slice, int)) for i in index):
@@ -485,11 +498,50 @@ def _pool(op):
     return convert
 
 
+def _adaptive_pool_function(op):
+    """F.adaptive_avg_pool2d / F.adaptive_max_pool2d (densenet's head): a fixed window."""
+    def convert(node, ctx):
+        a = _args(node, ["input", "output_size", "return_indices"], {"return_indices": False})
+        if a["return_indices"]:
+            raise Unsupported("return_indices=True: Tandem's max_pool2d returns the values only")
+        return _fixed_window_pool(op, _tensor(node, a["input"], "the input"), a["output_size"], ctx)
+    return convert
+
+
+def _mean(node, ctx):
+    """x.mean([2, 3]) / torch.mean(x, (-2, -1), keepdim=True) of an [N, C, H, W] tensor (the
+    global pool mnasnet ends with): avg_pool2d over the whole plane, then a reshape that
+    drops the two dimensions unless keepdim."""
+    a = _args(node, ["input", "dim", "keepdim", "dtype"], {"dim": None, "keepdim": False, "dtype": None})
+    x = _tensor(node, a["input"], "the input")
+    rank = ctx.value(x).dim()
+    dims = a["dim"] if isinstance(a["dim"], (tuple, list)) else [a["dim"]]
+    if a["dtype"] is not None or rank != 4 or sorted(d % rank for d in dims if isinstance(d, int)) != [2, 3]:
+        raise Unsupported("mean over %s of a %d-dimensional tensor: Tandem takes the mean over the last two "
+                          "dimensions of an [N, C, H, W] tensor (a global average pool)" % (a["dim"], rank))
+    h, w = ctx.value(x).shape[-2:]
+    pool = Op("avg_pool2d", {"kernel_size": _pair([h, w]), "stride": _pair([h, w])}, [x])
+    if a["keepdim"]:
+        return pool
+    return Composite([("pool", pool), ("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [Sub("pool")]))])
+
+
 def _dropout(node, ctx):
     a = _args(node, ["input", "p", "training", "inplace"], {"p": 0.5, "training": True, "inplace": False})
     if not a["training"]:
         return Alias(a["input"])  # F.dropout(x, p, self.training) traced in eval mode
     return Op("dropout", {"p": float(a["p"])}, [_tensor(node, a["input"], "the input")])
+
+
+def _stochastic_depth(node, ctx):
+    """torchvision.ops.stochastic_depth (efficientnet, convnext, swin): the identity in eval
+    mode or at p = 0, as torch's; in training it drops whole samples' residuals at random,
+    which Tandem has no op for."""
+    a = _args(node, ["input", "p", "mode", "training"], {"training": True})
+    if a["training"] and a["p"] > 0:
+        raise Unsupported("stochastic depth with p=%g in training mode: Tandem has no such op; convert the module in "
+                          "eval mode (module.eval()), or set its p to 0 to train without it" % a["p"])
+    return Alias(_tensor(node, a["input"], "the input"))
 
 
 def _same(node, ctx):
@@ -534,10 +586,14 @@ FUNCTIONS = {
     torch.tanh: _activation("tanh"), F.tanh: _activation("tanh"),
     torch.sigmoid: _activation("sigmoid"), F.sigmoid: _activation("sigmoid"),
     F.gelu: _activation("gelu", [("approximate", "none")]),
+    F.relu6: _activation("relu6"), F.hardswish: _activation("hardswish"),
+    F.hardsigmoid: _activation("hardsigmoid"), F.silu: _activation("silu"), F.mish: _activation("mish"),
     F.softmax: _softmax("softmax"), torch.softmax: _softmax("softmax"),
     F.log_softmax: _softmax("log_softmax"), torch.log_softmax: _softmax("log_softmax"),
     F.dropout: _dropout,
     F.max_pool2d: _pool("max_pool2d"), F.avg_pool2d: _pool("avg_pool2d"),
+    F.adaptive_avg_pool2d: _adaptive_pool_function("avg_pool2d"),
+    F.adaptive_max_pool2d: _adaptive_pool_function("max_pool2d"), torch.mean: _mean,
     torch.squeeze: _reshape, torch.unsqueeze: _reshape,
 }
 
@@ -548,9 +604,16 @@ METHODS = {
     "matmul": _matmul, "bmm": _matmul, "mm": _matmul, "narrow": _narrow,
     "relu": _activation("relu"), "tanh": _activation("tanh"), "sigmoid": _activation("sigmoid"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
-    "contiguous": _same, "clone": _same,
+    "contiguous": _same, "clone": _same, "mean": _mean,
     "to": _moved, "cuda": _moved, "cpu": _moved,
     "float": _cast(torch.float32), "long": _cast(torch.int64),
+}
+
+
+# Functions of packages from_torch does not import, by module and name (fx's leaves:
+# torchvision wraps them with torch.fx.wrap).
+OTHER_FUNCTIONS = {
+    ("torchvision.ops.stochastic_depth", "stochastic_depth"): _stochastic_depth,
 }
 
 
@@ -562,7 +625,8 @@ def convert_call(node, ctx):
         converter = METHODS.get(node.target)
         what = "tensor method .%s()" % node.target
     else:
-        converter = FUNCTIONS.get(node.target)
+        converter = FUNCTIONS.get(node.target) or OTHER_FUNCTIONS.get(
+            (getattr(node.target, "__module__", None), getattr(node.target, "__name__", None)))
         what = "%s.%s" % (getattr(node.target, "__module__", None) or "", getattr(node.target, "__name__", node.target))
         what = what.replace("_operator.", "operator ").replace("torch._C._VariableFunctions.", "torch.")
     if converter is None:

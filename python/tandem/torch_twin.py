@@ -2,13 +2,15 @@
 weights. It is built by the PyTorch implementation of the model format that Tandem's
 tests use as their oracle (tests/oracle/tandem_torch.py, shipped in the package as
 tandem._oracle): each block an nn.Module holding its layers under their names, so the
-state_dict's names are the Tandem model's. `device:` and `data_parallel:` are ignored:
+state_dict's names are the Tandem model's (those of the torch module a converted model
+came from, where from_torch had to change them). `device:` and `data_parallel:` are ignored:
 the module runs where torch puts it."""
 import numpy
 import torch
 import yaml
 
 from ._oracle import tandem_torch
+from .torch_names import restore_torch_names
 
 __all__ = ["TorchTwin", "to_torch"]
 
@@ -56,4 +58,4 @@ def to_torch(model):
     net.returns = _returns(model)
     state = {name: torch.from_numpy(numpy.array(value)) for name, value in model.state_dict().items()}
     net.load_state_dict(state)
-    return net
+    return restore_torch_names(net, model.yaml)  # a converted model's names as torch had them

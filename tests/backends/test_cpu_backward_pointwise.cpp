@@ -13,10 +13,12 @@ OpCase unary_case(std::mt19937& gen, const std::string& op, Shape shape,
   return c;
 }
 
-/// Values at least 0.05 from 0, so that relu's kink is beyond a finite-difference step.
-void away_from_zero(Tensor& t) {
+/// Values at least 0.05 from the kinks of relu (0), relu6 (0, 6), hardswish and
+/// hardsigmoid (-3, 3), so that each is beyond a finite-difference step.
+void away_from_kinks(Tensor& t) {
   for (float& v : t.span<float>())
-    if (std::abs(v) < 0.05f) v = v < 0 ? -0.05f : 0.05f;
+    for (float kink : {-3.f, 0.f, 3.f, 6.f})
+      if (std::abs(v - kink) < 0.05f) v = v < kink ? kink - 0.05f : kink + 0.05f;
 }
 
 TEST_CASE("activation backward matches the reference", "[cpu][backward][activation]") {
@@ -25,7 +27,8 @@ TEST_CASE("activation backward matches the reference", "[cpu][backward][activati
   std::mt19937 gen(seed);
   std::vector<std::pair<std::string, std::map<std::string, AttrValue>>> ops = {
       {"relu", {}}, {"tanh", {}}, {"sigmoid", {}},
-      {"gelu", {{"approximate", std::string("none")}}}, {"gelu", {{"approximate", std::string("tanh")}}}};
+      {"gelu", {{"approximate", std::string("none")}}}, {"gelu", {{"approximate", std::string("tanh")}}},
+      {"relu6", {}}, {"hardswish", {}}, {"hardsigmoid", {}}, {"silu", {}}, {"mish", {}}};
   for (const auto& [op, attrs] : ops)
     for (Shape shape : {Shape{1}, Shape{7, 3}, Shape{}, Shape{0, 4}, Shape{64, 128}, Shape{5001}}) {
       INFO(op << " " << shape_str(shape));
@@ -34,7 +37,7 @@ TEST_CASE("activation backward matches the reference", "[cpu][backward][activati
   for (const auto& [op, attrs] : ops) {
     INFO(op);
     OpCase c = unary_case(gen, op, {3, 5}, attrs);
-    away_from_zero(c.inputs[0]);
+    away_from_kinks(c.inputs[0]);
     check_finite_differences(c, gen);
   }
 }
@@ -48,6 +51,31 @@ TEST_CASE("relu backward passes nothing where the input is negative", "[cpu][bac
   Grads g = make_grads(c, NAN);
   run_backward(c, *kernel, out, Tensor::from_vector<float>({4}, {5.f, 6.f, 7.f, 8.f}), g);
   CHECK(g.inputs[0].to_vector<float>() == std::vector<float>{0.f, 6.f, 0.f, 8.f});
+}
+
+TEST_CASE("relu6, hardswish and hardsigmoid backward at their bounds are torch's", "[cpu][backward][activation]") {
+  // torch: relu6 passes nothing at 0 or 6; hardswish's slope is x / 3 + 1/2 from -3 to 3
+  // inclusive; hardsigmoid's is 1/6 strictly inside (-3, 3). Both sizes: the loop and oneDNN.
+  struct Expected { const char* op; std::vector<float> at_points; };
+  const std::vector<float> points = {-4.f, -3.f, 0.f, 3.f, 6.f, 7.f};
+  for (const Expected& e : {Expected{"relu6", {0.f, 0.f, 0.f, 1.f, 0.f, 0.f}},
+                            Expected{"hardswish", {0.f, -0.5f, 0.5f, 1.5f, 1.f, 1.f}},
+                            Expected{"hardsigmoid", {0.f, 0.f, 1.f / 6.f, 0.f, 0.f, 0.f}}})
+    for (int64_t copies : {1, 1000}) {
+      INFO(e.op << " " << copies * 6 << " elements");
+      std::vector<float> x;
+      for (int64_t k = 0; k < copies; ++k) x.insert(x.end(), points.begin(), points.end());
+      const Shape shape{static_cast<int64_t>(x.size())};
+      OpCase c{e.op, op_attrs(e.op)};
+      c.inputs = {Tensor::from_vector<float>(shape, x)};
+      c.out_shape = shape;
+      auto kernel = make_kernel(c);
+      Tensor out = run_kernel(c, *kernel);
+      Grads g = make_grads(c, NAN);
+      run_backward(c, *kernel, out, Tensor::from_vector<float>(shape, std::vector<float>(x.size(), 1.f)), g);
+      std::vector<float> got = g.inputs[0].to_vector<float>();
+      for (size_t i = 0; i < points.size(); ++i) CHECK(got[i] == Approx(e.at_points[i]));
+    }
 }
 
 TEST_CASE("softmax and log_softmax backward match the reference", "[cpu][backward][softmax]") {

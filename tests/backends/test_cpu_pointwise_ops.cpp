@@ -26,6 +26,8 @@ TEST_CASE("activations match the reference", "[cpu][activations]") {
     check_against_reference(unary_case(gen, "sigmoid", s, {}, 20.f));
     check_against_reference(unary_case(gen, "gelu", s));
     check_against_reference(unary_case(gen, "gelu", s, {{"approximate", std::string("tanh")}}));
+    for (const char* op : {"relu6", "hardswish", "hardsigmoid", "silu", "mish"})
+      check_against_reference(unary_case(gen, op, s, {}, 10.f));
   }
 }
 

@@ -58,7 +58,8 @@ TEST_CASE("activations on a GPU match the CPU", "[gpu][activation]") {
   std::mt19937 gen(seed);
   std::vector<std::pair<std::string, std::map<std::string, AttrValue>>> ops = {
       {"relu", {}}, {"tanh", {}}, {"sigmoid", {}},
-      {"gelu", {{"approximate", std::string("none")}}}, {"gelu", {{"approximate", std::string("tanh")}}}};
+      {"gelu", {{"approximate", std::string("none")}}}, {"gelu", {{"approximate", std::string("tanh")}}},
+      {"relu6", {}}, {"hardswish", {}}, {"hardsigmoid", {}}, {"silu", {}}, {"mish", {}}};
   for (const auto& [op, attrs] : ops)
     for (Shape shape : {Shape{1}, Shape{7, 3}, Shape{}, Shape{0, 4}, Shape{64, 128}, Shape{300001}}) {
       INFO(op << " " << shape_str(shape));

@@ -74,6 +74,10 @@ class FreqScaledEmbeddingBag(nn.EmbeddingBag):
             out = out / count.clamp(min=1)[:, None]
         return out
 
+# The activations whose only attribute is inplace, by their torch.nn module.
+_PLAIN_ACTIVATIONS = {"relu6": nn.ReLU6, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "silu": nn.SiLU,
+                      "mish": nn.Mish}
+
 # op -> (attributes with defaults, (min inputs, max inputs or None))
 OPS = {
     "linear": ({"in_features": _REQ, "out_features": _REQ, "bias": True}, (1, 1)),
@@ -86,6 +90,11 @@ OPS = {
     "gelu": ({"approximate": "none"}, (1, 1)),
     "tanh": ({}, (1, 1)),
     "sigmoid": ({}, (1, 1)),
+    "relu6": ({"inplace": False}, (1, 1)),
+    "hardswish": ({"inplace": False}, (1, 1)),
+    "hardsigmoid": ({"inplace": False}, (1, 1)),
+    "silu": ({"inplace": False}, (1, 1)),
+    "mish": ({"inplace": False}, (1, 1)),
     "softmax": ({"dim": _REQ}, (1, 1)),
     "log_softmax": ({"dim": _REQ}, (1, 1)),
     "layer_norm": ({"normalized_shape": _REQ, "eps": 1e-5, "elementwise_affine": True, "bias": True}, (1, 1)),
@@ -701,6 +710,9 @@ class _Builder:
             return nn.Tanh()
         if op == "sigmoid":
             return nn.Sigmoid()
+        if op in _PLAIN_ACTIVATIONS:  # their inplace changes nothing that Tandem computes
+            boolean("inplace")
+            return _PLAIN_ACTIVATIONS[op]()
         if op == "softmax":
             integer("dim")
             return nn.Softmax(dim=a["dim"])

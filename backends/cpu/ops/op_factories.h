@@ -19,6 +19,11 @@ std::unique_ptr<Kernel> make_relu_kernel(CpuContext& ctx, const KernelSpec& spec
 std::unique_ptr<Kernel> make_gelu_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_tanh_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_sigmoid_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_relu6_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_hardswish_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_hardsigmoid_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_silu_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_mish_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_log_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CpuContext& ctx, const KernelSpec& spec);

@@ -9,6 +9,13 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;    // 1/sqrt(2 pi)
 constexpr float kSqrt2OverPi = 0.79788456080286536f;   // sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
 
+/// relu6(x + 3) / 6's numerator, the gate of hardswish and hardsigmoid.
+__device__ inline float hard_gate6(float x) { return fminf(fmaxf(x + 3.f, 0.f), 6.f); }
+
+__device__ inline float softplus(float x) { return log1pf(expf(x)); }
+
+__device__ inline float logistic(float x) { return 1.f / (1.f + expf(-x)); }
+
 template <Activation A>
 __device__ inline float apply(float x) {
   if constexpr (A == Activation::relu) return x < 0.f ? 0.f : x;
@@ -17,6 +24,11 @@ __device__ inline float apply(float x) {
   if constexpr (A == Activation::gelu_erf) return 0.5f * x * (1.f + erff(x * kSqrtHalf));
   if constexpr (A == Activation::gelu_tanh)
     return 0.5f * x * (1.f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+  if constexpr (A == Activation::relu6) return x < 0.f ? 0.f : (x > 6.f ? 6.f : x);
+  if constexpr (A == Activation::hardswish) return x * hard_gate6(x) / 6.f;
+  if constexpr (A == Activation::hardsigmoid) return hard_gate6(x) / 6.f;
+  if constexpr (A == Activation::silu) return x / (1.f + expf(-x));
+  if constexpr (A == Activation::mish) return x * tanhf(softplus(x));
   return x;
 }
 
@@ -37,6 +49,17 @@ __device__ inline float apply_grad(float x, float y, float g) {
     const float right = 0.5f * x * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * kGeluCubic * x_sq);
     return g * (left + right);
   }
+  if constexpr (A == Activation::relu6) return y > 0.f && y < 6.f ? g : 0.f;
+  if constexpr (A == Activation::hardswish) return x < -3.f ? 0.f : (x <= 3.f ? g * (x / 3.f + 0.5f) : g);
+  if constexpr (A == Activation::hardsigmoid) return x > -3.f && x < 3.f ? g / 6.f : 0.f;
+  if constexpr (A == Activation::silu) {
+    const float s = logistic(x);
+    return g * s * (1.f + x * (1.f - s));
+  }
+  if constexpr (A == Activation::mish) {
+    const float t = tanhf(softplus(x));
+    return g * (t + x * logistic(x) * (1.f - t * t));
+  }
   return g;
 }
 
@@ -49,7 +72,8 @@ template <Activation A>
 __global__ void backward_kernel(const float* __restrict__ x, const float* __restrict__ y, const float* __restrict__ dy,
                                 float* __restrict__ dx, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    constexpr bool kFromOutput = A != Activation::gelu_erf && A != Activation::gelu_tanh;
+    constexpr bool kFromOutput =  // activation_grad_from_output(A), which device code may not call
+        A == Activation::relu || A == Activation::tanh || A == Activation::sigmoid || A == Activation::relu6;
     const float xi = kFromOutput ? 0.f : x[i];
     const float yi = kFromOutput ? y[i] : 0.f;
     dx[i] = apply_grad<A>(xi, yi, dy[i]);
@@ -76,6 +100,11 @@ void activation_forward(Activation act, const float* x, float* y, int64_t n, cud
     case Activation::sigmoid: launch_forward<Activation::sigmoid>(x, y, n, stream); break;
     case Activation::gelu_erf: launch_forward<Activation::gelu_erf>(x, y, n, stream); break;
     case Activation::gelu_tanh: launch_forward<Activation::gelu_tanh>(x, y, n, stream); break;
+    case Activation::relu6: launch_forward<Activation::relu6>(x, y, n, stream); break;
+    case Activation::hardswish: launch_forward<Activation::hardswish>(x, y, n, stream); break;
+    case Activation::hardsigmoid: launch_forward<Activation::hardsigmoid>(x, y, n, stream); break;
+    case Activation::silu: launch_forward<Activation::silu>(x, y, n, stream); break;
+    case Activation::mish: launch_forward<Activation::mish>(x, y, n, stream); break;
   }
   TANDEM_CUDA_CHECK_LAUNCH("activation_forward");
 }
@@ -89,6 +118,11 @@ void activation_backward(Activation act, const float* x, const float* y, const f
     case Activation::sigmoid: launch_backward<Activation::sigmoid>(x, y, dy, dx, n, stream); break;
     case Activation::gelu_erf: launch_backward<Activation::gelu_erf>(x, y, dy, dx, n, stream); break;
     case Activation::gelu_tanh: launch_backward<Activation::gelu_tanh>(x, y, dy, dx, n, stream); break;
+    case Activation::relu6: launch_backward<Activation::relu6>(x, y, dy, dx, n, stream); break;
+    case Activation::hardswish: launch_backward<Activation::hardswish>(x, y, dy, dx, n, stream); break;
+    case Activation::hardsigmoid: launch_backward<Activation::hardsigmoid>(x, y, dy, dx, n, stream); break;
+    case Activation::silu: launch_backward<Activation::silu>(x, y, dy, dx, n, stream); break;
+    case Activation::mish: launch_backward<Activation::mish>(x, y, dy, dx, n, stream); break;
   }
   TANDEM_CUDA_CHECK_LAUNCH("activation_backward");
 }

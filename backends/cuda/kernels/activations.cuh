@@ -1,9 +1,10 @@
-// relu, tanh, sigmoid, gelu (exact erf form and tanh form), forward and backward,
-// elementwise over n floats. The formulas are the CPU backend's (backends/cpu/ops/activations.cpp).
+// relu, tanh, sigmoid, gelu (exact erf form and tanh form), relu6, hardswish, hardsigmoid,
+// silu, mish, forward and backward, elementwise over n floats. The formulas are the CPU
+// backend's (backends/cpu/ops/activations.cpp).
 //
 //   forward:  y [n] = f(x)
-//   backward: dx [n] = dy * f'(.) (assigned): relu, tanh, sigmoid from the output y;
-//             gelu from the input x (the other pointer may be null).
+//   backward: dx [n] = dy * f'(.) (assigned): relu, relu6, tanh, sigmoid from the output y;
+//             the others from the input x (the other pointer may be null).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,11 +13,11 @@
 
 namespace tandem::cuda {
 
-enum class Activation : int { relu, tanh, sigmoid, gelu_erf, gelu_tanh };
+enum class Activation : int { relu, tanh, sigmoid, gelu_erf, gelu_tanh, relu6, hardswish, hardsigmoid, silu, mish };
 
 /// Whether backward reads the output (else the input).
 constexpr bool activation_grad_from_output(Activation a) {
-  return a != Activation::gelu_erf && a != Activation::gelu_tanh;
+  return a == Activation::relu || a == Activation::tanh || a == Activation::sigmoid || a == Activation::relu6;
 }
 
 void activation_forward(Activation act, const float* x, float* y, int64_t n, cudaStream_t stream);

@@ -1,8 +1,8 @@
-// relu, tanh, sigmoid, gelu (approximate "none": erf; "tanh") on a GPU: [*] -> [*],
-// elementwise (kernels/activations.cu).
+// relu, tanh, sigmoid, gelu (approximate "none": erf; "tanh"), relu6, hardswish,
+// hardsigmoid, silu, mish on a GPU: [*] -> [*], elementwise (kernels/activations.cu).
 //
-// Backward, dy -> dx (assigned): relu, tanh, sigmoid from the output; gelu from the
-// input.
+// Backward, dy -> dx (assigned): relu, relu6, tanh, sigmoid from the output; the others
+// from the input.
 #include "backends/cuda/kernels/activations.cuh"
 #include "backends/cuda/ops/op_factories.h"
 
@@ -46,6 +46,21 @@ std::unique_ptr<Kernel> make_tanh_kernel(CudaContext& ctx, const KernelSpec& spe
 }
 std::unique_ptr<Kernel> make_sigmoid_kernel(CudaContext& ctx, const KernelSpec& spec) {
   return std::make_unique<ActivationKernel>(ctx, spec, Activation::sigmoid);
+}
+std::unique_ptr<Kernel> make_relu6_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Activation::relu6);
+}
+std::unique_ptr<Kernel> make_hardswish_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Activation::hardswish);
+}
+std::unique_ptr<Kernel> make_hardsigmoid_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Activation::hardsigmoid);
+}
+std::unique_ptr<Kernel> make_silu_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Activation::silu);
+}
+std::unique_ptr<Kernel> make_mish_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Activation::mish);
 }
 std::unique_ptr<Kernel> make_gelu_kernel(CudaContext& ctx, const KernelSpec& spec) {
   const std::string& approximate = spec.attrs->get_string("approximate");

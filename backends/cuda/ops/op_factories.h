@@ -28,6 +28,11 @@ std::unique_ptr<Kernel> make_relu_kernel(CudaContext& ctx, const KernelSpec& spe
 std::unique_ptr<Kernel> make_gelu_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_tanh_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_sigmoid_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_relu6_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_hardswish_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_hardsigmoid_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_silu_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_mish_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_softmax_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_log_softmax_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CudaContext& ctx, const KernelSpec& spec);

@@ -182,6 +182,15 @@ void activation_backward(const KernelSpec& spec, const BackwardArgs& args) {
       d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * v * v);
     } else if (spec.op == "gelu") {
       d = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
+    } else if (spec.op == "relu6") d = v > 0 && v < 6 ? 1.0 : 0.0;
+    else if (spec.op == "hardswish") d = v < -3 ? 0.0 : (v <= 3 ? v / 3.0 + 0.5 : 1.0);
+    else if (spec.op == "hardsigmoid") d = v > -3 && v < 3 ? 1.0 / 6.0 : 0.0;
+    else if (spec.op == "silu") {
+      const double s = 1.0 / (1.0 + std::exp(-v));
+      d = s * (1.0 + v * (1.0 - s));
+    } else if (spec.op == "mish") {
+      const double t = std::tanh(std::log1p(std::exp(v))), s = 1.0 / (1.0 + std::exp(-v));
+      d = t + v * s * (1.0 - t * t);
     } else TANDEM_ASSERT(false, "reference::backward: unknown activation " + spec.op);
     dx[i] = dy[i] * d;
   }
@@ -318,7 +327,7 @@ void backward(const KernelSpec& spec, const BackwardArgs& args) {
   if (op == "matmul") return matmul_backward(args);
   if (op == "embedding") return embedding_backward(spec, args);
   if (op == "embedding_bag") return embedding_bag_backward(spec, args);
-  if (op == "relu" || op == "gelu" || op == "tanh" || op == "sigmoid") return activation_backward(spec, args);
+  if (is_activation(op)) return activation_backward(spec, args);
   if (op == "softmax" || op == "log_softmax") return softmax_backward(spec, args);
   if (op == "layer_norm") return layer_norm_backward(spec, args);
   if (op == "dropout") return dropout_backward(spec, args);

@@ -8,7 +8,7 @@ void forward(const KernelSpec& spec, const KernelArgs& args) {
   if (op == "matmul") return matmul(spec, args);
   if (op == "embedding") return embedding(spec, args);
   if (op == "embedding_bag") return embedding_bag(spec, args);
-  if (op == "relu" || op == "gelu" || op == "tanh" || op == "sigmoid") return activation(spec, args);
+  if (is_activation(op)) return activation(spec, args);
   if (op == "softmax" || op == "log_softmax") return softmax(spec, args);
   if (op == "layer_norm") return layer_norm(spec, args);
   if (op == "dropout") return dropout(spec, args);

@@ -18,7 +18,9 @@ void linear(const KernelSpec& spec, const KernelArgs& args);
 void matmul(const KernelSpec& spec, const KernelArgs& args);
 void embedding(const KernelSpec& spec, const KernelArgs& args);
 void embedding_bag(const KernelSpec& spec, const KernelArgs& args);
-/// relu, gelu, tanh, sigmoid.
+/// Whether `op` is one of the elementwise activations activation() computes.
+bool is_activation(const std::string& op);
+/// relu, gelu, tanh, sigmoid, relu6, hardswish, hardsigmoid, silu, mish.
 void activation(const KernelSpec& spec, const KernelArgs& args);
 /// softmax, log_softmax.
 void softmax(const KernelSpec& spec, const KernelArgs& args);

@@ -1,5 +1,6 @@
 // Reference activations, softmax, layer_norm, dropout, add/mul, cat and copies (see
 // reference_ops.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -8,6 +9,12 @@
 #include "tests/support/reference/reference_ops.h"
 
 namespace tandem::reference {
+
+bool is_activation(const std::string& op) {
+  for (const char* name : {"relu", "gelu", "tanh", "sigmoid", "relu6", "hardswish", "hardsigmoid", "silu", "mish"})
+    if (op == name) return true;
+  return false;
+}
 
 void activation(const KernelSpec& spec, const KernelArgs& args) {
   auto x = args.inputs[0].span<float>();
@@ -20,6 +27,11 @@ void activation(const KernelSpec& spec, const KernelArgs& args) {
     else if (spec.op == "gelu" && spec.attrs->get_string("approximate") == "tanh")
       r = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     else if (spec.op == "gelu") r = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    else if (spec.op == "relu6") r = std::min(std::max(v, 0.0), 6.0);
+    else if (spec.op == "hardswish") r = v * std::min(std::max(v + 3.0, 0.0), 6.0) / 6.0;
+    else if (spec.op == "hardsigmoid") r = std::min(std::max(v + 3.0, 0.0), 6.0) / 6.0;
+    else if (spec.op == "silu") r = v / (1.0 + std::exp(-v));
+    else if (spec.op == "mish") r = v * std::tanh(std::log1p(std::exp(v)));
     else TANDEM_ASSERT(false, "reference::activation: unknown op " + spec.op);
     y[i] = static_cast<float>(r);
   }

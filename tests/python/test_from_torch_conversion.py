@@ -1,0 +1,277 @@
+"""How from_torch treats what real models do (issue 28, item 3): a module without
+parameters called twice (ResNet's self.relu) is a layer per call; torch names Tandem
+cannot take are made legal and still load torch's weights and give torch's names back
+through to_torch; and whatever stops the converter is a ConversionError with the module,
+the op and the line, never another exception."""
+import inspect
+import os
+import subprocess
+
+import pytest
+import torch
+import torch.nn as nn
+
+import tandem
+from tandem.torch_import import ConversionError
+from conftest import CLI, assert_close
+from torch_compare import compare_with_torch
+
+HERE = os.path.basename(__file__)
+
+
+def line_of(cls, code):
+    """HERE:N (code) for the line of `cls`'s source that holds `code`."""
+    lines, first = inspect.getsourcelines(cls)
+    for i, line in enumerate(lines):
+        if code in line:
+            return "%s:%d (%s)" % (HERE, first + i, line.strip())
+    raise AssertionError(code)
+
+
+class BasicBlock(nn.Module):
+    """torchvision's ResNet block: one ReLU module, called after each convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += x
+        return self.relu(out)
+
+
+class TwoBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer1 = nn.Sequential(BasicBlock(), BasicBlock())
+        self.act = nn.Hardswish()
+        self.head = nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        x = self.act(self.act(self.layer1(x)))  # a module called twice in a row, at the top
+        return self.head(torch.flatten(x, 1))
+
+
+def test_a_module_without_parameters_is_a_layer_per_call(seed):
+    module = TwoBlocks()
+    for m in module.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    model = compare_with_torch(module, (torch.randn(2, 4, 6, 6),), inputs=(torch.randn(3, 4, 6, 6),))
+    for line in ["- {name: relu, op: relu}", "- {name: add, op: add, inputs: [bn2, x]}", "- {name: relu_1, op: relu}",
+                 "- {name: add, op: add, inputs: [bn2, '0.relu_1']}", "- {name: act, op: hardswish}",
+                 "- {name: act_1, op: hardswish}"]:
+        assert line in model.yaml, "%r not in\n%s" % (line, model.yaml)
+    assert model.yaml.count("op: relu}") + model.yaml.count("op: relu, ") == 4  # two calls in each of two blocks
+    assert set(model.state_dict()) == set(module.state_dict())
+
+
+class SharedLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.fc(self.fc(x))
+
+
+class SharedNorm(nn.Module):
+    """A module with buffers but no parameters: its statistics would be a layer's own."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(2, affine=False)
+
+    def forward(self, x):
+        return self.bn(self.bn(x))
+
+
+def test_a_module_with_parameters_or_buffers_called_twice_is_refused():
+    with pytest.raises(tandem.ModelError) as error:
+        tandem.from_torch(SharedLinear(), torch.randn(2, 3))
+    assert "'fc' (torch.nn.Linear), at %s: called a second time (first as 'fc'): a Tandem layer owns its parameters, " \
+        "so give each call its own module" % line_of(SharedLinear, "return self.fc(") in str(error.value)
+    with pytest.raises(tandem.ModelError, match="'bn' \\(torch.nn.BatchNorm2d\\), at .*: called a second time"):
+        tandem.from_torch(SharedNorm(), torch.randn(2, 2, 3, 3))
+
+
+class Stage(nn.Module):
+    """regnet's way: blocks named 'block1-0', which a Tandem layer name cannot be."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_module("block1-0", nn.Sequential(nn.Linear(4, 6), nn.ReLU()))
+        self.add_module("block1-1", nn.Linear(6, 6))
+        self.block1_1 = nn.Linear(6, 5)  # the legal spelling is taken: the renamed one gets another
+
+    def forward(self, x):
+        for block in self.children():
+            x = block(x)
+        return x
+
+
+class Renamed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = Stage()
+
+    def forward(self, x):
+        return self.trunk(x)
+
+
+def test_names_tandem_cannot_take_are_made_legal_and_map_back(tmp_path, seed):
+    module = Renamed()
+    model = tandem.from_torch(module, torch.randn(2, 4), save_to=tmp_path / "renamed")
+    assert "- name: block1_0" in model.yaml and "{name: block1_1_1, op: linear" in model.yaml
+    assert "{name: block1_1, op: linear, in_features: 6, out_features: 5}" in model.yaml
+    assert sorted(model.state_dict()) == ["trunk.block1_0.0.bias", "trunk.block1_0.0.weight", "trunk.block1_1.bias",
+                                          "trunk.block1_1.weight", "trunk.block1_1_1.bias", "trunk.block1_1_1.weight"]
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        want = module(x)
+    assert_close(model(x)["output"].numpy(), want.numpy(), 1e-6, "output")  # torch's weights, loaded through the names
+    torch_module = tandem.to_torch(model)
+    assert list(torch_module.state_dict()) == list(module.state_dict())  # trunk.block1-0.0.weight, ...
+    torch_module.load_state_dict(module.state_dict())
+    assert_close(torch_module(x).detach().numpy(), want.numpy(), 1e-6, "to_torch's output")
+    again = tandem.Model.load(tmp_path / "renamed.yaml")  # the file keeps the torch names for to_torch
+    again.load_weights(tmp_path / "renamed.safetensors")
+    assert list(tandem.to_torch(again).state_dict()) == list(module.state_dict())
+    run = subprocess.run([CLI, "run", str(tmp_path / "renamed.yaml"), "--weights", str(tmp_path / "renamed.safetensors"),
+                          "--batch", "3"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+class Shuffle(nn.Module):
+    """shufflenet's split: the tuple chunk returns, indexed."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        a, b = self.fc(x).chunk(2, dim=1)
+        return torch.cat([b, a], 1)
+
+
+def test_what_reads_an_op_tandem_lacks_is_no_error_of_its_own():
+    with pytest.raises(tandem.ModelError) as error:
+        tandem.from_torch(Shuffle(), torch.randn(2, 4))
+    message = str(error.value)
+    assert "'chunk', at %s: tensor method .chunk(): Tandem has no such op" % line_of(Shuffle, ".chunk(") in message
+    assert message.count("\n  ") == 1  # the two getitems and cat read it: one error, the cause's
+
+
+class Attend(nn.Module):
+    """vit's way: attention weights not asked for (None in the tuple), the tuple unpacked."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        x, _ = self.attn(x, x, x, need_weights=False)
+        return x
+
+
+def test_a_tuple_with_a_none_in_it_is_still_a_tuple(seed):
+    compare_with_torch(Attend(), (torch.randn(2, 5, 8),), inputs=(torch.randn(3, 5, 8),))
+
+
+class Concat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return torch.cat([self.fc(x), x], 1)
+
+
+def test_a_converter_that_fails_is_named_with_its_line(monkeypatch):
+    from tandem import torch_ops
+
+    def broken(node, ctx):
+        return node.no_such_attribute
+
+    monkeypatch.setitem(torch_ops.FUNCTIONS, torch.cat, broken)
+    with pytest.raises(tandem.ModelError) as error:
+        tandem.from_torch(Concat(), torch.randn(2, 3))
+    assert "'cat', at %s: from_torch failed on it (AttributeError: 'Node' object has no attribute 'no_such_attribute'); " \
+        "please report it" % line_of(Concat, "torch.cat(") in str(error.value)
+    assert isinstance(error.value, ConversionError)
+
+
+def test_a_module_that_fails_on_its_example_says_so():
+    with pytest.raises(ConversionError, match="the module fails on the example inputs \\(RuntimeError: "):
+        tandem.from_torch(nn.Sequential(nn.Linear(3, 3)), torch.randn(2, 4))
+
+
+class Bags(nn.Module):
+    """A recommender's lookups: flat ids of any count, offsets one per sample."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags = nn.EmbeddingBag(30, 4, mode="sum")
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, ids, offsets):
+        return self.fc(self.tags(ids, offsets))
+
+
+def bags_example(n_ids, batch):
+    offsets = torch.sort(torch.randint(0, n_ids + 1, (batch,))).values
+    offsets[0] = 0
+    return torch.randint(0, 30, (n_ids,)), offsets
+
+
+@pytest.mark.parametrize("how", ["dynamic", "two examples"])
+def test_flat_ids_of_any_count(how, seed):
+    module = Bags()
+    if how == "dynamic":
+        model = tandem.from_torch(module, bags_example(10, 4), dynamic={"ids": 0})
+    else:
+        model = tandem.from_torch(module, [bags_example(10, 4), bags_example(7, 4)])
+    assert "ids: {shape: [ids_len], dtype: int64}" in model.yaml and "offsets: {shape: [batch], dtype: int64}" in \
+        model.yaml
+    for n_ids, batch in [(12, 4), (3, 5), (40, 2)]:  # more ids than the example's, and fewer
+        ids, offsets = bags_example(n_ids, batch)
+        with torch.no_grad():
+            want = module(ids, offsets)
+        assert_close(model(ids, offsets)["output"].numpy(), want.numpy(), 1e-5, "%d ids in %d bags" % (n_ids, batch))
+
+
+def test_dynamic_names_what_it_cannot_take():
+    with pytest.raises(ConversionError, match="dynamic= names 'tokens', which is no input \\(ids, offsets\\)"):
+        tandem.from_torch(Bags(), bags_example(10, 4), dynamic={"tokens": 0})
+    with pytest.raises(ConversionError, match="dynamic= gives input 'ids' \\(1 dimensions\\) the dimension\\(s\\) \\[1\\]"):
+        tandem.from_torch(Bags(), bags_example(10, 4), dynamic={"ids": 1})
+    with pytest.raises(ConversionError, match="the two examples have the same shapes"):
+        tandem.from_torch(Bags(), [bags_example(10, 4), bags_example(10, 4)])
+
+
+def test_stochastic_depth_is_the_identity_in_eval_mode_and_refused_in_training(seed):
+    ops = pytest.importorskip("torchvision.ops", reason="needs Debian's python3-torchvision (scripts/setup.sh)")
+
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.stochastic_depth = ops.StochasticDepth(0.2, "row")
+
+        def forward(self, x):
+            return x + self.stochastic_depth(self.fc(x))
+
+    module = Residual()
+    with pytest.raises(ConversionError) as error:
+        tandem.from_torch(module, torch.randn(2, 4))  # a module is made in training mode
+    assert "stochastic depth with p=0.2 in training mode: Tandem has no such op; convert the module in eval mode" in \
+        str(error.value)
+    model = compare_with_torch(module.eval(), (torch.randn(2, 4),), inputs=(torch.randn(5, 4),))
+    assert "op: add, inputs: [x, fc]" in model.yaml  # the residual reads fc itself

@@ -1,0 +1,171 @@
+"""tandem.from_torch on torchvision's classification models (issue 28), as a user would
+convert them: random weights, batch-norm running statistics perturbed to fresh random
+values, converted on a batch of 2 and judged on a batch of 3 it never saw: outputs within
+1e-4 of torch's (relative to their largest), and a training step's gradients (batch
+statistics, every parameter and the input) and running statistics within 1e-4.
+Small images (32 and 64 pixels) keep it quick: every model here pools to 1x1 or 2x2."""
+import copy
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import numpy  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+import tandem  # noqa: E402
+
+tv = pytest.importorskip("torchvision.models", reason="needs Debian's python3-torchvision (scripts/setup.sh)")
+
+# One thread each: ctest runs two tests at once on two cores, and OpenMP teams of two that
+# share them spin at their barriers (torch's mobilenet_v2 forward: 0.02 s on one thread,
+# 0.3 s on two beside another busy process).
+torch.set_num_threads(1)
+tandem.set_threads(1)
+
+# Those that convert (scripts/try_torchvision.py tries them all and says what stops the rest).
+CONVERTED = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
+             "mobilenet_v3_large", "mnasnet0_5", "densenet121", "efficientnet_b0", "regnet_y_400mf"]
+
+
+def fresh_model(name):
+    """torchvision's `name` with random weights, running statistics drawn afresh (not the
+    initial 0 and 1, which would hide a mean or variance read wrongly) and dropout off (its
+    masks are random on both sides)."""
+    module = getattr(tv, name)(weights=None)
+    for m in module.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return module
+
+
+def fresh_model_like(module):
+    """A copy of `module` with its weights and running statistics as they are now."""
+    return copy.deepcopy(module)
+
+
+def assert_relative(got, want, tolerance, what):
+    got, want = numpy.asarray(got, dtype=numpy.float64), numpy.asarray(want, dtype=numpy.float64)
+    assert got.shape == want.shape, "%s: shape %s, torch's %s" % (what, got.shape, want.shape)
+    scale = float(numpy.abs(want).max())
+    error = float(numpy.abs(got - want).max())
+    assert scale > 0, "%s: torch's is all zeros, which judges nothing" % what
+    assert error <= tolerance * scale, "%s: differs by %.3g, %.2g of its largest %.3g" % (
+        what, error, error / scale, scale)
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_outputs_match_torch_at_a_batch_the_converter_never_saw(name, seed):
+    module = fresh_model(name).eval()
+    model = tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False)  # checked here, at another batch
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        want = module(x)
+    assert_relative(model(x)["output"].numpy(), want.numpy(), 1e-4, "%s output" % name)
+
+
+def near_a_kink(module, x):
+    """The smallest distance of a ReLU's or ReLU6's input to its kink (0, and 6), relative to
+    the largest input of that call, over torch's forward of `x` in train mode."""
+    nearest = [float("inf")]
+
+    def look(m, args):
+        v = args[0].detach().abs()
+        kinks = [v] + ([(args[0].detach() - 6).abs()] if isinstance(m, nn.ReLU6) else [])
+        nearest[0] = min([nearest[0]] + [float(k.min() / v.max().clamp(min=1e-30)) for k in kinks])
+
+    hooks = [m.register_forward_pre_hook(look) for m in module.modules() if isinstance(m, (nn.ReLU, nn.ReLU6))]
+    try:
+        with torch.no_grad():
+            module.train()(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return nearest[0]
+
+
+def gradient_errors(name, module, model, exact_module, x):
+    """What differs in a training step of torch (float32, and float64 as the exact one) and
+    Tandem on `x`: a list of messages, empty when every gradient and running statistic holds."""
+    module.train()
+    exact_module.train()
+    leaf = x.clone().requires_grad_()
+    out = module(leaf)
+    grad_output = torch.randn(out.shape)
+    out.backward(grad_output)
+    exact_leaf = x.double().requires_grad_()
+    exact_module(exact_leaf).backward(grad_output.double())
+    model.zero_grad()
+    ours = {}
+    ours["input"] = model.backward({"x": x}, {"output": grad_output}, training=True)["x"].numpy()
+    ours.update(model.gradients())
+    theirs = {"input": leaf.grad.numpy()}
+    exact = {"input": exact_leaf.grad.numpy()}
+    exact_params = dict(exact_module.named_parameters())
+    for key, p in module.named_parameters():
+        theirs[key], exact[key] = p.grad.numpy(), exact_params[key].grad.numpy()
+    assert set(ours) == set(theirs), "Tandem's gradients %s, torch's %s" % (sorted(ours), sorted(theirs))
+    largest = max(float(numpy.abs(e).max()) for e in exact.values())
+    errors = []
+    for key in theirs:
+        tandem_error = float(numpy.abs(ours[key] - exact[key]).max())
+        torch_error = float(numpy.abs(theirs[key] - exact[key]).max())
+        scale = float(numpy.abs(exact[key]).max())
+        if scale <= 1e-7 * largest:
+            # zero by construction (a batch norm's bias whose output a 1x1 convolution feeds
+            # to a batch norm in training, which takes out any constant): both are rounding noise
+            if float(numpy.abs(ours[key]).max()) > 1e-6 * largest:
+                errors.append("%s: %s's gradient is 0, Tandem's %.3g" % (key, name, float(numpy.abs(ours[key]).max())))
+        elif tandem_error > 1e-4 * scale + 4 * torch_error:
+            errors.append("%s: %.2g of its largest from the exact gradient (torch's float32: %.2g)"
+                          % (key, tandem_error / scale, torch_error / scale))
+    state = model.state_dict()
+    for key, buffer in module.named_buffers():
+        if key.endswith(("running_mean", "running_var")):
+            error = float(numpy.abs(state[key] - buffer.numpy()).max() / numpy.abs(buffer.numpy()).max())
+            if error > 1e-4:
+                errors.append("%s after the step: %.2g of its largest from torch's" % (key, error))
+    return errors
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_a_training_step_matches_torch(name, seed):
+    """Gradients of every parameter and the input, and the running statistics, in train
+    mode (batch statistics). Judged against torch's float64 step, the exact gradient: within
+    1e-4 of it, or no further than 4 times torch's own float32 (the batch norms' backward
+    cancels digits: mobilenet_v2's first one is 5e-4 from exact in torch's float32 too).
+    A ReLU whose input is within rounding of 0 may fall the other way in Tandem, which
+    changes that gradient for real (5e-2 seen); such a draw, seen by torch's inputs to the
+    ReLUs being that close (1e-5 of their largest), is drawn again, at most three times."""
+    module = fresh_model(name)
+    model = tandem.from_torch(module, torch.randn(2, 3, 64, 64), check=False)
+    start = {key: numpy.array(value) for key, value in model.state_dict().items()}  # a copy: the step updates them
+    failures = []
+    for _ in range(3):
+        model.load_state_dict(start)  # the running statistics of the draw before
+        torch_module = fresh_model_like(module)
+        exact_module = fresh_model_like(module).double()
+        x = torch.randn(3, 3, 64, 64)
+        errors = gradient_errors(name, torch_module, model, exact_module, x)
+        if not errors:
+            return
+        nearest = near_a_kink(fresh_model_like(module), x)
+        failures.append("a draw whose nearest ReLU input is %.1g from its kink: %d differ: %s" % (
+            nearest, len(errors), "; ".join(errors[:3])))
+        assert nearest < 1e-5, failures[-1]
+    raise AssertionError("three draws near a ReLU's kink:\n" + "\n".join(failures))
+
+
+def test_to_torch_gives_back_torchs_names_and_outputs(seed):
+    module = fresh_model("regnet_y_400mf").eval()  # trunk_output.block1.block1-0...: Tandem's block1_0
+    model = tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False)
+    assert "- name: block1_0" in model.yaml
+    back = tandem.to_torch(model)
+    assert sorted(back.state_dict()) == sorted(module.state_dict())
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert_relative(back(x).numpy(), module(x).numpy(), 1e-4, "to_torch(from_torch(regnet_y_400mf))")
