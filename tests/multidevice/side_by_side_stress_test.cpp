@@ -45,6 +45,11 @@ const OpFamily op_families[] = {
      "      - {name: act2, op: gelu, approximate: tanh}\n"
      "      - {name: act3, op: tanh}\n"
      "      - {name: act4, op: sigmoid}\n"
+     "      - {name: act5, op: relu6}\n"
+     "      - {name: act6, op: hardswish}\n"
+     "      - {name: act7, op: hardsigmoid}\n"
+     "      - {name: act8, op: silu}\n"
+     "      - {name: act9, op: mish}\n"
      "      - {name: head, op: linear, in_features: 16, out_features: 3}\n",
      false},
     {"normalization", "  x: {shape: [batch, 2, 4, 4]}\n",
