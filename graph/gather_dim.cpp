@@ -25,7 +25,10 @@ GatherDim gather_dim_of(const SymShape& output, const Dim& extent, int64_t scatt
   const int64_t d = follows[0];
   if (output[d] == extent) return {d, ""};
   const std::optional<Dim> factor = output[d].divided_by(extent);
-  if (d == scatter_dim && factor && factor->is_constant()) return {d, ""};
+  // A fixed multiple of the batch: by sample, or in runs of the batch (a flatten across it,
+  // [T, batch] to [T·batch]), which graph/sample_order.h tells apart and the gather undoes
+  // run by run; samples mixed otherwise are refused there.
+  if (factor && factor->is_constant()) return {d, ""};
   return {std::nullopt, "its dimension " + std::to_string(d) + " is " + output[d].str() + ", not '" + *symbol +
                             "' alone and not the scattered dim " + std::to_string(scatter_dim) +
                             ": the replicas' samples would interleave in it, and concatenating them would put rows "

@@ -6,10 +6,11 @@
 // the batch on dim 0 ([batch, classes] after its head) then concatenates the wrong rows or
 // fails. Tandem gathers each output along the dimension that follows the scattered extent
 // (`batch`), which is what the unwrapped block computes, and refuses at load time an output
-// that has no such dimension (a reduction over the batch, a value that ignores the batch)
-// or whose samples would interleave when concatenated. The shape tells where the batch is,
-// not in what order its samples lie there (a cat along the batch's dimension): that is
-// graph/sample_order.h's to follow, and the loader asks both.
+// that has no such dimension (a reduction over the batch, a value that ignores the batch).
+// The shape tells where the batch is, not in what order its samples lie there (a cat along
+// the batch's dimension, a flatten across it): that is graph/sample_order.h's to follow,
+// and the loader asks both; runs of the batch are gathered run by run
+// (placement/replicate.cpp).
 #pragma once
 
 #include <cstdint>

@@ -164,7 +164,8 @@ std::string sample_order_problem(const Graph& graph, const std::map<int, SampleO
     case SampleOrder::Kind::unknown:
       return "";
     case SampleOrder::Kind::runs:
-      if (order.runs == Dim(1)) return "";
+      // a known number of runs is gathered run by run (placement/replicate.cpp)
+      if (order.runs.is_constant()) return "";
       return order.why + ": each replica's output holds its own runs, so concatenating the replicas' outputs "
              "would put all of replica 0's runs before replica 1's, not the rows the block computes unwrapped; "
              "concatenate along another dimension, or after the block";

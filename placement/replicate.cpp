@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
 #include "core/tensor.h"
 #include "graph/gather_dim.h"
 #include "graph/op_schema.h"
+#include "graph/sample_order.h"
 
 namespace tandem {
 
@@ -141,6 +143,7 @@ class Replicator {
     const int64_t rank = static_cast<int64_t>(input_types[0].shape.size());
     const int64_t dim = dp.dim < 0 ? dp.dim + rank : dp.dim;
     TANDEM_ASSERT(dim >= 0 && dim < rank, "data_parallel dim outside its first input (the loader checks)");
+    const std::map<int, SampleOrder> orders = sample_orders(g_, block, dim);  // how the outputs hold the batch
     const int64_t extent = input_types[0].shape[dim].constant();
     std::vector<int64_t> chunks;
     if (dp.chunk_by_memory && memory_of_) {
@@ -251,15 +254,84 @@ class Replicator {
       gather.path = block.path + "@gather(" + g_.values[o].name + ")";
       gather.op = "cat";
       gather.schema = find_op_schema("cat");
-      gather.attrs.set("dim", gather_dim(b, o, inputs[0], dim, chunks, replica_value));
+      const int64_t gather_at = gather_dim(b, o, inputs[0], dim, chunks, replica_value);
+      gather.attrs.set("dim", gather_at);
       for (int k = 0; k < replicas; ++k) gather.inputs.push_back(replica_value[k].at(o));
       gather.output = o;  // the original value: its readers outside are unchanged
       gather.device = dp.output_device;
       gather.block = block.parent;
       gather.location = block.location;
       gather.replica = ReplicaRole{ReplicaRole::Kind::gather, b, 0, replicas};
+      const int64_t runs = runs_of(orders, o);
+      std::optional<Node> merged;
+      if (runs > 1) merged = gather_run_by_run(gather, gather_at, runs, dp.devices, b, replicas);
       out_->nodes.push_back(std::move(gather));
+      if (merged) out_->nodes.push_back(std::move(*merged));
     }
+  }
+
+  /// How many runs of the batch output `o` holds along its batch dimension (graph/sample_order.h):
+  /// 1 when it is ordered by sample.
+  static int64_t runs_of(const std::map<int, SampleOrder>& orders, int o) {
+    const auto it = orders.find(o);
+    if (it == orders.end() || it->second.kind != SampleOrder::Kind::runs || !it->second.runs.is_constant()) return 1;
+    return it->second.runs.constant();
+  }
+
+  /// An output whose batch dimension holds `runs` runs of the batch, one after another (a
+  /// [T·batch, V] flatten of [T, batch, V], a cat along the batch's dimension): each
+  /// replica's [.., runs·c_k, ..] is viewed as [.., runs, c_k, ..], the views concatenated
+  /// along the chunk's dimension, and the whole viewed back as [.., runs·batch, ..], so that
+  /// run r of every replica comes before run r+1, as the block computes it unwrapped.
+  /// Rewrites `gather` (the plain cat) into the cat of the views, adds the views, and
+  /// returns the view back, which follows the cat.
+  Node gather_run_by_run(Node& gather, int64_t at, int64_t runs, const std::vector<Device>& devices, int b, int replicas) {
+    const int o = gather.output;
+    const TensorType whole = concrete(g_.values[o].type, bindings_, g_.values[o].name);
+    auto shape_attr = [](const SymShape& shape) {
+      std::vector<std::string> items;
+      for (const Dim& d : shape) items.push_back(std::to_string(d.constant()));
+      return items;
+    };
+    auto split = [&](SymShape shape) {  // [.., runs·c, ..] as [.., runs, c, ..]
+      const int64_t c = shape[static_cast<size_t>(at)].constant() / runs;
+      shape[static_cast<size_t>(at)] = Dim(c);
+      shape.insert(shape.begin() + at, Dim(runs));
+      return shape;
+    };
+    for (int k = 0; k < replicas; ++k) {
+      const int part = gather.inputs[static_cast<size_t>(k)];
+      TensorType viewed = out_->values[part].type;
+      viewed.shape = split(viewed.shape);
+      Node view;
+      view.path = gather.path + "@runs" + std::to_string(k);
+      view.op = "reshape";
+      view.schema = find_op_schema("reshape");
+      view.attrs.set("shape", shape_attr(viewed.shape));
+      view.inputs = {part};
+      view.output = add_value(view.path, viewed);
+      view.device = devices[static_cast<size_t>(k)];
+      view.block = gather.block;
+      view.location = gather.location;
+      view.replica = ReplicaRole{ReplicaRole::Kind::replica, b, k, replicas};
+      gather.inputs[static_cast<size_t>(k)] = view.output;
+      out_->nodes.push_back(std::move(view));
+    }
+    TensorType runs_whole = whole;
+    runs_whole.shape = split(whole.shape);
+    gather.attrs.set("dim", at + 1);
+    gather.output = add_value(gather.path + "@runs", runs_whole);
+    Node merge;
+    merge.path = gather.path + "@merged";
+    merge.op = "reshape";
+    merge.schema = find_op_schema("reshape");
+    merge.attrs.set("shape", shape_attr(whole.shape));
+    merge.inputs = {gather.output};
+    merge.output = o;  // the original value: its readers outside are unchanged
+    merge.device = gather.device;
+    merge.block = gather.block;
+    merge.location = gather.location;
+    return merge;
   }
 
   // The dimension along which output `o` of block `b` is gathered: the one that carries the
@@ -293,6 +365,9 @@ class Replicator {
       if (chunks.size() == 1 && !whole.empty()) return std::min<int64_t>(scatter_dim, static_cast<int64_t>(whole.size()) - 1);
       if (exact.size() == 1) return exact[0];
       if (std::find(multiple.begin(), multiple.end(), scatter_dim) != multiple.end()) return scatter_dim;
+      // the one dimension holding each replica's rows several times over (by sample, or in runs
+      // of the batch: gathered run by run); the loader refused orders no gather can undo
+      if (exact.empty() && multiple.size() == 1) return multiple[0];
       verdict.why_not = exact.empty() ? "no dimension of it holds each replica's rows of the batch of " +
                                             std::to_string(extent) + " (chunks of " + chunk_list(chunks) + ")"
                                       : "several of its dimensions have the batch's size " + std::to_string(extent) +
