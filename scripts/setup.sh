@@ -15,6 +15,7 @@ packages=(
   python3-torchvision                 # its classification models, which from_torch converts in the tests
   python3-dev pybind11-dev libdlpack-dev  # `import tandem` (python/), built for /usr/bin/python3
   python3-pytest python3-matplotlib       # its tests, and the example's loss curve
+  python3-pip python3-venv python3-setuptools  # pip install of the package (tests/install/python_package.sh)
   graphviz                                # tandem plan --svg/--png renders the plan with its dot
   clang-14 libclang-rt-14-dev libfuzzer-14-dev libomp-14-dev        # sanitizers and fuzzing (scripts/sanitize.sh, fuzz.sh)
 )
