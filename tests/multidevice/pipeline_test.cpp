@@ -90,6 +90,17 @@ TensorMap batch_of(Model& model, int64_t batch, uint64_t seed) {
   return data;
 }
 
+/// The model's weights now, copied (training goes on updating the model's own).
+TensorMap copy_of_parameters(Model& model) {
+  TensorMap weights;
+  for (const auto& [name, t] : model.parameters()) {
+    Tensor copy = Tensor::empty(t.shape(), t.dtype());
+    std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
+    weights.emplace(name, std::move(copy));
+  }
+  return weights;
+}
+
 struct Trained {
   std::vector<double> losses;
   TensorMap weights;
@@ -106,12 +117,7 @@ Trained train(const std::string& yaml, int gpus, int64_t micro_batches, int64_t 
   Trainer trainer(model, spec);
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s) losses.push_back(trainer.step(batch_of(model, batch, 100 + static_cast<uint64_t>(s))));
-  TensorMap weights;
-  for (const auto& [name, t] : model.parameters()) {
-    Tensor copy = Tensor::empty(t.shape(), t.dtype());
-    std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
-    weights.emplace(name, std::move(copy));
-  }
+  TensorMap weights = copy_of_parameters(model);
   DeviceReport cpu;
   for (const DeviceReport& r : model.device_totals())
     if (r.device == Device::cpu()) cpu = r;
@@ -160,10 +166,8 @@ TEST_CASE("a pipelined step runs every micro-batch's forward on a lane before an
     spec.micro_batches = micro_batches;
     spec.accumulate = accumulate;
     Trainer trainer(model, spec);
-    const auto before = std::chrono::steady_clock::now();
     trainer.step(batch_of(model, 36 * accumulate, 7));  // the first step runs in lockstep
     trainer.step(batch_of(model, 36 * accumulate, 8));
-    (void)before;
     REQUIRE(Trace::active()->flush());
     std::ifstream in(trace);
     std::stringstream text;
@@ -266,13 +270,7 @@ TEST_CASE("micro-batches cut an embedding_bag's flat ids and offsets by bag, and
       batch.merge(model.random_targets({{"batch", 40}}, 20 + s));
       losses.push_back(trainer.step(batch));
     }
-    TensorMap weights;
-    for (const auto& [name, t] : model.parameters()) {
-      Tensor copy = Tensor::empty(t.shape(), t.dtype());
-      std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
-      weights.emplace(name, std::move(copy));
-    }
-    return std::make_pair(losses, weights);
+    return std::make_pair(losses, copy_of_parameters(model));
   };
   const auto [whole_losses, whole] = run(1, 1);
   for (auto [micro_batches, accumulate] : {std::pair<int64_t, int64_t>{3, 1}, {1, 3}, {2, 2}}) {
