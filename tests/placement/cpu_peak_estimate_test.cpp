@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -93,7 +94,12 @@ TEST_CASE("the cpu's predicted peak is within 1.15x of the measured one on bundl
     const json cpu = cpu_device(out);
     const double predicted = cpu.at("predicted_peak_bytes").get<double>(), measured = cpu.at("peak_bytes").get<double>();
     INFO("predicted " << predicted << " bytes, measured " << measured);
-    CHECK(predicted <= 1.15 * measured);
+    // The estimate counts the worst order of frees; a run's lanes may free a scatter's
+    // chunk (its copy done) before the gathered output arrives. On a model whose cpu holds
+    // a few KiB that order alone is more than 15%: dp_tutorial measured 1408 or 1664 bytes
+    // from run to run against 1664 predicted (CI, under ASan). So a few KiB may lie above.
+    const double order_slack_bytes = 4096;
+    CHECK(predicted <= std::max(1.15 * measured, measured + order_slack_bytes));
     CHECK(predicted >= 0.95 * measured);
   }
   std::filesystem::remove(dlrm);
