@@ -4,10 +4,11 @@
 // gradient buffer for it, once per device however many layers share it; a GPU that holds a
 // parameter no cpu layer reads also keeps that parameter's optimizer state.
 //
-// Training keeps every activation for backward: the activations of a device are all the
-// buffers it holds (its layers' outputs, the copies it receives, and on the cpu the graph
-// inputs), plus, during backward, the gradients of the two largest (an output's and an
-// input's, alive together). A table that keeps its gradient as rows (`sparse: true`) has
+// Training on a GPU keeps every activation for backward: the activations of a device are
+// all the buffers it holds (its layers' outputs, the copies it receives), plus, during
+// backward, the gradients of the two largest (an output's and an input's, alive together).
+// The cpu's are walked step by step as the executor frees them (cpu_training_memory.cpp).
+// A table that keeps its gradient as rows (`sparse: true`) has
 // the rows a batch looks up for a gradient, not a dense one. The cpu also holds a GPU's parameter gradients once more on
 // their way to the master. Inference on a GPU counts every buffer too (the host submits
 // ahead of the GPU's queue, so all may be held at once); on the cpu a buffer is freed after
@@ -86,15 +87,6 @@ size_t row_gradient_bytes(const PlaceContext& ctx, const Node& table) {
   return allocation_bytes(capacity * row_bytes) + (capacity > 64 ? allocation_bytes(capacity / 2 * row_bytes) : 0);
 }
 
-
-/// Whether `value` is a view's output (flatten, reshape): the storage of its input, no
-/// buffer of its own.
-bool view_of_storage(const Graph& g, int value) {
-  const int producer = g.values[value].producer;
-  if (producer < 0) return false;
-  const OpSchema* schema = find_op_schema(g.nodes[producer].op);
-  return schema && schema->is_view;
-}
 
 /// Inference on the cpu as the forward executor lays it out (runtime/exec/buffer_plan.h):
 /// the intermediates a cpu layer makes and only cpu layers read share a few buffers, each
@@ -264,22 +256,24 @@ void pass5_estimate(PlaceContext& ctx) {
     e.capacity_bytes = info.memory_bytes;
     const bool host = info.device == Device::cpu();
     e.parameter_bytes = host ? sum(every, false) : on_device.count(info.device) ? sum(on_device[info.device], false) : 0;
-    if (ctx.policy.training) {
+    if (ctx.policy.training && host) {
+      // the activations and their gradients as the step holds them (cpu_training_memory.cpp)
+      const CpuTrainingLiveBytes live = cpu_training_live_bytes(ctx);
+      e.activation_bytes = live.activations;
+      e.gradient_bytes = host_gradient_bytes() + gpu_gradients + live.gradients;
+      e.optimizer_bytes = static_cast<size_t>(sum(every, true) * ctx.optimizer_factor);
+    } else if (ctx.policy.training) {
+      // A GPU's host submits ahead of its queue: every activation is counted as kept, and
+      // during backward the gradients of the two largest (an output's and an input's).
       size_t largest = 0, second = 0;
       for (const Buffer& b : all)
-        if (b.device == info.device && !(host && b.value >= 0 && view_of_storage(g, b.value))) {
+        if (b.device == info.device) {
           e.activation_bytes += b.bytes;
           if (b.bytes > largest) second = largest, largest = b.bytes;
           else if (b.bytes > second) second = b.bytes;
         }
-      if (host) {
-        const size_t trainable = sum(every, true);
-        e.gradient_bytes = host_gradient_bytes() + gpu_gradients + largest + second;
-        e.optimizer_bytes = static_cast<size_t>(trainable * ctx.optimizer_factor);
-      } else {
-        e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
-        e.optimizer_bytes = held_state(info.device);
-      }
+      e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
+      e.optimizer_bytes = held_state(info.device);
     } else if (!host) {
       // A GPU runs its layers from a queue the host submits ahead of it, and a buffer goes
       // back to the pool once the last task reading it has run: the host may have made

@@ -61,6 +61,11 @@ struct PlacementPolicy {
   /// when not the layer's (a small linear that the cpu keeps in fp32). Unset: the layer's
   /// (layer_precision). The runtime asks the backends (backend_capabilities.h).
   std::function<PrecisionChoice(Device, const Graph&, const Node&, const Bindings&)> runs_in;
+  /// What `device`'s kernel for layer `node` reads in backward besides the gradients: one
+  /// flag per input, then the output's (Kernel::backward_reads_input/output). The training
+  /// estimate frees the rest after forward, as the executor does. Unset, or empty: all of
+  /// it. The runtime asks the backends (backend_capabilities.h).
+  std::function<std::vector<bool>(Device, const Graph&, const Node&, const Bindings&)> backward_reads;
 };
 
 /// The supported policy names, for help texts and errors.

@@ -47,6 +47,14 @@ void pass5_estimate(PlaceContext& ctx);
 /// them: parameters (with gradient and optimizer state in training) and its output. The
 /// copies it receives are the balancer's to add (they depend on where its inputs are).
 size_t layer_footprint(const PlaceContext& ctx, int node);
+/// The cpu's activations and activation gradients at the moment of a training step when
+/// they hold the most (cpu_training_memory.cpp).
+struct CpuTrainingLiveBytes {
+  size_t activations = 0;
+  size_t gradients = 0;
+};
+CpuTrainingLiveBytes cpu_training_live_bytes(const PlaceContext& ctx);
+
 /// "cpu, cuda:0, cuda:1"
 std::string inventory_list(const DeviceInventory& inventory);
 

@@ -1,6 +1,7 @@
 #include "runtime/devices/backend_capabilities.h"
 
 #include "backends/kernel.h"
+#include "core/error.h"
 
 namespace tandem {
 namespace {
@@ -36,6 +37,24 @@ void ask_backends(PlacementPolicy& policy, DeviceRegistry& registry) {
     const Precision asked = layer_precision(graph, node);
     if (node.schema->is_view || !registry.has(device) || asked == Precision::fp32) return {asked, {}};
     return registry.backend(device).runs_in(kernel_spec_of(graph, node, bindings));
+  };
+  // The kernel itself says (one source of truth). Made at the plan's shapes, which in
+  // training are the step's: the cpu caches its primitives by shape, and the executor's
+  // kernels reuse what these built.
+  policy.backward_reads = [&registry](Device device, const Graph& graph, const Node& node,
+                                      const Bindings& bindings) -> std::vector<bool> {
+    if (node.schema->is_view || !registry.has(device)) return {};
+    KernelChoice choice;
+    try {
+      choice = registry.backend(device).make_kernel(kernel_spec_of(graph, node, bindings));
+    } catch (const UserError&) {
+      return {};  // the executor's own kernel reports it, with the layer's name
+    }
+    if (!choice.kernel) return {};
+    std::vector<bool> reads;
+    for (size_t k = 0; k < node.inputs.size(); ++k) reads.push_back(choice.kernel->backward_reads_input(k));
+    reads.push_back(choice.kernel->backward_reads_output());
+    return reads;
   };
 }
 

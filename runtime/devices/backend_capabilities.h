@@ -8,8 +8,9 @@
 
 namespace tandem {
 
-/// Sets policy.cannot_run and policy.runs_in to ask registry's backends (Backend::cannot_run,
-/// Backend::runs_in) about each layer at the concrete shapes of placement's symbol values.
+/// Sets policy.cannot_run, policy.runs_in and policy.backward_reads to ask registry's
+/// backends (Backend::cannot_run, Backend::runs_in, the kernel's backward_reads_*) about
+/// each layer at the concrete shapes of placement's symbol values.
 /// `registry` must outlive the policy.
 void ask_backends(PlacementPolicy& policy, DeviceRegistry& registry);
 
