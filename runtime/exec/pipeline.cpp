@@ -86,21 +86,27 @@ LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const Loss
   StepMembership membership(parts, window);
   try {
     for (PipelinedMicroBatch& p : parts) p.executor->begin_report();
-    for (PipelinedMicroBatch& p : parts) {
+    auto forward = [&](size_t k) {
       HostSpan span("micro-batch forward submitted");
-      p.executor->forward(p.inputs, p.seed, params_version);
-    }
-    for (PipelinedMicroBatch& p : parts) {
-      p.executor->loss(loss, p.target, /*with_gradient=*/true);
-      // the micro-batch's gradient as its share of the step's: the sum is the whole batch's
-      const float factor = static_cast<float>(p.weight) * loss_scale;
-      if (factor != 1.0f) p.executor->scale_loss_gradients(factor);
-    }
-    for (size_t k = 0; k < parts.size(); ++k) {
-      HostSpan span("micro-batch backward submitted");
+      parts[k].executor->forward(parts[k].inputs, parts[k].seed, params_version);
+    };
+    auto loss_and_backward = [&](size_t k) {
       TrainingExecutor& t = *parts[k].executor;
+      t.loss(loss, parts[k].target, /*with_gradient=*/true);
+      // the micro-batch's gradient as its share of the step's: the sum is the whole batch's
+      const float factor = static_cast<float>(parts[k].weight) * loss_scale;
+      if (factor != 1.0f) t.scale_loss_gradients(factor);
+      HostSpan span("micro-batch backward submitted");
       // every earlier micro-batch's contribution is ahead of the last one's on each lane
       t.backward(t.loss_seeds(), k + 1 == parts.size() ? ready : nullptr);
+    };
+    // 1F1B: as many micro-batches in flight as the plan has segments, then each backward
+    // submitted makes room for the next forward
+    const size_t in_flight = std::clamp<size_t>(parts.front().executor->plan().segments.size(), 1, parts.size());
+    for (size_t k = 0; k < in_flight; ++k) forward(k);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      loss_and_backward(k);
+      if (k + in_flight < parts.size()) forward(k + in_flight);
     }
     for (PipelinedMicroBatch& p : parts) p.executor->wait_for_lanes();  // the optimizer reads the gradients
   } catch (...) {

@@ -4,14 +4,16 @@
 // backward the GPU runs micro-batch k+1's layers while the cpu updates k's table gradients.
 //
 // Each micro-batch has a training executor of its own (its activations and gradients), and
-// all of them submit to the same device lanes. The host submits every forward, then every
-// loss, then every backward, and waits for the lanes once, at the end: a lane runs its work
-// in the order it was given, so each device takes the micro-batches in turn, and a device
-// waits for another only where a copy or a gradient crosses between them (GPipe's fill and
-// drain). The losses come after every forward because a GPU's loss is read back by the host
-// (it would hold the host, and with it the next forward's submission, until the GPU got
-// there). What the micro-batches hold at once is what one whole batch would: the sum of
-// their activations.
+// all of them submit to the same device lanes, which run their work in the order it was
+// given: each device takes the micro-batches in turn, and waits for another only where a
+// copy or a gradient crosses between them. The host submits in 1F1B order (PipeDream's
+// flush schedule, as torch.distributed.pipelining's Schedule1F1B): the forwards of as many
+// micro-batches as the plan has segments, then for each micro-batch in turn its loss and
+// backward and the next one's forward. So a device holds the activations of at most that
+// many micro-batches, not all M (GPipe's fill and drain, which ran every forward first,
+// held the whole batch's). The host waits for the lanes once, at the end; before that only
+// a loss read back from a GPU holds it, until that micro-batch's forward is through, while
+// the lanes work on the forwards already submitted.
 //
 // Each micro-batch's loss gradient is scaled by its share of the step's loss (weight: its
 // samples over the batch's, or 1 for a sum), so the gradients the micro-batches accumulate
