@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -93,37 +94,51 @@ void take_bags(const FlatBags& bags, const TensorMap& batch, int64_t size, int64
   part.emplace(bags.offsets->name, std::move(rebased));
 }
 
-}  // namespace
-
-std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph) {
-  TANDEM_ASSERT(parts >= 1, "split_micro_batches: at least one part");
+/// `batch` cut at sample bounds: part j takes samples [ends[j-1], ends[j]) (from 0) of every
+/// input and target it holds along its batch dimension, flat bags by bag.
+std::vector<TensorMap> cut(const TensorMap& batch, const Graph& graph, const std::function<std::vector<int64_t>(int64_t)>& ends_for) {
   // Each input and target, and its batch dimension (graph/batch_dim.h): 0 when it has no
   // symbolic dimension or several, as data_columns would refuse to feed it from data anyway.
-  // Flat ids with offsets are cut by bag (take_bags).
+  // Flat ids with offsets are cut by bag (take_bags). Targets only where the batch has them
+  // (inference cuts inputs alone).
   const std::vector<FlatBags> bags = flat_bags(graph);
   std::vector<std::pair<const GraphInput*, int>> columns;
   for (const std::vector<GraphInput>* decls : {&graph.inputs, &graph.targets})
     for (const GraphInput& decl : *decls)
-      if (!is_flat_bag_input(bags, decl))
+      if (!is_flat_bag_input(bags, decl) && (decls == &graph.inputs || batch.count(decl.name)))
         columns.emplace_back(&decl, batch_dim_of(graph.values[decl.value].type.shape).value_or(0));
   TANDEM_ASSERT(!columns.empty(), "a batch with no input or target to count its samples by");
   const auto& [first, first_dim] = columns.front();
   const int64_t size = batch.at(first->name).size(first_dim);
-  parts = std::min(parts, size);  // an epoch's last batch may hold fewer samples than parts
-  std::vector<MicroBatch> out(static_cast<size_t>(parts));
+  for (const auto& [decl, dim] : columns) {
+    const Tensor& t = batch.at(decl->name);
+    if (t.size(dim) != size)
+      throw UserError("'" + decl->name + "' has " + std::to_string(t.size(dim)) + " samples along its batch dimension, '" +
+                      first->name + "' " + std::to_string(size) + ": a batch's inputs and targets must agree");
+  }
+  std::vector<TensorMap> out;
   int64_t lo = 0;
-  for (int64_t j = 0; j < parts; ++j) {
-    const int64_t hi = lo + size / parts + (j < size % parts ? 1 : 0);
-    for (const auto& [decl, dim] : columns) {
-      const Tensor& t = batch.at(decl->name);
-      if (t.size(dim) != size)
-        throw UserError("'" + decl->name + "' has " + std::to_string(t.size(dim)) + " samples along its batch dimension, '" +
-                        first->name + "' " + std::to_string(size) + ": a batch's inputs and targets must agree");
-      out[static_cast<size_t>(j)].batch.emplace(decl->name, samples(t, dim, lo, hi));
-    }
-    for (const FlatBags& b : bags) take_bags(b, batch, size, lo, hi, out[static_cast<size_t>(j)].batch);
+  for (int64_t hi : ends_for(size)) {
+    TensorMap& part = out.emplace_back();
+    for (const auto& [decl, dim] : columns) part.emplace(decl->name, samples(batch.at(decl->name), dim, lo, hi));
+    for (const FlatBags& b : bags) take_bags(b, batch, size, lo, hi, part);
     lo = hi;
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph) {
+  TANDEM_ASSERT(parts >= 1, "split_micro_batches: at least one part");
+  std::vector<MicroBatch> out;
+  for (TensorMap& part : cut(batch, graph, [&parts](int64_t size) {
+         parts = std::min(parts, size);  // an epoch's last batch may hold fewer samples than parts
+         std::vector<int64_t> ends;
+         for (int64_t j = 0, hi = 0; j < parts; ++j) ends.push_back(hi += size / parts + (j < size % parts ? 1 : 0));
+         return ends;
+       }))
+    out.push_back({std::move(part), 1});
   // A mean loss weighs each part by its share of the batch's terms; a sum adds them.
   if (graph.loss && graph.loss->reduction == "mean") {
     const std::string& target = graph.values[graph.loss->target].name;
@@ -132,6 +147,16 @@ std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t part
     for (MicroBatch& m : out) m.weight = total > 0 ? m.weight / total : 1.0 / static_cast<double>(parts);
   }
   return out;
+}
+
+std::vector<TensorMap> split_batches(const TensorMap& batch, int64_t batch_size, const Graph& graph) {
+  TANDEM_ASSERT(batch_size >= 1, "split_batches: at least one sample a batch");
+  return cut(batch, graph, [batch_size](int64_t size) {
+    std::vector<int64_t> ends;
+    for (int64_t hi = std::min(batch_size, size); ends.empty() || ends.back() < size; hi = std::min(hi + batch_size, size))
+      ends.push_back(hi);
+    return ends;
+  });
 }
 
 }  // namespace tandem

@@ -1,4 +1,4 @@
-// Gradient accumulation's micro-batches: a step's batch cut into `accumulate` parts along
+// Gradient accumulation's micro-batches, and a file's batches for prediction: a step's batch cut into `accumulate` parts along
 // each input's and target's batch dimension, each with the weight its gradient takes in
 // the step, so that the summed gradients are those of the whole batch (docs/training.md,
 // Gradient accumulation).
@@ -26,5 +26,10 @@ struct MicroBatch {
 /// An embedding_bag's flat ids and offsets are cut by bag: a part takes its bags' ids (a
 /// view) and their offsets, rebased to start at 0.
 std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t parts, const Graph& graph);
+
+/// `batch` cut into batches of `batch_size` samples in order, the last one shorter when the
+/// samples do not divide, as split_micro_batches cuts (inputs alone, or inputs and targets;
+/// flat bags by bag). Used to predict over a file a batch at a time (Model::forward_batches).
+std::vector<TensorMap> split_batches(const TensorMap& batch, int64_t batch_size, const Graph& graph);
 
 }  // namespace tandem

@@ -82,6 +82,13 @@ class Model {
   TensorMap random_inputs(const Bindings& bindings, uint64_t seed) const;
   /// Inference: outputs by output name.
   TensorMap forward(const TensorMap& inputs);
+  /// forward() over `inputs` cut into batches of `batch_size` samples (the last one
+  /// shorter), the outputs concatenated along their batch dimension: the bits forward()
+  /// gives batch by batch. Placed over devices, the next batch is submitted before this one
+  /// is collected (two executors take turns), so the cpu's layers and uploads of batch k+1
+  /// overlap a GPU's work on batch k. device_report() then covers every batch. UserError
+  /// for a batch size under 1 or an output without a batch dimension.
+  TensorMap forward_batches(const TensorMap& inputs, int64_t batch_size);
 
   // ---- training -------------------------------------------------------------------
   /// Gradients by parameter name (trainable ones only: buffers have none): zero until a
@@ -259,6 +266,7 @@ class Model {
   const Pass* last_pass_ = nullptr;
   /// What the devices did in the last pass when it was a pipelined step (its micro-batches'
   /// executors together); empty otherwise.
+  /// The report of the last call that ran several executors (a pipelined step, batches).
   std::vector<DeviceReport> pipelined_report_;
   std::vector<DeviceReport> device_totals_;
   ForwardHook forward_hook_;

@@ -4,7 +4,9 @@
 // names GPUs). Either way the same two executors run them (runtime/exec/).
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
+#include "graph/batch_dim.h"
 #include "graph/loss_reach.h"
 #include "runtime/devices/backend_capabilities.h"
 #include "runtime/devices/device_registry.h"
@@ -160,6 +162,85 @@ TensorMap Model::forward(const TensorMap& inputs) {
   add_to_totals(device_totals_, pass.report());
   TensorMap named;
   for (size_t i = 0; i < outputs.size(); ++i) named.emplace(graph_->outputs[i].name, std::move(outputs[i]));
+  return named;
+}
+
+namespace {
+
+/// `parts` joined along dimension `dim` (cpu tensors of one dtype, equal elsewhere).
+Tensor concatenate(const std::vector<Tensor>& parts, int dim) {
+  Shape shape = parts.front().shape();
+  shape[static_cast<size_t>(dim)] = 0;
+  for (const Tensor& p : parts) shape[static_cast<size_t>(dim)] += p.size(dim);
+  Tensor out = Tensor::empty(shape, parts.front().dtype());
+  int64_t outer = 1;
+  for (int d = 0; d < dim; ++d) outer *= shape[static_cast<size_t>(d)];
+  const size_t out_row = out.nbytes() / static_cast<size_t>(std::max<int64_t>(outer, 1));
+  size_t at = 0;
+  for (const Tensor& p : parts) {
+    const size_t row = p.nbytes() / static_cast<size_t>(std::max<int64_t>(outer, 1));
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(static_cast<char*>(out.raw_data()) + o * out_row + at,
+                  static_cast<const char*>(p.raw_data()) + o * row, row);
+    at += row;
+  }
+  return out;
+}
+
+}  // namespace
+
+TensorMap Model::forward_batches(const TensorMap& inputs, int64_t batch_size) {
+  if (batch_size < 1) throw UserError("the batch size must be at least 1, got " + std::to_string(batch_size));
+  std::vector<int> dims;  // each output's batch dimension, where the batches join
+  for (const GraphOutput& out : graph_->outputs) {
+    const std::optional<int> dim = batch_dim_of(graph_->values[out.value].type.shape);
+    if (!dim)
+      throw UserError("output '" + out.name + "' of model '" + graph_->name +
+                      "' has no batch dimension to join batches along: run the inputs as one batch");
+    dims.push_back(*dim);
+  }
+  bind(inputs);  // names, dtypes and shapes checked on the whole before it is cut
+  const std::vector<TensorMap> batches = split_batches(inputs, batch_size, *graph_);
+  std::vector<std::vector<Tensor>> outputs(batches.size());
+  std::vector<DeviceReport> report;
+  // Placed, two executors take turns so that one can be submitted while the other runs; on
+  // the cpu alone a pass runs as it is submitted (its lane is the calling thread).
+  const bool overlap = placed();
+  ForwardExecutor* in_flight = nullptr;
+  size_t in_flight_index = 0;
+  auto collect = [&] {
+    ForwardExecutor* pass = std::exchange(in_flight, nullptr);
+    outputs[in_flight_index] = pass->collect();
+    add_to_totals(report, pass->report());
+  };
+  try {
+    for (size_t k = 0; k < batches.size(); ++k) {
+      ForwardExecutor& pass = *pass_for({bind(batches[k]), false, false, overlap ? static_cast<int>(k % 2) : 0}).inference;
+      pass.submit(ordered_inputs(batches[k]), params_version_, &forward_hook_);
+      if (in_flight) {
+        collect();
+        pass.restart_report();  // the reports tile the stream: this one counts from here
+      }
+      in_flight = &pass;
+      in_flight_index = k;
+      if (!overlap) collect();
+    }
+    if (in_flight) collect();
+  } catch (...) {
+    if (in_flight) try {
+        in_flight->collect();  // nothing of it stays (a failed submit drained every lane)
+      } catch (...) {
+      }
+    throw;
+  }
+  add_to_totals(device_totals_, report);
+  TensorMap named;
+  for (size_t i = 0; i < graph_->outputs.size(); ++i) {
+    std::vector<Tensor> parts;
+    for (std::vector<Tensor>& batch : outputs) parts.push_back(std::move(batch[i]));
+    named.emplace(graph_->outputs[i].name, parts.size() == 1 ? parts.front() : concatenate(parts, dims[i]));
+  }
+  pipelined_report_ = std::move(report);
   return named;
 }
 

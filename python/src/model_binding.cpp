@@ -73,7 +73,8 @@ TensorMap inputs_from_dict(const PyModel& self, const py::dict& values, bool& as
   return inputs;
 }
 
-py::dict forward(PyModel& self, const py::args& args, const py::kwargs& kwargs) {
+/// forward(), or with `batch_size` forward_batches(): inputs by position or by name.
+py::dict run_forward(PyModel& self, const py::args& args, const py::kwargs& kwargs, std::optional<int64_t> batch_size) {
   release_deferred_references();
   const Graph& graph = self.model->graph();
   if (args.size() > self.input_names.size())
@@ -98,7 +99,7 @@ py::dict forward(PyModel& self, const py::args& args, const py::kwargs& kwargs) 
   self.hooks->as_torch = as_torch;  // what the forward hooks are given
   try {
     py::gil_scoped_release nogil;
-    outputs = self.model->forward(inputs);
+    outputs = batch_size ? self.model->forward_batches(inputs, *batch_size) : self.model->forward(inputs);
   } catch (...) {
     self.hooks->error.reset();  // the forward's own error wins
     throw;
@@ -106,6 +107,25 @@ py::dict forward(PyModel& self, const py::args& args, const py::kwargs& kwargs) 
   self.hooks->raise_pending();
   // `inputs` goes after this, with the GIL: the arrays it shares are given back at once
   return outputs_to_python(graph, outputs, as_torch);
+}
+
+py::dict forward(PyModel& self, const py::args& args, const py::kwargs& kwargs) {
+  return run_forward(self, args, kwargs, std::nullopt);
+}
+
+/// Keras's predict(x, batch_size=): the inputs a batch at a time, the next one submitted
+/// while the devices work on this one; batch_size is the one keyword that is not an input.
+py::dict predict(PyModel& self, const py::args& args, py::kwargs kwargs) {
+  if (!kwargs.contains("batch_size"))
+    throw UserError("predict() needs batch_size=N (the samples a batch); forward() runs the inputs as one batch");
+  const py::object size = kwargs["batch_size"];
+  if (!py::isinstance<py::int_>(size) || py::isinstance<py::bool_>(size))
+    throw UserError("predict(): batch_size must be an int, got " + std::string(py::str(py::type::of(size).attr("__name__"))));
+  const int64_t batch_size = size.cast<int64_t>();
+  py::kwargs inputs;
+  for (auto [key, value] : kwargs)
+    if (std::string(py::str(key)) != "batch_size") inputs[key] = value;
+  return run_forward(self, args, inputs, batch_size);
 }
 
 /// A state_dict's keys as the model names its parameters: torch's nn.DataParallel saves
@@ -310,6 +330,10 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
            "Inference: inputs by position (declared order) or by name; a dict of outputs by name, numpy "
            "arrays, or torch tensors when an input was one.")
       .def("__call__", &forward)
+      .def("predict", &predict,
+           "Inference over many samples a batch at a time: the inputs as forward() takes them, and "
+           "batch_size=N. On a placed model the next batch's cpu layers and uploads overlap this batch's GPU "
+           "work; the outputs are forward()'s batch by batch, joined along the batch dimension.")
       .def(
           "place",
           [](PyModel& self, std::optional<std::string> policy, const py::object& place, std::optional<int> sim_gpus,

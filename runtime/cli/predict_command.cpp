@@ -3,6 +3,8 @@
 // .npy or CSV by OUT's extension; placed as `run` places it.
 #include <fmt/core.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.h"
@@ -23,6 +25,7 @@ struct PredictOptions {
   std::string model, weights, inputs, outputs;
   bool json = false;
   bool report = false;
+  int64_t batch = 0;  // 0: the file as one batch
   PlacementFlags placement;
 };
 
@@ -41,7 +44,7 @@ int predict(const PredictOptions& o) {
     model.load_weights(o.weights);
   }
   TensorMap inputs = read_input_file(o.inputs, model.graph());
-  TensorMap outputs = model.forward(inputs);
+  TensorMap outputs = o.batch > 0 ? model.forward_batches(inputs, o.batch) : model.forward(inputs);
   write_predictions(o.outputs, outputs, order);
   const int64_t samples = inputs.empty() || inputs.begin()->second.dim() == 0 ? 0 : inputs.begin()->second.size(0);
   if (o.json) {
@@ -72,6 +75,10 @@ Command add_predict_command(CLI::App& app) {
   sub->add_option("--outputs", o->outputs,
                   "where to write the outputs: .safetensors (by name), .npy (one output) or .csv (a line per sample)")
       ->required();
+  sub->add_option("--batch", o->batch,
+                  "predict this many samples at a time (default: the whole file as one batch); placed, the next "
+                  "batch's cpu layers and uploads overlap this batch's GPU work")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   sub->add_flag("--json", o->json, "print what was written as one JSON line");
   add_precision_flag(*sub, o->precision);
   add_device_flags(*sub, o->placement, "predict placed over the cpu and N simulated GPUs");

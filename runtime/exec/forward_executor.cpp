@@ -165,17 +165,18 @@ void ForwardExecutor::run_action(size_t index, uint64_t params_version) {
 
 std::vector<Tensor> ForwardExecutor::run(const std::vector<Tensor>& inputs, uint64_t params_version,
                                          const ForwardHook* hook) {
+  submit(inputs, params_version, hook);
+  return collect();
+}
+
+void ForwardExecutor::submit(const std::vector<Tensor>& inputs, uint64_t params_version, const ForwardHook* hook) {
+  TANDEM_ASSERT(pass_done_.empty(), "a forward pass submitted while the last one was not collected");
   Schedule& s = *schedule_;
   hook_ = hook && *hook ? hook : nullptr;
   start_device_reports(s.devices);
-  // new weights since the last run go up now, and count as this run's traffic
-  if (params_version != params_version_) copy_parameters(params_version);
-  std::vector<Tensor> outputs;
-  auto forget = [&] {
-    for (Tensor& t : slots_) t = Tensor();
-    for (DeviceEvent& e : ready_) e = DeviceEvent();
-  };
   try {
+    // new weights since the last run go up now, and count as this run's traffic
+    if (params_version != params_version_) copy_parameters(params_version);
     for (size_t i = 0; i < input_count_; ++i) {
       const int slot = s.input_slots[i];
       slots_[slot] = inputs[i];
@@ -194,16 +195,45 @@ std::vector<Tensor> ForwardExecutor::run(const std::vector<Tensor>& inputs, uint
       for (int slot : a.in_slots) release(slot);
       if (a.out_slot >= 0) release(a.out_slot);  // read by nobody
     }
-    synchronize_devices(s.devices);  // rethrows a failed task's error
-    for (int slot : output_slots_) outputs.push_back(slots_[slot]);
+    // where this pass ends on every lane it may have used: collect() waits for these alone,
+    // so work submitted after (the next batch's) runs on
+    for (const auto& d : s.devices)
+      for (LaneKind kind : {LaneKind::compute, LaneKind::copy_in, LaneKind::copy_out})
+        pass_done_.push_back(d->backend->lane(kind).record());
   } catch (...) {
-    drain_lanes();
-    forget();
+    abandon_pass();
     throw;
   }
-  forget();
+}
+
+std::vector<Tensor> ForwardExecutor::collect() {
+  Schedule& s = *schedule_;
+  std::vector<Tensor> outputs;
+  try {
+    HostSpan span("waiting for the devices");
+    for (const DeviceEvent& done : pass_done_) done.wait();  // rethrows a failed task's error
+    for (int slot : output_slots_) outputs.push_back(slots_[slot]);
+  } catch (...) {
+    abandon_pass();
+    throw;
+  }
+  pass_done_.clear();
+  forget_pass();
   report_ = device_reports(s.devices);
   return outputs;
+}
+
+void ForwardExecutor::restart_report() { start_device_reports(schedule_->devices); }
+
+void ForwardExecutor::forget_pass() {
+  for (Tensor& t : slots_) t = Tensor();
+  for (DeviceEvent& e : ready_) e = DeviceEvent();
+}
+
+void ForwardExecutor::abandon_pass() noexcept {
+  drain_lanes();
+  pass_done_.clear();
+  forget_pass();
 }
 
 }  // namespace tandem

@@ -62,6 +62,17 @@ class ForwardExecutor {
   /// the cpu's lane, with the layer's tensors on the host (forward_hook.h).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, uint64_t params_version, const ForwardHook* hook = nullptr);
 
+  /// run() in two halves, so that the host can submit the next batch (on another executor)
+  /// while the devices still work on this one: submit() queues the pass and returns;
+  /// collect() waits for this pass alone (an event recorded after it on every lane of the
+  /// plan's devices) and returns its outputs. One pass in flight at a time; after an error
+  /// in either, every lane is drained and nothing of the pass stays.
+  void submit(const std::vector<Tensor>& inputs, uint64_t params_version, const ForwardHook* hook = nullptr);
+  std::vector<Tensor> collect();
+  /// Starts report()'s window now, for a pass submitted while another executor's was still
+  /// running: consecutive windows then tile the time, and their sum counts each thing once.
+  void restart_report();
+
   /// One entry per device of the plan's inventory that the plan uses (the cpu first), for
   /// the last run.
   const std::vector<DeviceReport>& report() const { return report_; }
@@ -76,6 +87,10 @@ class ForwardExecutor {
   void run_action(size_t index, uint64_t params_version);
   void call_hook(const ScheduleAction& action);
   void drain_lanes() noexcept;
+  /// Lets go of the pass's tensors (queued work keeps what it still reads).
+  void forget_pass();
+  /// After an error: every lane drained, the pass forgotten.
+  void abandon_pass() noexcept;
 
   const Plan plan_;
   const Graph& graph_;  // the executed graph (the plan's replicated one, or the model's)
@@ -94,7 +109,8 @@ class ForwardExecutor {
   std::vector<bool> is_output_;         // per slot: gathered as an output (kept to the end)
   std::vector<int> output_slots_;
   uint64_t params_version_ = ~uint64_t{0};
-  const ForwardHook* hook_ = nullptr;  // during run()
+  const ForwardHook* hook_ = nullptr;  // during a pass
+  std::vector<DeviceEvent> pass_done_;   // the pass in flight: where it ends on each lane
   std::vector<DeviceReport> report_;
 };
 

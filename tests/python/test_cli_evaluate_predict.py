@@ -74,6 +74,24 @@ def test_predict_writes_csv_npy_and_safetensors(trained, tmp_path):
         assert numpy.abs(got - want).max() <= 1e-5 * max(1, numpy.abs(want).max()), name
 
 
+def test_predict_a_batch_at_a_time_placed_gives_the_same_outputs(trained, tmp_path):
+    """--batch N: the file in batches of N, the next submitted while the simulated GPU works on
+    this one; against numpy, and within float32's rounding of the one-batch prediction."""
+    model, weights, test, path = trained
+    want = logits(weights, test)
+    out = tmp_path / "p.npy"
+    placed = ["--sim-gpus", "1", "--place", "fc=cuda:0", "--report"]
+    run = tandem("predict", model, "--weights", weights, "--inputs", path, "--outputs", out, "--batch", 7, *placed)
+    assert run.returncode == 0, run.stderr
+    got = numpy.load(out)
+    assert got.shape == want.shape
+    assert numpy.abs(got - want).max() <= 1e-5 * max(1, numpy.abs(want).max())
+    assert "cuda:0" in run.stdout, run.stdout  # the report covers the batches
+    for bad in ["0", "-3", "x"]:
+        run = tandem("predict", model, "--weights", weights, "--inputs", path, "--outputs", out, "--batch", bad)
+        assert run.returncode == 2 and "--batch" in run.stderr, run.stderr
+
+
 def test_mistakes_are_refused_with_what_to_do(trained, tmp_path):
     model, weights, test, path = trained
     run = tandem("predict", model, "--weights", weights, "--inputs", path, "--outputs", tmp_path / "p.txt")

@@ -49,3 +49,24 @@ def test_a_device_that_is_not_there_is_refused_in_python_terms():
     assert "to('cuda:0'): cuda:0 does not exist here" in message
     assert "model.place(sim_gpus=N)" in message
     assert "--sim-gpus" not in message
+
+
+def test_predict_a_batch_at_a_time_gives_forwards_bits_batch_by_batch():
+    """model.predict(x, batch_size=N): on a model placed over the cpu and a simulated GPU, the
+    next batch is submitted while the GPU works on this one; each batch's outputs are the
+    bits forward() gives it, and a bad batch_size is refused in Python's terms."""
+    model = tandem.Model.from_yaml(MLP)
+    model.init_parameters(SEED % 1000)
+    model.place(sim_gpus=1, place={"fc2": "cuda:0"})
+    x = numpy.random.default_rng(SEED).standard_normal((23, 6)).astype(numpy.float32)
+    got = model.predict(x, batch_size=5)["fc2"]
+    assert got.shape == (23, 3)
+    for start in range(0, 23, 5):
+        want = model(x[start:start + 5])["fc2"]
+        assert numpy.array_equal(got[start:start + 5], want), start
+    assert numpy.array_equal(model.predict(x=x, batch_size=23)["fc2"], model(x)["fc2"])
+    for bad, message in [(0, "at least 1, got 0"), (2.5, "must be an int"), (None, "must be an int")]:
+        with pytest.raises(tandem.ModelError, match=message):
+            model.predict(x, batch_size=bad)
+    with pytest.raises(tandem.ModelError, match="needs batch_size"):
+        model.predict(x)
