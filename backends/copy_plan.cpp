@@ -41,4 +41,59 @@ NarrowPlan plan_narrow(const KernelSpec& spec) {
   return p;
 }
 
+namespace {
+
+/// `dims` normalised against `rank`, checked to name each dimension once.
+std::vector<int64_t> permutation(const KernelSpec& spec, int64_t rank) {
+  std::vector<int64_t> dims = spec.attrs->get_ints("dims");
+  if (static_cast<int64_t>(dims.size()) != rank)
+    throw UserError("permute: dims has " + std::to_string(dims.size()) + " entries for an input of rank " +
+                    std::to_string(rank));
+  std::vector<bool> named(static_cast<size_t>(rank), false);
+  for (int64_t& d : dims) {
+    d = normalize_dim(d, rank, "permute");
+    if (named[d]) throw UserError("permute: dims names dimension " + std::to_string(d) + " twice");
+    named[d] = true;
+  }
+  return dims;
+}
+
+PermutePlan gather_plan(const Shape& in, const std::vector<int64_t>& dims, size_t elem) {
+  const size_t rank = in.size();
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * in[d];
+  PermutePlan p;
+  p.elem = elem;
+  p.numel = dims_product(in, 0, rank);
+  for (int64_t d : dims) {
+    if (in[d] == 1) continue;  // no step to take
+    if (!p.sizes.empty() && p.in_strides.back() == stride[d] * in[d]) {
+      p.sizes.back() *= in[d];  // follows the previous dim in the input too: one dim
+      p.in_strides.back() = stride[d];
+    } else {
+      p.sizes.push_back(in[d]);
+      p.in_strides.push_back(stride[d]);
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+PermutePlan plan_permute(const KernelSpec& spec) {
+  const Shape& in = spec.inputs.at(0).shape;
+  const std::vector<int64_t> dims = permutation(spec, static_cast<int64_t>(in.size()));
+  PermutePlan p = gather_plan(in, dims, dtype_size(spec.inputs[0].dtype));
+  TANDEM_ASSERT(p.numel == shape_numel(spec.outputs.at(0).shape), "permute: output size differs from the input's");
+  return p;
+}
+
+PermutePlan plan_permute_backward(const KernelSpec& spec) {
+  const Shape& out = spec.outputs.at(0).shape;
+  const std::vector<int64_t> dims = permutation(spec, static_cast<int64_t>(out.size()));
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) inverse[dims[k]] = static_cast<int64_t>(k);
+  return gather_plan(out, inverse, dtype_size(spec.outputs[0].dtype));
+}
+
 }  // namespace tandem

@@ -20,7 +20,7 @@ std::vector<OpSchema> batch_norm_schemas();  // batch_norm2d
 std::vector<OpSchema> conv2d_schemas();      // conv2d
 std::vector<OpSchema> pooling_schemas();     // max_pool2d, avg_pool2d
 std::vector<OpSchema> binary_schemas();      // add, mul
-std::vector<OpSchema> shape_op_schemas();    // cat, narrow, flatten, reshape
+std::vector<OpSchema> shape_op_schemas();    // cat, narrow, flatten, reshape, permute
 std::vector<OpSchema> rnn_schemas();         // gru, lstm
 std::vector<OpSchema> attention_schemas();   // multi_head_attention
 /// How many of multi_head_attention's inputs are masks (its attribute `masks`).

@@ -1,7 +1,9 @@
-// cat (torch.cat), narrow (torch.narrow), flatten (torch.nn.Flatten) and reshape
-// (torch.reshape). flatten and reshape are views: the runtime gives their output the
-// input's storage. narrow copies (its slice is contiguous only along the first dim); it is
-// also how a data_parallel block scatters its inputs (placement/replicate.cpp).
+// cat (torch.cat), narrow (torch.narrow), flatten (torch.nn.Flatten), reshape
+// (torch.reshape) and permute (torch.permute). flatten and reshape are views: the runtime
+// gives their output the input's storage. narrow copies (its slice is contiguous only along
+// the first dim); it is also how a data_parallel block scatters its inputs
+// (placement/replicate.cpp). permute copies too: Tandem's tensors are contiguous, so the
+// reordered elements are written out (torch's x.permute(...).contiguous()).
 #include <algorithm>
 #include <charconv>
 
@@ -163,8 +165,42 @@ OpSchema reshape() {
   return s;
 }
 
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+OpSchema permute() {
+  OpSchema s;
+  s.name = "permute";
+  s.summary = "reorder the dimensions: output dim k is input dim dims[k] (torch.permute)";
+  s.attrs = {{"dims", AttrType::int_list, {}, true}};
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    const TensorType& x = in[0];
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    const std::vector<int64_t> dims = a.get_ints("dims");
+    if (static_cast<int64_t>(dims.size()) != rank)
+      throw SchemaError("dims " + dims_str(dims) + " has " + std::to_string(dims.size()) + " entries but the input " +
+                        sym_shape_str(x.shape) + " has " + std::to_string(rank) +
+                        " dimensions: dims must name each dimension once");
+    std::vector<bool> named(static_cast<size_t>(rank), false);
+    TensorType out = x;
+    for (int64_t k = 0; k < rank; ++k) {
+      const int64_t d = normalize_dim(dims[k], rank, "dims entry");
+      if (named[d])
+        throw SchemaError("dims " + dims_str(dims) + " is not a permutation: it names dimension " + std::to_string(d) +
+                          " twice");
+      named[d] = true;
+      out.shape[k] = x.shape[d];
+    }
+    return out;
+  };
+  return s;
+}
+
 }  // namespace
 
-std::vector<OpSchema> shape_op_schemas() { return {cat(), narrow(), flatten(), reshape()}; }
+std::vector<OpSchema> shape_op_schemas() { return {cat(), narrow(), flatten(), reshape(), permute()}; }
 
 }  // namespace tandem

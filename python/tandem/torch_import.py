@@ -17,7 +17,7 @@ from . import _tandem
 from ._oracle.tandem_torch import OPS as _OP_DEFAULTS, _REQ
 from .fx_tracing import grown_batch, is_getitem, propagate_shapes, trace_module
 from .torch_names import TorchNames
-from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Sub, Unsupported, convert_call,
+from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Pieces, Sub, Unsupported, convert_call,
                         convert_module, supported_modules)
 from .yaml_emit import EmitError, Layer, emit_model
 
@@ -170,6 +170,7 @@ class _Converter:
         self.failed = set()   # nodes that could not be converted, or read one that could not
         self.used_paths = names.all_paths()  # a layer of a call's own takes none of these
         self.block_paths = set()  # the blocks the layers' paths make (a Composite's own path)
+        self.piece_bases = set()  # the names a chunk's or split's pieces take after them
 
     def fail(self, node, what, message):
         where = _where(node)
@@ -203,7 +204,7 @@ class _Converter:
             if ref is SCALAR:
                 raise Unsupported("%s is a number computed from a shape (%s); Tandem's layers take tensors"
                                   % (what, x.name))
-            if ref[0] == "tuple":
+            if ref[0] in ("tuple", "pieces"):
                 raise Unsupported("%s is the whole tuple that '%s' returns; take one element ([0])" % (what, ref[1]))
             return ref[:2]
         raise Unsupported("%s is %r, not a tensor" % (what, x))
@@ -287,6 +288,9 @@ class _Converter:
             self.selections.setdefault(path, set()).add(chosen)
             self.refs[node] = ("layer", path)
             return
+        if is_getitem(node) and isinstance(self.refs.get(node.args[0]), tuple) and \
+                self.refs[node.args[0]][0] == "pieces":
+            return self.convert_piece(node)
         if node.op == "call_module":
             module = self.traced.module_paths[node.target]
             calls = self.called.setdefault(node.target, [])
@@ -315,6 +319,14 @@ class _Converter:
                 raise Unsupported("its input is not a tensor Tandem makes")
             self.devices[node] = result.device or self.devices.get(result.source)
             return
+        if isinstance(result, Pieces):  # a layer for each piece read, when it is read
+            base, k = path, 1
+            while base in self.piece_bases:  # a second chunk in the module: chunk_1_0, chunk_1_1
+                base, k = "%s_%d" % (path, k), k + 1
+            self.piece_bases.add(base)
+            self.refs[node] = ("pieces", base, result.narrows)
+            self.devices[node] = device
+            return
         if isinstance(result, Composite):
             subs = {}
             for relative, op in result.layers:
@@ -330,6 +342,19 @@ class _Converter:
             self.by_path[path].tuple_outputs = result.outputs
         else:
             self.refs[node] = ref
+
+    def convert_piece(self, node):
+        """pieces[i] of a chunk or split: its narrow, named after the split ('chunk_1')."""
+        _, base, narrows = self.refs[node.args[0]]
+        i = node.args[1]
+        if not isinstance(i, int):
+            raise Unsupported("indexing the pieces of '%s' with %r: take one element ([0])" % (base, i))
+        if narrows[i] is None:
+            raise Unsupported("element %d of '%s' is empty: Tandem has no empty tensors" % (i, base))
+        path = self.free_path("%s_%d" % (base, i % len(narrows)))
+        device = self.devices.get(node.args[0])
+        self.refs[node] = self.add_layer(node, path, narrows[i], device)
+        self.devices[node] = device
 
     def apply_selections(self):
         for layer in self.layers:

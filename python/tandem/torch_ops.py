@@ -3,8 +3,9 @@
 
 A converter returns an Op (a Tandem layer: op, attributes, inputs), a Composite (layers
 under the module's path: nn.TransformerEncoderLayer and nn.TransformerEncoder, which fx
-cannot trace through), an Alias (the node is its input: x.contiguous(), x.to(device)) or
-SCALAR (a size computed from a shape, which only reshapes read). Anything else raises
+cannot trace through), an Alias (the node is its input: x.contiguous(), x.to(device)),
+Pieces (the tuple chunk and split give: a narrow per element read) or SCALAR (a size
+computed from a shape, which only reshapes read). Anything else raises
 Unsupported with what Tandem lacks; from_torch adds where it was called."""
 import inspect
 import operator
@@ -13,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["Unsupported", "Op", "Composite", "Sub", "Alias", "SCALAR", "LEAF_MODULES", "convert_module",
+__all__ = ["Unsupported", "Op", "Composite", "Sub", "Alias", "Pieces", "SCALAR", "LEAF_MODULES", "convert_module",
            "convert_call", "supported_modules"]
 
 
@@ -51,6 +52,15 @@ class Alias:
 
     def __init__(self, source, device=None):
         self.source, self.device = source, device
+
+
+class Pieces:
+    """The tuple of slices torch.chunk / split / tensor_split give. A Tandem layer has one
+    output, so each element read (pieces[i]) becomes a narrow of its own, made when it is
+    read: `narrows[i]` is that Op, or None for an empty piece (which no narrow gives)."""
+
+    def __init__(self, narrows):
+        self.narrows = narrows
 
 
 SCALAR = object()
@@ -428,6 +438,74 @@ def _narrow(node, ctx):
               [_tensor(node, a["input"], "the input")])
 
 
+def _permutation(node, ctx, x, dims):
+    """Op permute of `x` by `dims` (torch.permute's), or the Alias of `x` for the identity."""
+    rank = ctx.value(x).dim()
+    if not all(isinstance(d, int) for d in dims):
+        raise Unsupported("permute's dims are computed (%r): Tandem's permute takes numbers" % (dims,))
+    if sorted(d % rank if rank else d for d in dims) != list(range(rank)) or len(dims) != rank:
+        raise Unsupported("dims %s is not a permutation of the %d dimensions" % (list(dims), rank))
+    normalized = [d % rank for d in dims]
+    if normalized == list(range(rank)):
+        return Alias(x)
+    return Op("permute", {"dims": list(dims)}, [x])
+
+
+def _permute(node, ctx):
+    """torch.permute(x, dims), x.permute(dims) and x.permute(*dims)."""
+    x = _tensor(node, node.args[0], "the input")
+    rest = list(node.args[1:])
+    if "dims" in node.kwargs:
+        rest = [node.kwargs["dims"]]
+    dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
+    return _permutation(node, ctx, x, list(dims))
+
+
+def _transpose(node, ctx):
+    """torch.transpose(x, a, b), x.transpose(a, b), x.swapaxes(a, b): a permute swapping two
+    dims (channel shuffle's transpose(1, 2)); x.t() of a matrix."""
+    x = _tensor(node, node.args[0], "the input")
+    rank = ctx.value(x).dim()
+    if node.target in ("t",):
+        if rank < 2:
+            return Alias(x)
+        a, b = 0, 1
+    else:
+        names = ["input", "dim0", "dim1"]
+        given = _args(node, names + ["axis0", "axis1"])
+        a, b = given.get("dim0", given.get("axis0")), given.get("dim1", given.get("axis1"))
+    dims = list(range(rank))
+    if not (isinstance(a, int) and isinstance(b, int)):
+        raise Unsupported("transpose's dims are computed (%r, %r): Tandem's permute takes numbers" % (a, b))
+    dims[a], dims[b] = dims[b], dims[a]
+    return _permutation(node, ctx, x, dims)
+
+
+def _pieces(kind):
+    """torch.chunk(x, chunks, dim), torch.split(x, size or sizes, dim), torch.tensor_split
+    (x, sections or indices, dim): the slices' extents as torch made them on the example,
+    each a narrow; refused along a dimension that grows with the batch (the slices would)."""
+    def convert(node, ctx):
+        names = {"chunk": ["input", "chunks", "dim"], "split": ["input", "split_size_or_sections", "dim"],
+                 "tensor_split": ["input", "indices_or_sections", "dim"]}[kind]
+        a = _args(node, names + ["split_size", "sections", "indices"], {"dim": 0})
+        x = _tensor(node, a["input"], "the input")
+        dim = a["dim"]
+        if not isinstance(dim, int):
+            raise Unsupported("%s's dim is computed (%r): Tandem's narrow takes numbers" % (kind, dim))
+        pieces = ctx.value(node)
+        sizes = [t.shape[dim] for t in pieces]
+        if ctx.grown is not None and [t.shape[dim] for t in ctx.grown[node]] != sizes:
+            raise Unsupported("%s along dim %d, which grows with the batch: its pieces' sizes would change; Tandem's "
+                              "narrow slices a fixed extent" % (kind, dim))
+        narrows, start = [], 0
+        for size in sizes:
+            narrows.append(Op("narrow", {"dim": dim, "start": start, "length": size}, [x]) if size else None)
+            start += size
+        return Pieces(narrows)
+    return convert
+
+
 def _getitem(node, ctx):
     """x[:, 2:5] is a narrow; x[:, -1] (the last step of a sequence) a narrow of one, then a
     reshape without that dimension. One dimension indexed; the others whole."""
@@ -582,6 +660,8 @@ FUNCTIONS = {
     torch.flatten: _flatten, torch.reshape: _reshape,
     torch.matmul: _matmul, operator.matmul: _matmul, torch.bmm: _matmul, torch.mm: _matmul,
     torch.narrow: _narrow, operator.getitem: _getitem,
+    torch.permute: _permute, torch.transpose: _transpose, torch.swapaxes: _transpose, torch.t: _transpose,
+    torch.chunk: _pieces("chunk"), torch.split: _pieces("split"), torch.tensor_split: _pieces("tensor_split"),
     torch.relu: _activation("relu"), F.relu: _activation("relu"),
     torch.tanh: _activation("tanh"), F.tanh: _activation("tanh"),
     torch.sigmoid: _activation("sigmoid"), F.sigmoid: _activation("sigmoid"),
@@ -602,6 +682,8 @@ METHODS = {
     "flatten": _flatten, "view": _reshape, "reshape": _reshape, "squeeze": _reshape, "unsqueeze": _reshape,
     "view_as": _reshape, "reshape_as": _reshape, "relu_": _activation("relu"),
     "matmul": _matmul, "bmm": _matmul, "mm": _matmul, "narrow": _narrow,
+    "permute": _permute, "transpose": _transpose, "swapaxes": _transpose, "t": _transpose,
+    "chunk": _pieces("chunk"), "split": _pieces("split"), "tensor_split": _pieces("tensor_split"),
     "relu": _activation("relu"), "tanh": _activation("tanh"), "sigmoid": _activation("sigmoid"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
     "contiguous": _same, "clone": _same, "mean": _mean,

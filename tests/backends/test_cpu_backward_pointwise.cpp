@@ -227,6 +227,30 @@ TEST_CASE("cat backward splits the gradient", "[cpu][backward][cat]") {
   check_finite_differences(c, gen);
 }
 
+TEST_CASE("permute backward permutes the gradient back", "[cpu][backward][permute]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape in; std::vector<int64_t> dims; Shape out; };
+  std::vector<Case> cases = {
+      {{3, 2, 5, 4, 6}, {0, 2, 1, 3, 4}, {3, 5, 2, 4, 6}},
+      {{2, 5, 3, 4}, {0, 2, 3, 1}, {2, 3, 4, 5}},
+      {{2, 3, 4, 5}, {0, -1, 1, 2}, {2, 5, 3, 4}},
+      {{1, 4, 1, 3}, {3, 2, 1, 0}, {3, 1, 4, 1}},
+  };
+  for (const Case& k : cases) {
+    INFO("in " << shape_str(k.in) << " out " << shape_str(k.out));
+    OpCase c{"permute", op_attrs("permute", {{"dims", k.dims}})};
+    c.inputs = {random_tensor(k.in, gen)};
+    c.out_shape = k.out;
+    check_backward(c, gen, 0.0);
+  }
+  OpCase c{"permute", op_attrs("permute", {{"dims", std::vector<int64_t>{2, 0, 1}}})};
+  c.inputs = {random_tensor({2, 3, 4}, gen)};
+  c.out_shape = {4, 2, 3};
+  check_finite_differences(c, gen);
+}
+
 TEST_CASE("flatten and reshape backward copy the gradient", "[cpu][backward][shape]") {
   uint32_t seed = fresh_seed();
   INFO("seed " << seed);

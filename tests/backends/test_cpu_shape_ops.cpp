@@ -1,4 +1,4 @@
-// add / mul with broadcasting, cat, flatten and reshape against the reference.
+// add / mul with broadcasting, cat, flatten, reshape and permute against the reference.
 #include "kernel_test_util.h"
 
 namespace tandem::test {
@@ -93,6 +93,51 @@ TEST_CASE("flatten and reshape copy the data", "[cpu][reshape]") {
   empty.inputs = {random_tensor({0, 5}, gen)};
   empty.out_shape = {0, 5};
   check_against_reference(empty);
+}
+
+// The dims of a channel shuffle (shufflenet), NCHW to NHWC and back (convnext), a full
+// reversal, size-1 dims that drop out, negative dims, the identity, a 0-D and an empty one.
+TEST_CASE("permute reorders the dimensions", "[cpu][permute]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape in; std::vector<int64_t> dims; Shape out; };
+  std::vector<Case> cases = {
+      {{3, 2, 5, 4, 6}, {0, 2, 1, 3, 4}, {3, 5, 2, 4, 6}},
+      {{2, 5, 3, 4}, {0, 2, 3, 1}, {2, 3, 4, 5}},
+      {{2, 3, 4, 5}, {0, 3, 1, 2}, {2, 5, 3, 4}},
+      {{2, 3, 4, 5}, {3, 2, 1, 0}, {5, 4, 3, 2}},
+      {{1, 4, 1, 3}, {3, 2, 1, 0}, {3, 1, 4, 1}},
+      {{3, 4, 5}, {-1, 0, -2}, {5, 3, 4}},
+      {{3, 4}, {0, 1}, {3, 4}},
+      {{7}, {0}, {7}},
+      {{}, {}, {}},
+      {{0, 3, 2}, {2, 0, 1}, {2, 0, 3}},
+      {{64, 96, 14, 14}, {0, 2, 3, 1}, {64, 14, 14, 96}},
+  };
+  for (const Case& k : cases) {
+    INFO("in " << shape_str(k.in) << " out " << shape_str(k.out));
+    OpCase c{"permute", op_attrs("permute", {{"dims", k.dims}})};
+    c.inputs = {random_tensor(k.in, gen)};
+    c.out_shape = k.out;
+    check_against_reference(c);
+  }
+  OpCase ints{"permute", op_attrs("permute", {{"dims", std::vector<int64_t>{1, 0}}})};
+  ints.inputs = {random_indices({3, 5}, 100, gen)};
+  ints.out_shape = {5, 3};
+  ints.out_dtype = DType::int64;
+  check_against_reference(ints);
+}
+
+TEST_CASE("permute refuses dims that are not a permutation", "[cpu][permute][errors]") {
+  OpCase twice{"permute", op_attrs("permute", {{"dims", std::vector<int64_t>{0, 0}}})};
+  twice.inputs = {Tensor::zeros({2, 3}, DType::float32)};
+  twice.out_shape = {2, 2};
+  REQUIRE_THROWS_WITH(make_kernel(twice), Catch::Contains("names dimension 0 twice"));
+  OpCase short_dims{"permute", op_attrs("permute", {{"dims", std::vector<int64_t>{1}}})};
+  short_dims.inputs = {Tensor::zeros({2, 3}, DType::float32)};
+  short_dims.out_shape = {3, 2};
+  REQUIRE_THROWS_WITH(make_kernel(short_dims), Catch::Contains("1 entries for an input of rank 2"));
 }
 
 }  // namespace

@@ -219,7 +219,7 @@ TEST_CASE("embedding and embedding_bag on a GPU reject bad indices and offsets a
   REQUIRE_THROWS_WITH(run_gpu_forward(bag, *bag_kernel), Catch::Contains("index -1") && Catch::Contains("position 3"));
 }
 
-TEST_CASE("cat, narrow, flatten and reshape on a GPU match the CPU", "[gpu][shape]") {
+TEST_CASE("cat, narrow, flatten, reshape and permute on a GPU match the CPU", "[gpu][shape]") {
   const uint32_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
@@ -250,6 +250,20 @@ TEST_CASE("cat, narrow, flatten and reshape on a GPU match the CPU", "[gpu][shap
   reshape.inputs = {random_tensor({4, 3, 5}, gen)};
   reshape.out_shape = {5, 12};
   check_gpu_against_cpu(reshape, gen);
+  // A channel shuffle's transpose (rows copied) and NCHW to NHWC (an element at a time)
+  OpCase shuffle{"permute", op_attrs("permute", {{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}})};
+  shuffle.inputs = {random_tensor({3, 2, 5, 4, 6}, gen)};
+  shuffle.out_shape = {3, 5, 2, 4, 6};
+  check_gpu_against_cpu(shuffle, gen);
+  OpCase nhwc{"permute", op_attrs("permute", {{"dims", std::vector<int64_t>{0, 2, 3, -3}}})};
+  nhwc.inputs = {random_tensor({2, 7, 3, 5}, gen)};
+  nhwc.out_shape = {2, 3, 5, 7};
+  check_gpu_against_cpu(nhwc, gen);
+  OpCase int_permute{"permute", op_attrs("permute", {{"dims", std::vector<int64_t>{1, 0}}})};
+  int_permute.inputs = {random_indices({3, 4}, 100, gen)};
+  int_permute.out_shape = {4, 3};
+  int_permute.out_dtype = DType::int64;
+  check_gpu_against_cpu(int_permute, gen, 0.0, false);
 }
 
 TEST_CASE("make_cuda_kernel says why it has no kernel", "[gpu][registry]") {

@@ -105,6 +105,7 @@ OPS = {
     "narrow": ({"dim": _REQ, "start": _REQ, "length": _REQ}, (1, 1)),
     "flatten": ({"start_dim": 1, "end_dim": -1}, (1, 1)),
     "reshape": ({"shape": _REQ}, (1, 1)),
+    "permute": ({"dims": _REQ}, (1, 1)),
     "matmul": ({}, (2, 2)),
     "conv2d": ({"in_channels": _REQ, "out_channels": _REQ, "kernel_size": _REQ, "stride": 1, "padding": 0,
                 "dilation": 1, "groups": 1, "bias": True, "padding_mode": "zeros"}, (1, 1)),
@@ -762,6 +763,11 @@ class _Builder:
                          "shape entry %r is not an int or a symbol of the inputs" % (d,))
             need(sum(1 for d in s if d == -1) <= 1, "shape has more than one -1")
             return Fn(torch.reshape, "shape=%s" % s)  # the plan binds the symbols
+        if op == "permute":
+            d = a["dims"]
+            dims = [d] if _is_int(d) else d
+            need(isinstance(dims, list) and all(_is_int(v) for v in dims), "dims must be an int or a list of ints")
+            return Fn(lambda x: x.permute(*dims).contiguous(), "dims=%s" % dims)
         if op == "matmul":
             return Fn(torch.matmul, "matmul")
         if op in ("conv2d", "max_pool2d", "avg_pool2d"):

@@ -149,24 +149,80 @@ def test_names_tandem_cannot_take_are_made_legal_and_map_back(tmp_path, seed):
     assert run.returncode == 0, run.stderr
 
 
-class Shuffle(nn.Module):
-    """shufflenet's split: the tuple chunk returns, indexed."""
+class Rolled(nn.Module):
+    """swin's shifted windows: torch.roll, which Tandem lacks, read twice."""
 
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(4, 4)
 
     def forward(self, x):
-        a, b = self.fc(x).chunk(2, dim=1)
-        return torch.cat([b, a], 1)
+        r = self.fc(x).roll(1, 1)
+        return torch.cat([r.relu(), r], 1)
 
 
 def test_what_reads_an_op_tandem_lacks_is_no_error_of_its_own():
     with pytest.raises(tandem.ModelError) as error:
-        tandem.from_torch(Shuffle(), torch.randn(2, 4))
+        tandem.from_torch(Rolled(), torch.randn(2, 4))
     message = str(error.value)
-    assert "'chunk', at %s: tensor method .chunk(): Tandem has no such op" % line_of(Shuffle, ".chunk(") in message
-    assert message.count("\n  ") == 1  # the two getitems and cat read it: one error, the cause's
+    assert "'roll', at %s: tensor method .roll(): Tandem has no such op" % line_of(Rolled, ".roll(") in message
+    assert message.count("\n  ") == 1  # the relu and cat read it: one error, the cause's
+
+
+class Shuffle(nn.Module):
+    """shufflenet's unit: the channels split by chunk, one half through a layer, the halves
+    joined and shuffled (view, transpose, contiguous, view); then the other split functions
+    and a permute to channels last and back."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+        self.fc = nn.Linear(11, 3)
+
+    def forward(self, x):
+        x1, x2 = x.chunk(2, dim=1)
+        out = torch.cat((x1, self.conv(x2)), dim=1)
+        n, c, h, w = out.size()
+        out = out.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        first, rest = torch.split(out, [3, 5], dim=1)
+        pieces = out.tensor_split(3, dim=2)  # 2, 2 and 1 rows of 5
+        middle = torch.chunk(out, 3, dim=-1)[1]  # chunks of 2, 2 and 1: the second
+        nhwc = torch.permute(rest, (0, 2, 3, 1))
+        return self.fc(torch.cat([first, first, rest], 1).permute(0, 2, 3, 1)).permute(0, 3, 1, 2), \
+            nhwc.transpose(-1, 1), pieces[2], middle.swapaxes(2, 3)
+
+
+def test_chunk_split_transpose_and_permute_convert(seed):
+    model = compare_with_torch(Shuffle(), (torch.randn(2, 8, 5, 5),), inputs=(torch.randn(3, 8, 5, 5),))
+    assert "{name: chunk_0, op: narrow, inputs: x, dim: 1, start: 0, length: 4}" in model.yaml
+    assert "{name: chunk_1, op: narrow, inputs: x, dim: 1, start: 4, length: 4}" in model.yaml
+    assert "{name: transpose, op: permute, dims: [0, 2, 1, 3, 4]}" in model.yaml
+    assert "{name: split_1, op: narrow, inputs: view_1, dim: 1, start: 3, length: 5}" in model.yaml
+    # the second chunk's pieces are named after it; tensor_split's last piece is 1 row of 5
+    assert "{name: chunk_1_1, op: narrow, inputs: view_1, dim: -1, start: 2, length: 2}" in model.yaml
+    assert "{name: tensor_split_2, op: narrow, inputs: view_1, dim: 2, start: 4, length: 1}" in model.yaml
+    assert "{name: transpose_1, op: permute, inputs: permute, dims: [0, 3, 2, 1]}" in model.yaml
+    assert model.yaml.count("op: narrow") == 6  # one per piece read: x1, x2, first, rest, pieces[2], middle
+
+
+class SplitOfTheBatch(nn.Module):
+    def forward(self, x):
+        a, b = x.chunk(2)
+        return torch.cat([b, a])
+
+
+class WholeTuple(nn.Module):
+    def forward(self, x):
+        return x.split(3, dim=1)
+
+
+def test_splits_tandem_cannot_make_are_refused():
+    with pytest.raises(ConversionError) as error:
+        tandem.from_torch(SplitOfTheBatch(), torch.randn(4, 3))
+    assert "chunk along dim 0, which grows with the batch: its pieces' sizes would change" in str(error.value)
+    with pytest.raises(ConversionError) as error:
+        tandem.from_torch(WholeTuple(), torch.randn(4, 6))
+    assert "is the whole tuple that 'split' returns; take one element ([0])" in str(error.value)
 
 
 class Attend(nn.Module):

@@ -26,6 +26,7 @@ tandem.set_threads(1)
 
 # Those that convert (scripts/try_torchvision.py tries them all and says what stops the rest).
 CONVERTED = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
+             "shufflenet_v2_x0_5",
              "mobilenet_v3_large", "mnasnet0_5", "densenet121", "efficientnet_b0", "regnet_y_400mf"]
 
 
@@ -132,7 +133,7 @@ def gradient_errors(name, module, model, exact_module, x):
     return errors
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "shufflenet_v2_x0_5"])
 def test_a_training_step_matches_torch(name, seed):
     """Gradients of every parameter and the input, and the running statistics, in train
     mode (batch statistics). Judged against torch's float64 step, the exact gradient: within

@@ -36,6 +36,7 @@ std::unique_ptr<Kernel> make_add_kernel(CpuContext& ctx, const KernelSpec& spec)
 std::unique_ptr<Kernel> make_mul_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_cat_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_narrow_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_permute_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_flatten_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_reshape_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_gru_kernel(CpuContext& ctx, const KernelSpec& spec);

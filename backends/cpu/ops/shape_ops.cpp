@@ -1,12 +1,14 @@
 // cat (attr dim, negative allowed; two or more inputs -> concatenated), narrow (dim,
 // start, length: a slice along dim), flatten and
 // reshape (a contiguous copy: the runtime usually aliases these instead, but the
-// kernel must work on its own). Byte copies, so int64 tensors work as well as float32.
+// kernel must work on its own), permute (dims: a strided gather, backends/copy_plan.h).
+// Byte copies, so int64 tensors work as well as float32.
 //
 // Backward (needs nothing from forward; input gradients assigned):
 //   cat:              dy [.., sum_i n_i, ..] is split along dim into dx_i [.., n_i, ..]
 //   narrow:           dx is zero but for the slice, which is dy
 //   flatten, reshape: dx = dy (same elements, the input's shape)
+//   permute:          dx = dy permuted by the inverse of dims
 #include <cstring>
 
 #include "backends/copy_plan.h"
@@ -142,7 +144,72 @@ class NarrowKernel final : public Kernel {
   size_t in_row_ = 0, offset_ = 0, slice_ = 0;
 };
 
+// The output in order, a row of the plan's innermost dim at a time, each read from the
+// input at that dim's stride: a memcpy where the stride is 1 (a channel shuffle's rows),
+// an element at a time otherwise (NCHW to NHWC). A plain loop: the copy is bound by
+// memory, and any dtype's elements move alike.
+template <typename T>
+void gather(const PermutePlan& p, const void* from, void* to) {
+  if (p.numel == 0) return;
+  const T* src = static_cast<const T*>(from);
+  T* dst = static_cast<T*>(to);
+  if (p.sizes.empty()) {  // every dim of size 1
+    dst[0] = src[0];
+    return;
+  }
+  const size_t n = p.sizes.size();
+  const int64_t inner = p.sizes.back(), inner_stride = p.in_strides.back();
+  cpu::parallel_for(p.numel / inner, inner, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t rest = row, offset = 0;
+      for (size_t k = n - 1; k-- > 0;) {
+        offset += (rest % p.sizes[k]) * p.in_strides[k];
+        rest /= p.sizes[k];
+      }
+      const T* x = src + offset;
+      T* y = dst + row * inner;
+      if (inner_stride == 1) {
+        std::memcpy(y, x, static_cast<size_t>(inner) * sizeof(T));
+      } else {
+        for (int64_t j = 0; j < inner; ++j) y[j] = x[j * inner_stride];
+      }
+    }
+  });
+}
+
+void gather_any(const PermutePlan& p, const void* from, void* to) {
+  switch (p.elem) {
+    case 2: return gather<uint16_t>(p, from, to);
+    case 4: return gather<uint32_t>(p, from, to);
+    case 8: return gather<uint64_t>(p, from, to);
+    default: TANDEM_ASSERT(false, "permute: no copy for elements of " + std::to_string(p.elem) + " bytes");
+  }
+}
+
+class PermuteKernel final : public Kernel {
+ public:
+  explicit PermuteKernel(const KernelSpec& spec) : forward_(plan_permute(spec)), backward_(plan_permute_backward(spec)) {}
+
+  void forward(const KernelArgs& args) override {
+    gather_any(forward_, args.inputs[0].raw_data(), args.outputs[0].raw_data());
+  }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    gather_any(backward_, args.grad_outputs[0].raw_data(), args.grad_inputs[0].raw_data());
+  }
+
+ private:
+  const PermutePlan forward_, backward_;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_permute_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<PermuteKernel>(spec);
+}
 
 std::unique_ptr<Kernel> make_narrow_kernel(CpuContext&, const KernelSpec& spec) {
   return std::make_unique<NarrowKernel>(spec);

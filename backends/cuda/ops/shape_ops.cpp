@@ -1,14 +1,16 @@
 // cat, narrow, flatten and reshape on a GPU: byte copies on the compute stream, so int64
 // tensors work as well as float32 (the CPU's semantics: backends/cpu/ops/shape_ops.cpp).
 // cat and narrow are strided copies of the rows of backends/copy_plan.h, one
-// cudaMemcpy2DAsync per input.
+// cudaMemcpy2DAsync per input; permute its strided gather (kernels/shape_ops.cu).
 //
 // Backward (input gradients assigned):
 //   cat:              dy split along dim into dx_i
 //   narrow:           dx is zero but for the slice, which is dy
 //   flatten, reshape: dx = dy
+//   permute:          dx = dy permuted by the inverse of dims
 #include "backends/copy_plan.h"
 #include "backends/cuda/cuda_error.h"
+#include "backends/cuda/kernels/shape_ops.cuh"
 #include "backends/cuda/ops/op_factories.h"
 
 namespace tandem::cuda {
@@ -107,8 +109,45 @@ class NarrowKernel final : public Kernel {
   const NarrowPlan plan_;
 };
 
+PermuteGather to_gather(const PermutePlan& p) {
+  TANDEM_ASSERT(p.sizes.size() <= static_cast<size_t>(kMaxPermuteDims),
+                "permute: " + std::to_string(p.sizes.size()) + " dims after merging; a GPU takes " +
+                    std::to_string(kMaxPermuteDims));
+  TANDEM_ASSERT(p.elem == 2 || p.elem == 4 || p.elem == 8,
+                "permute: no copy for elements of " + std::to_string(p.elem) + " bytes");
+  PermuteGather g;
+  g.rank = static_cast<int>(p.sizes.size());
+  for (int k = 0; k < g.rank; ++k) g.sizes[k] = p.sizes[k], g.in_strides[k] = p.in_strides[k];
+  g.numel = p.numel;
+  g.elem = p.elem;
+  return g;
+}
+
+class PermuteKernel final : public Kernel {
+ public:
+  PermuteKernel(CudaContext& ctx, const KernelSpec& spec)
+      : ctx_(ctx), forward_(to_gather(plan_permute(spec))), backward_(to_gather(plan_permute_backward(spec))) {}
+
+  void forward(const KernelArgs& args) override {
+    permute_gather(forward_, args.inputs[0].raw_data(), args.outputs[0].raw_data(), ctx_.stream().get());
+  }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+  void backward(const BackwardArgs& args) override {
+    if (args.grad_inputs[0].defined())
+      permute_gather(backward_, args.grad_outputs[0].raw_data(), args.grad_inputs[0].raw_data(), ctx_.stream().get());
+  }
+
+ private:
+  CudaContext& ctx_;
+  const PermuteGather forward_, backward_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_permute_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<PermuteKernel>(ctx, spec);
+}
 std::unique_ptr<Kernel> make_cat_kernel(CudaContext& ctx, const KernelSpec& spec) {
   return std::make_unique<CatKernel>(ctx, spec);
 }

@@ -319,6 +319,26 @@ void copy_backward(const BackwardArgs& args) {
   assign_input(args, 0, Acc(dy.begin(), dy.end()));
 }
 
+/// permute: dx at the input coordinates of each output element is that element's dy.
+void permute_backward(const KernelSpec& spec, const BackwardArgs& args) {
+  const Shape& out = args.grad_outputs[0].shape();
+  const Shape& in = args.inputs[0].shape();
+  std::vector<int64_t> dims = spec.attrs->get_ints("dims");
+  for (int64_t& d : dims)
+    if (d < 0) d += static_cast<int64_t>(in.size());
+  Acc dx = zeros_like(args.inputs[0]);
+  const float* dy = args.grad_outputs[0].data<float>();
+  std::vector<int64_t> in_coord(in.size());
+  for (int64_t e = 0; e < args.grad_outputs[0].numel(); ++e) {
+    std::vector<int64_t> coord = coords_of(out, e);
+    for (size_t k = 0; k < out.size(); ++k) in_coord[dims[k]] = coord[k];
+    int64_t off = 0;
+    for (size_t d = 0; d < in.size(); ++d) off = off * in[d] + in_coord[d];
+    dx[off] = dy[e];
+  }
+  assign_input(args, 0, dx);
+}
+
 }  // namespace
 
 void backward(const KernelSpec& spec, const BackwardArgs& args) {
@@ -334,6 +354,7 @@ void backward(const KernelSpec& spec, const BackwardArgs& args) {
   if (op == "add" || op == "mul") return binary_backward(spec, args);
   if (op == "cat") return cat_backward(spec, args);
   if (op == "flatten" || op == "reshape") return copy_backward(args);
+  if (op == "permute") return permute_backward(spec, args);
   TANDEM_ASSERT(false, "reference::backward: no reference for op " + op);
 }
 

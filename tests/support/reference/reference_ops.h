@@ -31,6 +31,8 @@ void binary(const KernelSpec& spec, const KernelArgs& args);
 void cat(const KernelSpec& spec, const KernelArgs& args);
 /// flatten, reshape: an element-by-element copy.
 void copy(const KernelSpec& spec, const KernelArgs& args);
+/// permute: output element (i_0, ..) is the input's at i_k along dim dims[k].
+void permute(const KernelSpec& spec, const KernelArgs& args);
 
 /// The backward of spec.op (reference_backward.cpp), with Kernel::backward's contract:
 /// defined input gradients assigned, defined parameter gradients accumulated (+=).

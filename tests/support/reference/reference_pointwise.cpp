@@ -155,4 +155,26 @@ void copy(const KernelSpec& spec, const KernelArgs& args) {
                 static_cast<const char*>(args.inputs[0].raw_data()) + e * elem, elem);
 }
 
+void permute(const KernelSpec& spec, const KernelArgs& args) {
+  const Shape& in = args.inputs[0].shape();
+  const Shape& out = args.outputs[0].shape();
+  std::vector<int64_t> dims = spec.attrs->get_ints("dims");
+  for (int64_t& d : dims)
+    if (d < 0) d += static_cast<int64_t>(in.size());
+  const size_t elem = dtype_size(args.inputs[0].dtype());
+  std::vector<int64_t> coord(out.size()), in_coord(in.size());
+  for (int64_t e = 0; e < args.outputs[0].numel(); ++e) {
+    int64_t rest = e;
+    for (size_t d = out.size(); d-- > 0;) {
+      coord[d] = rest % out[d];
+      rest /= out[d];
+    }
+    for (size_t k = 0; k < out.size(); ++k) in_coord[dims[k]] = coord[k];  // output dim k is input dim dims[k]
+    int64_t off = 0;
+    for (size_t d = 0; d < in.size(); ++d) off = off * in[d] + in_coord[d];
+    std::memcpy(static_cast<char*>(args.outputs[0].raw_data()) + e * elem,
+                static_cast<const char*>(args.inputs[0].raw_data()) + off * elem, elem);
+  }
+}
+
 }  // namespace tandem::reference
