@@ -647,7 +647,9 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
     except EmitError as e:
         raise ConversionError("from_torch(%s): %s" % (model_name, e)) from None
     try:
-        model = _tandem.Model.from_yaml(text, model_name + ".yaml")
+        # every parameter is loaded from the state_dict next (or the conversion fails):
+        # drawing them first cost vgg11 a second
+        model = _tandem.Model.from_yaml(text, model_name + ".yaml", weights_follow=True)
     except _tandem.ModelError as e:
         raise ConversionError("from_torch(%s): Tandem refuses the converted model: %s\n--- the model:\n%s"
                               % (model_name, e, text)) from None
@@ -655,7 +657,8 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
     if missing:
         raise ConversionError("from_torch(%s): no weights for %s in the module's state_dict" % (model_name, missing))
     if check:
-        _check(module, model, text, inputs, model_name, values[output_node])
+        on_cpu = all(layer.device is None for layer in converter.layers) and not blocks
+        _check(module, model, text, inputs, model_name, values[output_node], on_cpu)
     model._torch_returns = returns  # to_torch gives back what the module's forward returned
     if save_to is not None:
         _save_converted(os.fspath(save_to), text, model)
@@ -782,10 +785,11 @@ def _target_specs(example_targets, batch_dims):
     return targets
 
 
-def _check(module, model, text, inputs, model_name, traced_outputs):
+def _check(module, model, text, inputs, model_name, traced_outputs, model_on_cpu):
     """The converted model on the cpu against torch in eval mode, on the example inputs:
     the module itself where it runs here, else its traced graph with the moves between
-    devices left out (a module written for GPUs, converted on a machine without)."""
+    devices left out (a module written for GPUs, converted on a machine without). A model
+    all on the cpu (`model_on_cpu`) is run itself; one placed elsewhere, a copy on the cpu."""
     was_training = module.training
     module.eval()
     try:
@@ -795,9 +799,12 @@ def _check(module, model, text, inputs, model_name, traced_outputs):
         expected = traced_outputs
     finally:
         module.train(was_training)
-    on_cpu = _tandem.Model.from_yaml(text, model_name + ".yaml")
-    on_cpu.load_state_dict(model.state_dict())
-    on_cpu.to("cpu")
+    if model_on_cpu:
+        on_cpu = model  # a second model and a copy of its weights cost vgg11 a second
+    else:
+        on_cpu = _tandem.Model.from_yaml(text, model_name + ".yaml", weights_follow=True)
+        on_cpu.load_state_dict(model.state_dict())
+        on_cpu.to("cpu")
     feed = {n: (t.long() if t.dtype == torch.bool else t) for n, t in inputs}
     got = on_cpu(**feed)
     if isinstance(expected, torch.Tensor):
