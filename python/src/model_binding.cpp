@@ -322,10 +322,14 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           "path"_a, "Loads and validates a YAML model file; parameters are initialised from seed 0.")
       .def_static(
           "from_yaml",
-          [](const std::string& text, const std::string& name) {
-            return std::make_unique<PyModel>(Model(load_graph_from_string(text, name)), text, name);
+          [](const std::string& text, const std::string& name, bool weights_follow) {
+            Model::Start start = weights_follow ? Model::Start::weights_follow : Model::Start::seeded;
+            return std::make_unique<PyModel>(Model(load_graph_from_string(text, name), start), text, name);
           },
-          "text"_a, "name"_a = "<yaml>", "A model from YAML text; `name` stands for the file in messages.")
+          "text"_a, "name"_a = "<yaml>", py::kw_only(), "weights_follow"_a = false,
+          "A model from YAML text; `name` stands for the file in messages. weights_follow=True leaves the "
+          "parameters undrawn (their memory unset) for a caller that loads every one next with "
+          "load_state_dict(strict=True) or load_weights: drawing vgg's 132M values took a second.")
       .def("forward", &forward,
            "Inference: inputs by position (declared order) or by name; a dict of outputs by name, numpy "
            "arrays, or torch tensors when an input was one.")

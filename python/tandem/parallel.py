@@ -94,8 +94,8 @@ def replicate(model, devices):
     state = model.state_dict()
     replicas = []
     for device in devices:
-        replica = _tandem.Model.from_yaml(model.yaml, model.source)
-        replica.load_state_dict(state)
+        replica = _tandem.Model.from_yaml(model.yaml, model.source, weights_follow=True)
+        replica.load_state_dict(state)  # strict: every parameter written
         replica._copy_forward_hooks_of(model)  # as torch's replicas call the module's hooks
         # on the model's own devices: after model.place(sim_gpus=2), its cuda:0 and cuda:1
         replicas.append(replica._to_devices_of(model, device_name(device)))

@@ -8,6 +8,7 @@ where the module's forward calls it, all of it in one error.
 import inspect
 import os
 import re
+import warnings
 
 import numpy
 import torch
@@ -672,7 +673,9 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
     except EmitError as e:
         raise ConversionError("from_torch(%s): %s" % (model_name, e)) from None
     try:
-        model = _tandem.Model.from_yaml(text, model_name + ".yaml")
+        # every parameter is loaded from the state_dict next (or the conversion fails):
+        # drawing them first cost vgg11 a second
+        model = _tandem.Model.from_yaml(text, model_name + ".yaml", weights_follow=True)
     except _tandem.ModelError as e:
         raise ConversionError("from_torch(%s): Tandem refuses the converted model: %s\n--- the model:\n%s"
                               % (model_name, e, text)) from None
@@ -680,7 +683,8 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
     if missing:
         raise ConversionError("from_torch(%s): no weights for %s in the module's state_dict" % (model_name, missing))
     if check:
-        _check(module, model, text, inputs, model_name, values[output_node])
+        on_cpu = all(layer.device is None for layer in converter.layers) and not blocks
+        _check(model, text, inputs, model_name, values[output_node], on_cpu)
     model._torch_returns = returns  # to_torch gives back what the module's forward returned
     if save_to is not None:
         _save_converted(os.fspath(save_to), text, model)
@@ -767,6 +771,9 @@ def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_nam
             for grows in ([d] if d is not None else []) + dims:
                 t = grown_batch(t, grows)
             bigger.append(t)
+        grown = _shapes_on_meta(traced, bigger)
+        if grown is not None:
+            return values, grown
         try:
             return values, propagate_shapes(traced, bigger)
         except Exception as e:  # noqa: BLE001 - the module's own error, reported with the advice
@@ -776,6 +783,23 @@ def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_nam
                                      "one more of each dynamic= length", type(e).__name__, str(e).splitlines()[0]))
     finally:
         module.train(was_training)
+
+
+def _shapes_on_meta(traced, tensors):
+    """Every node's value for `tensors` computed on torch's meta device (shapes without
+    data, the module's parameters and buffers swapped for meta ones while it runs): only
+    the shapes at the grown batch are read, and computing them cost vgg11 1.3 s of its
+    conversion. None where an op has no meta kernel, or needs data (the caller runs it for
+    real then, and reports the module's own errors)."""
+    graph_module = traced.graph_module
+    state = {n: t.to("meta") for n, t in list(graph_module.named_parameters()) + list(graph_module.named_buffers())}
+    try:
+        from torch.nn.utils.stateless import _reparametrize_module  # torch 1.13's; not in every version
+        with warnings.catch_warnings(), _reparametrize_module(graph_module, state):
+            warnings.simplefilter("ignore")  # the module's warnings are seen at the real run
+            return propagate_shapes(traced, [t.to("meta") for t in tensors])
+    except Exception:  # noqa: BLE001 - no meta kernel, a tensor that is not a parameter, .item(): run it
+        return None
 
 
 def _settle_devices(layers, data_parallel):
@@ -807,22 +831,19 @@ def _target_specs(example_targets, batch_dims):
     return targets
 
 
-def _check(module, model, text, inputs, model_name, traced_outputs):
+def _check(model, text, inputs, model_name, traced_outputs, model_on_cpu):
     """The converted model on the cpu against torch in eval mode, on the example inputs:
-    the module itself where it runs here, else its traced graph with the moves between
-    devices left out (a module written for GPUs, converted on a machine without)."""
-    was_training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            expected = module(*[t for _, t in inputs])
-    except Exception:  # noqa: BLE001 - it cannot run here: its trace, which ran, says the same
-        expected = traced_outputs
-    finally:
-        module.train(was_training)
-    on_cpu = _tandem.Model.from_yaml(text, model_name + ".yaml")
-    on_cpu.load_state_dict(model.state_dict())
-    on_cpu.to("cpu")
+    `traced_outputs`, what the module's traced graph gave for them (its own submodules, in
+    eval mode, the moves between devices left out), so that the module is not run a third
+    time (regnet_y_128gf's three runs took 7 s each). A model all on the cpu
+    (`model_on_cpu`) is run itself; one placed elsewhere, a copy on the cpu."""
+    expected = traced_outputs
+    if model_on_cpu:
+        on_cpu = model  # a second model and a copy of its weights cost vgg11 a second
+    else:
+        on_cpu = _tandem.Model.from_yaml(text, model_name + ".yaml", weights_follow=True)
+        on_cpu.load_state_dict(model.state_dict())
+        on_cpu.to("cpu")
     feed = {n: (t.long() if t.dtype == torch.bool else t) for n, t in inputs}
     got = on_cpu(**feed)
     if isinstance(expected, torch.Tensor):

@@ -269,6 +269,42 @@ def test_a_module_that_fails_on_its_example_says_so():
         tandem.from_torch(nn.Sequential(nn.Linear(3, 3)), torch.randn(2, 4))
 
 
+class PlusFixed(nn.Module):
+    def forward(self, x):
+        return x + torch.ones(2, 4)  # a batch of 2 only
+
+
+def test_a_module_that_fails_at_one_more_sample_says_so():
+    with pytest.raises(ConversionError, match="the module fails at batch 3 \\(RuntimeError: .*give batch_dim="):
+        tandem.from_torch(PlusFixed(), torch.randn(2, 4))
+
+
+class Flattening(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 4 * 4, 5)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).view(x.size(0), -1))
+
+
+def test_shapes_at_one_more_sample_on_meta_tensors_are_the_real_ones(monkeypatch, seed):
+    """The shapes at the grown batch come from torch's meta device (no data computed);
+    where that fails the module runs for real: both give the same model."""
+    import tandem.torch_import as torch_import
+    module = Flattening()
+    x = torch.randn(2, 3, 6, 6)
+    on_meta = tandem.from_torch(module, x)
+    monkeypatch.setattr(torch_import, "_shapes_on_meta", lambda traced, tensors: None)
+    for_real = tandem.from_torch(module, x)
+    assert on_meta.yaml == for_real.yaml and "batch" in on_meta.yaml
+    bigger = torch.randn(5, 3, 6, 6)
+    with torch.no_grad():
+        want = module(bigger)
+    assert_close(on_meta(bigger)["output"].numpy(), want.numpy(), 1e-5, "batch 5")
+
+
 class Bags(nn.Module):
     """A recommender's lookups: flat ids of any count, offsets one per sample."""
 

@@ -98,6 +98,23 @@ def test_load_state_dict_not_strict(rng):
     numpy.testing.assert_array_equal(model.state_dict()["fc2.weight"], before["fc2.weight"])
 
 
+def test_from_yaml_with_weights_following(rng):
+    """weights_follow=True skips the draw (from_torch's models, whose weights load next):
+    the loaded model computes what a drawn-then-loaded one does."""
+    text = open(config("digits_mlp.yaml")).read()
+    drawn = tandem.Model.from_yaml(text, "digits_mlp.yaml")
+    state = {k: rng.standard_normal(v.shape).astype(numpy.float32) for k, v in drawn.state_dict().items()}
+    drawn.load_state_dict(state)
+    undrawn = tandem.Model.from_yaml(text, "digits_mlp.yaml", weights_follow=True)
+    assert undrawn.load_state_dict(state) == ([], [])
+    x = rng.standard_normal((5, 64)).astype(numpy.float32)
+    got, want = undrawn(x), drawn(x)
+    assert list(got) == list(want)
+    for name in got:
+        assert numpy.abs(want[name]).max() > 0
+        numpy.testing.assert_array_equal(got[name], want[name])
+
+
 def test_weights_files(tmp_path, seed):
     model = tandem.Model.load(config("digits_mlp.yaml"))
     model.init_parameters(seed)
