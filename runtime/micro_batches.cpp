@@ -159,4 +159,26 @@ std::vector<TensorMap> split_batches(const TensorMap& batch, int64_t batch_size,
   });
 }
 
+Tensor join_batches(const std::vector<Tensor>& parts, int dim) {
+  TANDEM_ASSERT(!parts.empty(), "join_batches: no batch to join");
+  if (parts.size() == 1) return parts.front();
+  Shape shape = parts.front().shape();
+  shape[static_cast<size_t>(dim)] = 0;
+  for (const Tensor& p : parts) shape[static_cast<size_t>(dim)] += p.size(dim);
+  Tensor out = Tensor::empty(shape, parts.front().dtype());
+  // each part's samples are one run of bytes in every slice outside `dim`
+  int64_t outer = 1;
+  for (int d = 0; d < dim; ++d) outer *= shape[static_cast<size_t>(d)];
+  const size_t slices = static_cast<size_t>(std::max<int64_t>(outer, 1));
+  const size_t out_slice = out.nbytes() / slices;
+  size_t at = 0;
+  for (const Tensor& p : parts) {
+    const size_t run = p.nbytes() / slices;
+    for (size_t o = 0; o < slices; ++o)
+      std::memcpy(static_cast<char*>(out.raw_data()) + o * out_slice + at, static_cast<const char*>(p.raw_data()) + o * run, run);
+    at += run;
+  }
+  return out;
+}
+
 }  // namespace tandem

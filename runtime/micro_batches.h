@@ -32,4 +32,8 @@ std::vector<MicroBatch> split_micro_batches(const TensorMap& batch, int64_t part
 /// flat bags by bag). Used to predict over a file a batch at a time (Model::forward_batches).
 std::vector<TensorMap> split_batches(const TensorMap& batch, int64_t batch_size, const Graph& graph);
 
+/// The inverse for one output: its batches' tensors (cpu, one dtype, equal but along `dim`)
+/// joined along `dim`, in order; a single batch's tensor as it is.
+Tensor join_batches(const std::vector<Tensor>& parts, int dim);
+
 }  // namespace tandem

@@ -165,30 +165,6 @@ TensorMap Model::forward(const TensorMap& inputs) {
   return named;
 }
 
-namespace {
-
-/// `parts` joined along dimension `dim` (cpu tensors of one dtype, equal elsewhere).
-Tensor concatenate(const std::vector<Tensor>& parts, int dim) {
-  Shape shape = parts.front().shape();
-  shape[static_cast<size_t>(dim)] = 0;
-  for (const Tensor& p : parts) shape[static_cast<size_t>(dim)] += p.size(dim);
-  Tensor out = Tensor::empty(shape, parts.front().dtype());
-  int64_t outer = 1;
-  for (int d = 0; d < dim; ++d) outer *= shape[static_cast<size_t>(d)];
-  const size_t out_row = out.nbytes() / static_cast<size_t>(std::max<int64_t>(outer, 1));
-  size_t at = 0;
-  for (const Tensor& p : parts) {
-    const size_t row = p.nbytes() / static_cast<size_t>(std::max<int64_t>(outer, 1));
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(static_cast<char*>(out.raw_data()) + o * out_row + at,
-                  static_cast<const char*>(p.raw_data()) + o * row, row);
-    at += row;
-  }
-  return out;
-}
-
-}  // namespace
-
 TensorMap Model::forward_batches(const TensorMap& inputs, int64_t batch_size) {
   if (batch_size < 1) throw UserError("the batch size must be at least 1, got " + std::to_string(batch_size));
   std::vector<int> dims;  // each output's batch dimension, where the batches join
@@ -238,7 +214,7 @@ TensorMap Model::forward_batches(const TensorMap& inputs, int64_t batch_size) {
   for (size_t i = 0; i < graph_->outputs.size(); ++i) {
     std::vector<Tensor> parts;
     for (std::vector<Tensor>& batch : outputs) parts.push_back(std::move(batch[i]));
-    named.emplace(graph_->outputs[i].name, parts.size() == 1 ? parts.front() : concatenate(parts, dims[i]));
+    named.emplace(graph_->outputs[i].name, join_batches(parts, dims[i]));
   }
   pipelined_report_ = std::move(report);
   return named;
