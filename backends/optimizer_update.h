@@ -17,6 +17,7 @@
 // by memory: on this 2-core machine the team halves it (4.2M parameters, 2.6 -> 1.4 ms).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 
@@ -29,6 +30,13 @@ enum class HostThreads {
   one,   // the calling thread
   team,  // the calling thread's OpenMP team, for arrays large enough to pay its wake-up
 };
+
+/// SGD without momentum or weight decay on one row, inline: sgd_update_host's arithmetic
+/// (p = fma(g, -lr, p)) for the rows of a table's row gradient, a few dozen values each,
+/// where that call's dispatch (threads, flags, a bf16 copy) costs more than the row.
+inline void plain_sgd_row(float neg_lr, float* __restrict p, const float* __restrict g, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = std::fma(g[i], neg_lr, p[i]);
+}
 
 /// torch.optim.SGD's single-tensor update of p from g; buf: the momentum buffer (null
 /// without momentum); first: it holds no history yet and becomes a copy of the step.

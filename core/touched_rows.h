@@ -44,6 +44,15 @@ class TouchedRows {
   /// values, zeroed.
   void mark(std::span<const int64_t> ids, int64_t skip = -1);
 
+  /// For a row gradient (hold_values()): marks `ids` as mark() does, in one pass, and
+  /// writes for each entry i where its gradient row goes: `row_of_entry[i]`, that row's
+  /// values (null for `skip`), and `first_of_entry[i]`, 1 when entry i is the row's first
+  /// since clear(). A new row's values are not zeroed: a kernel visiting the entries in
+  /// order writes the first entry's gradient and adds the rest (Note [first entry writes]).
+  /// Both spans as long as `ids`; the pointers stay valid until the next mark or clear().
+  void mark_entries(std::span<const int64_t> ids, int64_t skip, std::span<float*> row_of_entry,
+                    std::span<uint8_t> first_of_entry);
+
   /// From now on the gradient itself is kept here, as rows of `width` values (Note [row
   /// gradient]). Before any mark().
   void hold_values(int64_t width);
@@ -60,6 +69,11 @@ class TouchedRows {
     const int32_t slot = slot_of_[static_cast<size_t>(row)];
     return slot < 0 ? nullptr : values_.data<float>() + static_cast<int64_t>(slot) * width_;
   }
+  /// A row gradient's rows in the order of their values (row_in_slot()[k]'s values are
+  /// values_in_slot(k)): for a pass over every held row that needs no order, reading the
+  /// values front to back. Valid until the next mark() or clear().
+  std::span<const int64_t> row_in_slot() const { return list_; }
+  const float* values_in_slot(int64_t slot) const { return values_.data<float>() + slot * width_; }
   /// The bytes the held rows take (their capacity): what the allocator counts.
   size_t values_bytes() const { return values_.defined() ? values_.nbytes() : 0; }
 
@@ -75,9 +89,13 @@ class TouchedRows {
  private:
   int64_t rows_;
   bool all_ = false;
-  mutable bool sorted_ = true;  // list() sorts on demand: logically const
   std::vector<uint64_t> bits_;  // a bit per row, allocated by the first mark()
-  mutable std::vector<int64_t> list_;  // the rows whose bit is set
+  // the rows whose bit is set, in the order they were marked: a row gradient's row of slot k
+  // is list_[k]
+  std::vector<int64_t> list_;
+  // list_ ascending, made by list() on demand (logically const)
+  mutable std::vector<int64_t> ascending_;
+  mutable bool ascending_current_ = true;
   // a row gradient (hold_values()): the rows' values, [capacity, width], a row per slot in
   // the order rows were first marked; from the cpu allocator, so reports count them
   int64_t width_ = 0;
@@ -89,6 +107,8 @@ class TouchedRows {
   int64_t slots_ = 0;  // rows holding values since the last clear()
 
   void add_slot(int64_t row);
+  /// The values hold at least `slots` rows (a row gradient), their contents kept.
+  void reserve_slots(int64_t slots);
 };
 
 /// Touched rows by parameter name, beside a model's gradients. A std::map: its elements

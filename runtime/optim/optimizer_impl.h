@@ -47,12 +47,10 @@ class BufferedOptimizer : public Optimizer {
 /// Asking for the row kRowsAhead ahead of the one being updated (its parameter and its
 /// gradient row) keeps that many trips under way at once.
 inline constexpr int64_t kRowsAhead = 8;
-inline void prefetch_row(const float* param, const TouchedRows& rows, int64_t row, int64_t width) {
-  const float* p = param + row * width;
-  const float* g = rows.values_of(row);
+inline void prefetch_row(float* param_row, const float* grad_row, int64_t width) {
   for (int64_t k = 0; k < width; k += 16) {  // a 64-byte line a time
-    __builtin_prefetch(p + k, /*write=*/1);
-    __builtin_prefetch(g + k, /*write=*/0);
+    __builtin_prefetch(param_row + k, /*write=*/1);
+    __builtin_prefetch(grad_row + k, /*write=*/0);
   }
 }
 
@@ -74,14 +72,17 @@ void for_each_updated_row(const std::string& kind, ParameterDevices& devices, co
   float* param = p.data<float>();
   const HostThreads threads = devices.host_threads();
   if (rows && rows->holds_values()) {
+    // the held rows in the order of their values, which are then read front to back
     const int64_t width = rows->width();
-    const std::span<const int64_t> listed = rows->list();
-    const TouchedRows& held = *rows;
-    for_rows_host(static_cast<int64_t>(listed.size()), width, threads, [&](int64_t begin, int64_t end) {
+    const std::span<const int64_t> held = rows->row_in_slot();
+    const TouchedRows& values = *rows;
+    for_rows_host(static_cast<int64_t>(held.size()), width, threads, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) {
-        if (k + kRowsAhead < end) prefetch_row(param, held, listed[static_cast<size_t>(k + kRowsAhead)], width);
-        const int64_t r = listed[static_cast<size_t>(k)];
-        f(r, param + r * width, held.values_of(r), width);
+        if (k + kRowsAhead < end)
+          prefetch_row(param + held[static_cast<size_t>(k + kRowsAhead)] * width, values.values_in_slot(k + kRowsAhead),
+                       width);
+        const int64_t r = held[static_cast<size_t>(k)];
+        f(r, param + r * width, values.values_in_slot(k), width);
       }
     });
     return;

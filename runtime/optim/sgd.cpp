@@ -45,7 +45,7 @@ class Sgd final : public BufferedOptimizer {
       // the listed rows (a row gradient's, or those a dense gradient may hold non-zero)
       for_each_updated_row(kind_, *devices_, params[i], grads[i], touched, /*lazy=*/true,
                            [&](int64_t, float* p, const float* g, int64_t width) {
-                             sgd_update_host(s, p, g, nullptr, width, first);
+                             plain_sgd_row(s.neg_lr, p, g, width);
                            });
     }
   }

@@ -1,5 +1,8 @@
 // Backward of linear, matmul, embedding and embedding_bag: against the reference,
 // against finite differences, accumulation, and no primitive built by backward.
+#include <cstring>
+#include <set>
+
 #include "backward_test_util.h"
 
 namespace tandem::test {
@@ -263,6 +266,89 @@ TEST_CASE("embedding_bag mean backward of a known bag", "[cpu][backward][embeddi
   // Bag 0 = {1, pad}: row 1 gets all of it; bag 1 = {2, 2}: row 2 gets 2 * half.
   CHECK(g.params[0].to_vector<float>() == std::vector<float>{0, 0, 1, 2, 4, 8});
   CHECK_FALSE(g.inputs[0].defined());
+}
+
+/// Backward of `c` twice (as two micro-batches add into one gradient), into a dense weight
+/// gradient and into a row gradient (core/touched_rows.h, Note [row gradient]); `c`'s second
+/// call reads `second`'s indices. The rows must hold the dense gradient's rows bit for bit,
+/// and the rows not listed must be zero in the dense one.
+void check_row_gradient(const OpCase& c, const OpCase& second, std::mt19937& gen) {
+  INFO("op " << c.op << " [" << c.attrs.str() << "]");
+  const int64_t num = c.params[0].size(0), dim = c.params[0].size(1);
+  Grads dense = make_grads(c, NAN);
+  TouchedRows rows(num);
+  rows.hold_values(dim);
+  TouchedRows* row_list[] = {&rows};
+  for (const OpCase* call : {&c, &second}) {
+    auto kernel = make_kernel(*call);
+    Tensor out = run_kernel(*call, *kernel);
+    Tensor grad_out = random_tensor(call->out_shape, gen);
+    run_backward(*call, *kernel, out, grad_out, dense);
+    std::vector<Tensor> outs{out}, grad_outs{grad_out};
+    Grads held = make_grads(*call, NAN);
+    std::vector<Tensor> no_dense(1);  // a row gradient has no dense tensor
+    BackwardArgs args{call->inputs, call->params, outs, grad_outs, held.inputs, no_dense, call->training, call->seed};
+    args.grad_param_rows = row_list;
+    kernel->backward(args);
+  }
+  const float* d = dense.params[0].data<float>();
+  std::set<int64_t> listed(rows.list().begin(), rows.list().end());
+  for (int64_t r = 0; r < num; ++r) {
+    INFO("row " << r);
+    const float* held = rows.values_of(r);
+    if (!listed.count(r)) {
+      CHECK(held == nullptr);
+      for (int64_t k = 0; k < dim; ++k) REQUIRE(d[r * dim + k] == 0.f);
+      continue;
+    }
+    REQUIRE(held != nullptr);
+    CHECK(std::memcmp(held, d + r * dim, sizeof(float) * static_cast<size_t>(dim)) == 0);
+  }
+}
+
+TEST_CASE("embedding and embedding_bag backward into row gradients: the dense gradient's rows, bit for bit",
+          "[cpu][backward][embedding_bag][row_gradient]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (std::string mode : {"sum", "mean", "max"}) {
+    INFO("mode " << mode);
+    check_row_gradient(bag_case_2d(gen, 6, 5, 9, 4, mode), bag_case_2d(gen, 6, 5, 9, 4, mode), gen);
+    check_row_gradient(bag_case_2d(gen, 256, 40, 1000, 64, mode), bag_case_2d(gen, 256, 40, 1000, 64, mode), gen);
+    for (bool include_last : {false, true}) {
+      INFO("include_last_offset " << include_last);
+      OpCase a = bag_case_offsets(gen, {3, 0, 5, 1, 0, 4}, 7, 5, mode, include_last);
+      OpCase b = bag_case_offsets(gen, {2, 6}, 7, 5, mode, include_last);
+      for (OpCase* c : {&a, &b}) {  // repeats, and padding row 3 in and out of a bag
+        c->attrs.set("padding_idx", int64_t{3});
+        c->inputs[0].data<int64_t>()[1] = c->inputs[0].data<int64_t>()[0];
+        c->inputs[0].data<int64_t>()[2] = 3;
+      }
+      if (include_last) {
+        // ids past the last offset belong to no bag: torch reads none, and no row of theirs
+        // may be listed with values nobody wrote
+        for (OpCase* c : {&a, &b}) {
+          Tensor ids = c->inputs[0];
+          const int64_t n = ids.numel();
+          Tensor longer = Tensor::empty({n + 3}, DType::int64);
+          std::memcpy(longer.raw_data(), ids.raw_data(), ids.nbytes());
+          for (int64_t k = 0; k < 3; ++k) longer.data<int64_t>()[n + k] = 6 - k;
+          c->inputs[0] = longer;
+        }
+      }
+      check_row_gradient(a, b, gen);
+    }
+  }
+  OpCase word{"embedding", op_attrs("embedding", {{"num_embeddings", int64_t{40}}, {"embedding_dim", int64_t{33}},
+                                                 {"padding_idx", int64_t{2}}})};
+  word.inputs = {random_indices({4, 9}, 40, gen)};
+  word.inputs[0].data<int64_t>()[3] = 2;
+  word.inputs[0].data<int64_t>()[5] = word.inputs[0].data<int64_t>()[4];
+  word.params = {random_tensor({40, 33}, gen)};
+  word.out_shape = {4, 9, 33};
+  OpCase again = word;
+  again.inputs = {random_indices({4, 9}, 40, gen)};
+  check_row_gradient(word, again, gen);
 }
 
 }  // namespace

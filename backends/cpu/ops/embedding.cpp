@@ -53,22 +53,65 @@ bool wants_weight_gradient(const BackwardArgs& args) {
   return args.grad_params[0].defined() || (rows && rows->holds_values());
 }
 
+/// Where each entry's gradient row goes (row idx[i] of the dense gradient, or that row's
+/// values in a row gradient; null for padding_idx), and, for a row gradient, which entries
+/// are their row's first: those write instead of adding (core/touched_rows.h, Note [first
+/// entry writes]; `first` empty: every entry adds).
+struct Destinations {
+  std::vector<float*> row;
+  std::vector<uint8_t> first;
+
+  /// row[i] += v, or row[i] = v for a first entry, over columns [begin, end).
+  void accumulate(size_t i, const float* v, float scale, int64_t begin, int64_t end) const {
+    float* to = row[i];
+    if (!first.empty() && first[i]) {
+#pragma omp simd
+      for (int64_t d = begin; d < end; ++d) to[d] = v[d] * scale;
+      return;
+    }
+#pragma omp simd
+    for (int64_t d = begin; d < end; ++d) to[d] += v[d] * scale;
+  }
+};
+
 /// Records the rows `idx` (but padding_idx) as touched and returns, per entry, where its
-/// gradient row adds: row idx[i] of the dense gradient, or that row's values in a row
-/// gradient; null for padding_idx. On the calling thread, before the parallel backward:
-/// recording may move a row gradient's values, and then no pointer is handed out yet.
-std::vector<float*> gradient_destinations(const BackwardArgs& args, const int64_t* idx, int64_t count, int64_t dim,
-                                          int64_t padding_idx) {
+/// gradient row adds. Only for entries the accumulation then visits, in order: a first
+/// entry's row holds nothing until it is written. `zeroed`: every destination starts at
+/// zero, for a kernel that writes only some entries (max bags). On the calling thread,
+/// before the parallel backward: recording may move a row gradient's values, and then no
+/// pointer is handed out yet.
+Destinations gradient_destinations(const BackwardArgs& args, const int64_t* idx, int64_t count, int64_t dim,
+                                   int64_t padding_idx, bool zeroed = false) {
   TouchedRows* rows = weight_rows(args);
-  if (rows) rows->mark({idx, static_cast<size_t>(count)}, padding_idx);
-  std::vector<float*> out(static_cast<size_t>(count), nullptr);
+  Destinations out;
+  out.row.assign(static_cast<size_t>(count), nullptr);
+  const std::span<const int64_t> ids{idx, static_cast<size_t>(count)};
+  if (rows && rows->holds_values() && !zeroed) {
+    out.first.resize(static_cast<size_t>(count));
+    rows->mark_entries(ids, padding_idx, out.row, out.first);
+    return out;
+  }
+  if (rows) rows->mark(ids, padding_idx);
   const bool held = rows && rows->holds_values();
   float* dense = held ? nullptr : args.grad_params[0].data<float>();
   for (int64_t i = 0; i < count; ++i) {
     if (idx[i] == padding_idx) continue;
-    out[static_cast<size_t>(i)] = held ? rows->values_of(idx[i]) : dense + idx[i] * dim;
+    out.row[static_cast<size_t>(i)] = held ? rows->values_of(idx[i]) : dense + idx[i] * dim;
   }
   return out;
+}
+
+/// The rows a batch's entries add into lie anywhere in a table of megabytes (or, for a row
+/// gradient, in its rows' values), a trip to memory each that the hardware's prefetcher
+/// cannot foresee: the accumulation asks for the row kEntriesAhead entries ahead, so that
+/// many trips are under way at once (as the row updates do: Note [rows ahead] in
+/// runtime/optim/optimizer_impl.h).
+constexpr int64_t kEntriesAhead = 8;
+inline void prefetch_destination(const Destinations& dst, int64_t entry, int64_t begin, int64_t end) {
+  if (entry >= static_cast<int64_t>(dst.row.size())) return;
+  const float* row = dst.row[static_cast<size_t>(entry)];
+  if (!row) return;
+  for (int64_t d = begin; d < end; d += 16) __builtin_prefetch(row + d, /*write=*/1);
 }
 
 /// scale_grad_by_freq: per entry, 1 / (occurrences of its index among all `count`), as
@@ -97,23 +140,16 @@ class EmbeddingKernel final : public Kernel {
   void backward(const BackwardArgs& args) override {
     if (!wants_weight_gradient(args)) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
-    const std::vector<float*> dst = gradient_destinations(args, idx, count_, dim_, padding_idx_);
+    const Destinations dst = gradient_destinations(args, idx, count_, dim_, padding_idx_);
     const std::vector<float> freq = scale_grad_by_freq_ ? inverse_frequencies(idx, count_) : std::vector<float>{};
     const float* g = args.grad_outputs[0].data<float>();
     const int64_t dim = dim_, count = count_;
     cpu::parallel_for(dim, count, [&](int64_t begin, int64_t end) {
       for (int64_t i = 0; i < count; ++i) {
-        float* row = dst[static_cast<size_t>(i)];
-        if (!row) continue;  // padding_idx
-        const float* gr = g + i * dim;
-        if (!freq.empty()) {
-          const float scale = freq[static_cast<size_t>(i)];
-#pragma omp simd
-          for (int64_t d = begin; d < end; ++d) row[d] += gr[d] * scale;
-          continue;
-        }
-#pragma omp simd
-        for (int64_t d = begin; d < end; ++d) row[d] += gr[d];
+        prefetch_destination(dst, i + kEntriesAhead, begin, end);
+        const auto entry = static_cast<size_t>(i);
+        if (!dst.row[entry]) continue;  // padding_idx
+        dst.accumulate(entry, g + i * dim, freq.empty() ? 1.f : freq[entry], begin, end);
       }
     });
   }
@@ -190,9 +226,13 @@ class EmbeddingBagKernel final : public Kernel {
   void backward(const BackwardArgs& args) override {
     if (!wants_weight_gradient(args)) return;
     const int64_t* idx = args.inputs[0].data<int64_t>();
-    // every index may be written (max mode writes a subset of them: a superset is allowed)
-    const std::vector<float*> dst = gradient_destinations(args, idx, count_, dim_, padding_idx_);
     const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
+    // The entries in a bag: every one but those past the last bag's end, which
+    // include_last_offset leaves out. Every one may be written (max mode writes a subset:
+    // a superset is allowed, its destinations zeroed).
+    const int64_t covered = offsets ? (bags_ > 0 ? bag_end(offsets, bags_ - 1) : 0) : count_;
+    const Destinations dst =
+        gradient_destinations(args, idx, covered, dim_, padding_idx_, /*zeroed=*/mode_ == BagMode::max);
     const float* w = args.params[0].data<float>();
     const float* g = args.grad_outputs[0].data<float>();
     const std::vector<float> freq = scale_grad_by_freq_ ? inverse_frequencies(idx, count_) : std::vector<float>{};
@@ -209,7 +249,7 @@ class EmbeddingBagKernel final : public Kernel {
               if (idx[i] == padding) continue;
               if (best < 0 || w[idx[i] * dim + d] > w[idx[best] * dim + d]) best = i;
             }
-            if (best >= 0) dst[static_cast<size_t>(best)][d] += gb[d];
+            if (best >= 0) dst.row[static_cast<size_t>(best)][d] += gb[d];
           }
           continue;
         }
@@ -221,11 +261,10 @@ class EmbeddingBagKernel final : public Kernel {
           scale = 1.f / static_cast<float>(used);
         }
         for (int64_t i = first; i < last; ++i) {
-          float* row = dst[static_cast<size_t>(i)];
-          if (!row) continue;  // padding_idx
-          const float s = freq.empty() ? scale : scale * freq[static_cast<size_t>(i)];
-#pragma omp simd
-          for (int64_t d = begin; d < end; ++d) row[d] += gb[d] * s;
+          prefetch_destination(dst, i + kEntriesAhead, begin, end);
+          const auto entry = static_cast<size_t>(i);
+          if (!dst.row[entry]) continue;  // padding_idx
+          dst.accumulate(entry, gb, freq.empty() ? scale : scale * freq[entry], begin, end);
         }
       }
     });
