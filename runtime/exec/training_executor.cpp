@@ -91,15 +91,32 @@ Tensor TrainingExecutor::allocate_on(int device, const Shape& shape, DType dtype
   PlanDevice& dev = *schedule_->devices[device];
   Allocator& allocator = dev.backend->allocator();
   // The host runs ahead of the lanes, and a buffer it has let go of returns to its pool
-  // only once its last reader has run: past the memory the step took in lockstep, wait for
-  // the lanes, so that running ahead never costs memory.
+  // only once its last reader has run: past the memory the step took in lockstep (and a
+  // GPU's slack below), wait for the lanes, so that running ahead costs little memory.
   // In a pipelined step, the step's growth against the sum of its micro-batches' own.
   const PipelineWindow::Entry* window = window_ ? window_->find(dev.device) : nullptr;
   const size_t start = window ? window->start : step_start_[device], budget = window ? window->budget : budget_[device];
-  const size_t in_use = allocator.current_bytes(), step_use = in_use > start ? in_use - start : 0;
-  if (!lockstep_ && step_use + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) > budget) {
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  // A GPU's lanes may hold a quarter more than in lockstep: the buffers whose last reader is
+  // still queued. Without it the host stopped at every other layer of backward (5 waits a
+  // step on the bench recommender's split) and could not hand the cpu its tables' backward
+  // meanwhile. A GPU's planned memory keeps every activation (placement/estimate.cpp), above
+  // this; the cpu's estimate is tight, and its lane gets no slack.
+  const size_t slack = dev.device == Device::cpu() ? 0 : budget / 4;
+  const auto over_budget = [&] {
+    const size_t in_use = allocator.current_bytes(), step_use = in_use > start ? in_use - start : 0;
+    return step_use + bytes > budget + slack;
+  };
+  if (!lockstep_ && over_budget()) {
     gradient_return_->announce_submitted();  // what is complete need not wait for the rest
-    synchronize_devices(schedule_->devices);
+    // This device's own lanes first: its buffers' last readers are mostly there, and the
+    // other devices go on (the split's GPU need not wait for the cpu's table backward).
+    // Only if that did not free enough, every lane.
+    {
+      HostSpan span("waiting for memory to return");
+      dev.backend->synchronize();
+    }
+    if (over_budget()) synchronize_devices(schedule_->devices);
   }
   Allocator& from = memory ? *memory : allocator;
   try {
