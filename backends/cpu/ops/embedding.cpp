@@ -106,7 +106,7 @@ Destinations gradient_destinations(const BackwardArgs& args, const int64_t* idx,
 /// cannot foresee: the accumulation asks for the row kEntriesAhead entries ahead, so that
 /// many trips are under way at once (as the row updates do: Note [rows ahead] in
 /// runtime/optim/optimizer_impl.h).
-constexpr int64_t kEntriesAhead = 8;
+constexpr int64_t kEntriesAhead = 24;
 inline void prefetch_destination(const Destinations& dst, int64_t entry, int64_t begin, int64_t end) {
   if (entry >= static_cast<int64_t>(dst.row.size())) return;
   const float* row = dst.row[static_cast<size_t>(entry)];
