@@ -726,6 +726,45 @@ def _stochastic_depth(node, ctx):
     return Alias(_tensor(node, a["input"], "the input"))
 
 
+def _batch_or_size(ctx, x, dim):
+    """'batch' where dimension `dim` of `x` follows the batch, else its size: a shape entry
+    for a reshape the converter writes itself."""
+    size = ctx.value(x).shape[dim]
+    if ctx.grown is not None and x in ctx.grown and ctx.grown[x].shape[dim] != size:
+        if dim != 0:
+            raise Unsupported("dimension %d grows with the batch: Tandem writes this reshape for a leading batch" % dim)
+        return "batch"
+    return size
+
+
+def _patch_merging_pad(node, ctx):
+    """torchvision's swin _patch_merging_pad: [B, H, W, C] padded to even H and W, and the
+    four pixels of each 2x2 patch side by side, [B, H/2, W/2, 4C] (x[..., 0::2, 0::2, :],
+    x[..., 1::2, 0::2, :], x[..., 0::2, 1::2, :], x[..., 1::2, 1::2, :] joined). Tandem
+    slices by narrow only, so each strided slice is a reshape to [B, H/2, 2, W/2, 2, C],
+    a narrow of one along each 2 and a reshape back."""
+    x = _tensor(node, node.args[0], "the input")
+    shape = list(ctx.value(x).shape)
+    if len(shape) != 4:
+        raise Unsupported("_patch_merging_pad of a %d-dimensional tensor: Tandem takes [B, H, W, C]" % len(shape))
+    _, h, w, c = shape
+    batch = _batch_or_size(ctx, x, 0)
+    layers, source = [], x
+    if h % 2 or w % 2:
+        layers.append(("pad", Op("pad", {"pad": [0, 0, 0, w % 2, 0, h % 2]}, [x])))
+        source = Sub("pad")
+    hh, ww = (h + h % 2) // 2, (w + w % 2) // 2
+    layers.append(("patches", Op("reshape", {"shape": [batch, hh, 2, ww, 2, c]}, [source])))
+    pieces = []
+    for k, (i, j) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)]):
+        layers.append(("rows_%d" % k, Op("narrow", {"dim": 2, "start": i, "length": 1}, [Sub("patches")])))
+        layers.append(("pixels_%d" % k, Op("narrow", {"dim": 4, "start": j, "length": 1}, [Sub("rows_%d" % k)])))
+        layers.append(("x%d" % k, Op("reshape", {"shape": [batch, hh, ww, c]}, [Sub("pixels_%d" % k)])))
+        pieces.append(Sub("x%d" % k))
+    layers.append(("cat", Op("cat", {"dim": -1}, pieces)))
+    return Composite(layers)
+
+
 def _same(node, ctx):
     return Alias(_tensor(node, node.args[0], "the input"))
 
@@ -802,6 +841,7 @@ METHODS = {
 # torchvision wraps them with torch.fx.wrap).
 OTHER_FUNCTIONS = {
     ("torchvision.ops.stochastic_depth", "stochastic_depth"): _stochastic_depth,
+    ("torchvision.models.swin_transformer", "_patch_merging_pad"): _patch_merging_pad,
 }
 
 
