@@ -10,7 +10,7 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 31> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 34> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
@@ -39,6 +39,9 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"flatten", make_flatten_kernel},
       {"reshape", make_reshape_kernel},
       {"permute", make_permute_kernel},
+      {"pad", make_pad_kernel},
+      {"roll", make_roll_kernel},
+      {"interpolate", make_interpolate_kernel},
       {"gru", make_gru_kernel},
       {"lstm", make_lstm_kernel},
       {"multi_head_attention", make_multi_head_attention_kernel},

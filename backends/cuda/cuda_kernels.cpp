@@ -12,7 +12,7 @@ using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
 // Every CPU op has one (docs/cuda-backend.md says which limits remain).
-constexpr std::array<std::pair<std::string_view, Factory>, 31> kTable{{
+constexpr std::array<std::pair<std::string_view, Factory>, 34> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
@@ -41,6 +41,9 @@ constexpr std::array<std::pair<std::string_view, Factory>, 31> kTable{{
     {"flatten", make_flatten_kernel},
     {"reshape", make_reshape_kernel},
     {"permute", make_permute_kernel},
+    {"pad", make_pad_kernel},
+    {"roll", make_roll_kernel},
+    {"interpolate", make_interpolate_kernel},
     {"multi_head_attention", make_multi_head_attention_kernel},
     {"gru", make_gru_kernel},
     {"lstm", make_lstm_kernel},
@@ -55,7 +58,7 @@ Factory find(std::string_view op) {
 /// Ops whose kernels move bytes and so take any dtype; the rest compute on float32
 /// (with int64 indices where the CPU's take them, and batch_norm2d's int64 counter).
 bool any_dtype(std::string_view op) {
-  return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape" || op == "permute";
+  return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape" || op == "permute" || op == "roll";
 }
 
 }  // namespace

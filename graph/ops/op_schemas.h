@@ -21,6 +21,8 @@ std::vector<OpSchema> conv2d_schemas();      // conv2d
 std::vector<OpSchema> pooling_schemas();     // max_pool2d, avg_pool2d
 std::vector<OpSchema> binary_schemas();      // add, mul
 std::vector<OpSchema> shape_op_schemas();    // cat, narrow, flatten, reshape, permute
+std::vector<OpSchema> pad_roll_schemas();    // pad, roll
+std::vector<OpSchema> interpolate_schemas(); // interpolate
 std::vector<OpSchema> rnn_schemas();         // gru, lstm
 std::vector<OpSchema> attention_schemas();   // multi_head_attention
 /// How many of multi_head_attention's inputs are masks (its attribute `masks`).

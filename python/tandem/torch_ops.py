@@ -323,6 +323,19 @@ def _softmax_module(op):
     return convert
 
 
+def _constant_pad(m, node, ctx):
+    """nn.ZeroPad2d and nn.ConstantPad1d/2d/3d: pad with their padding and value."""
+    return Op("pad", {"pad": list(m.padding), "value": float(m.value)}, [_tensor(node, node.args[0], "the input")])
+
+
+def _upsample(m, node, ctx):
+    """nn.Upsample (and UpsamplingNearest2d / UpsamplingBilinear2d, which set its mode and
+    align_corners): interpolate with the module's settings."""
+    x = _tensor(node, node.args[0], "the input")
+    return _interpolate_op(node, ctx, x, m.size, m.scale_factor, m.mode, m.align_corners,
+                           getattr(m, "recompute_scale_factor", None), False)
+
+
 def _identity(m, node, ctx):
     return Alias(_tensor(node, node.args[0], "the input"))
 
@@ -358,6 +371,11 @@ LEAF_MODULES = {
     nn.Dropout: _unary("dropout", p="p"),
     nn.Flatten: _unary("flatten", start_dim="start_dim", end_dim="end_dim"),
     nn.Identity: _identity,
+    nn.ZeroPad2d: _constant_pad,
+    nn.ConstantPad1d: _constant_pad,
+    nn.ConstantPad2d: _constant_pad,
+    nn.ConstantPad3d: _constant_pad,
+    nn.Upsample: _upsample,
 }
 
 
@@ -508,28 +526,114 @@ def _pieces(kind):
 
 def _getitem(node, ctx):
     """x[:, 2:5] is a narrow; x[:, -1] (the last step of a sequence) a narrow of one, then a
-    reshape without that dimension. One dimension indexed; the others whole."""
+    reshape without that dimension; swin's x[:, :H, :W, :] (bounds read from shapes) a narrow
+    per dimension sliced. A slice of a whole dimension is no layer."""
     x, index = node.args
     if not isinstance(ctx.value(x), torch.Tensor):
         raise Unsupported("indexing the %s that %s gives: Tandem indexes tensors, and the tuples of the layers that "
                           "return several (GRU, LSTM, MultiheadAttention)" % (type(ctx.value(x)).__name__, x.name))
     index = index if isinstance(index, tuple) else (index,)
-    refused = Unsupported("indexing %s: Tandem indexes one dimension, with [a:b] or [i]" % (index,))
+    refused = Unsupported("indexing %s: Tandem indexes dimensions with [a:b] or [i] (no steps, ..., None or "
+                          "tensors)" % (index,))
     if any(i is Ellipsis or i is None or not isinstance(i, (slice, int)) for i in index):
         raise refused
-    chosen = [(d, i) for d, i in enumerate(index) if i != slice(None)]
-    if len(chosen) != 1:
-        raise refused
-    dim, i = chosen[0]
-    size = ctx.value(x).shape[dim]
-    if isinstance(i, int):
-        start = i + size if i < 0 else i
-        return Composite([("narrow", Op("narrow", {"dim": dim, "start": start, "length": 1}, [x])),
-                          ("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [Sub("narrow")]))])
-    if i.step not in (None, 1) or not all(isinstance(v, int) or v is None for v in (i.start, i.stop)):
-        raise refused
-    start, stop, _ = i.indices(size)
-    return Op("narrow", {"dim": dim, "start": start, "length": stop - start}, [x])
+    shape = ctx.value(x).shape
+    narrows, dropped = [], False  # (dim, start, length)
+    for dim, i in enumerate(index):
+        size = shape[dim]
+        if isinstance(i, int):
+            narrows.append((dim, i + size if i < 0 else i, 1))
+            dropped = True
+            continue
+        bounds = [_constant(ctx, v, "a slice bound") for v in (i.start, i.stop, i.step)]
+        if bounds[2] not in (None, 1) or not all(isinstance(v, int) or v is None for v in bounds[:2]):
+            raise refused
+        start, stop, _ = slice(bounds[0], bounds[1]).indices(size)
+        if (start, stop) != (0, size):
+            narrows.append((dim, start, stop - start))
+    if not narrows:
+        return Alias(x)
+    layers, source = [], x
+    for k, (dim, start, length) in enumerate(narrows):
+        name = "narrow" if k == 0 else "narrow_%d" % k
+        layers.append((name, Op("narrow", {"dim": dim, "start": start, "length": length}, [source])))
+        source = Sub(name)
+    if dropped:
+        layers.append(("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [source])))
+    return layers[0][1] if len(layers) == 1 else Composite(layers)
+
+
+def _constant(ctx, v, what):
+    """`v` with the numbers the model computed from shapes (swin pads to whole windows by
+    sizes it reads from x.shape) replaced by their values at the example; refused where a
+    value changes with the batch."""
+    if isinstance(v, (tuple, list)):
+        return [_constant(ctx, item, what) for item in v]
+    if not _is_node(v):
+        return v
+    value = ctx.value(v)
+    if ctx.is_tensor(v) or not isinstance(value, (int, float)):
+        raise Unsupported("%s is computed from a tensor's values (%r): Tandem's layers take numbers" % (what, v))
+    if ctx.grown is not None and v in ctx.grown and ctx.grown[v] != value:
+        raise Unsupported("%s changes with the batch size (%r at batch %s, %r at batch %s): Tandem's layers take "
+                          "fixed numbers" % (what, value, ctx.batch, ctx.grown[v], ctx.grown_batch))
+    return value
+
+
+def _pad(node, ctx):
+    """F.pad(x, pad, mode='constant', value=0): pad, torch's order of (before, after) pairs
+    from the last dim; negative entries crop."""
+    a = _args(node, ["input", "pad", "mode", "value"], {"mode": "constant", "value": None})
+    if a["mode"] != "constant":
+        raise Unsupported("pad mode %r: Tandem's pad is constant only (no reflect, replicate or circular)"
+                          % (a["mode"],))
+    pad = _constant(ctx, a["pad"], "pad")
+    value = _constant(ctx, a["value"], "pad's value")
+    return Op("pad", {"pad": list(pad), "value": float(value or 0.0)}, [_tensor(node, a["input"], "the input")])
+
+
+def _roll(node, ctx):
+    """torch.roll(x, shifts, dims) and x.roll(shifts, dims): roll (swin's cyclic shift);
+    without dims, of the flattened tensor."""
+    a = _args(node, ["input", "shifts", "dims"], {"dims": None})
+    listed = lambda v: list(v) if isinstance(v, (tuple, list)) else [v]  # noqa: E731
+    shifts = listed(_constant(ctx, a["shifts"], "roll's shifts"))
+    dims = _constant(ctx, a["dims"], "roll's dims")
+    dims = listed(dims) if dims not in (None, [], ()) else None
+    return Op("roll", {"shifts": shifts, "dims": dims}, [_tensor(node, a["input"], "the input")])
+
+
+def _interpolate_op(node, ctx, x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
+    """interpolate for F.interpolate's arguments (nn.Upsample's attributes)."""
+    if mode not in ("nearest", "bilinear"):
+        raise Unsupported("interpolate mode %r: Tandem has modes nearest and bilinear" % (mode,))
+    if antialias:
+        raise Unsupported("interpolate with antialias=True: Tandem's bilinear does not antialias")
+    attrs = {"mode": mode}
+    if mode == "bilinear":
+        attrs["align_corners"] = bool(align_corners)
+    size, scale_factor = _constant(ctx, size, "interpolate's size"), _constant(ctx, scale_factor, "scale_factor")
+    if scale_factor is not None and recompute_scale_factor:
+        size = list(ctx.value(node).shape[2:])  # torch then reads positions by in / out, as a size does
+    if size is not None:
+        attrs["size"] = list(size) if isinstance(size, (tuple, list)) else size
+        return Op("interpolate", attrs, [x])
+    factors = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor]
+    if len(set(factors)) != 1:
+        raise Unsupported("interpolate with scale_factor %r, one per dim: Tandem's interpolate takes one scale "
+                          "factor for all (or give size, or recompute_scale_factor=True)" % (scale_factor,))
+    attrs["scale_factor"] = float(factors[0])
+    return Op("interpolate", attrs, [x])
+
+
+def _interpolate(node, ctx):
+    """F.interpolate(x, size, scale_factor, mode, align_corners, recompute_scale_factor,
+    antialias)."""
+    a = _args(node, ["input", "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias"],
+              {"size": None, "scale_factor": None, "mode": "nearest", "align_corners": None,
+               "recompute_scale_factor": None, "antialias": False})
+    return _interpolate_op(node, ctx, _tensor(node, a["input"], "the input"), a["size"], a["scale_factor"], a["mode"],
+                           a["align_corners"], a["recompute_scale_factor"], a["antialias"])
 
 
 def _activation(op, params=()):
@@ -622,6 +726,45 @@ def _stochastic_depth(node, ctx):
     return Alias(_tensor(node, a["input"], "the input"))
 
 
+def _batch_or_size(ctx, x, dim):
+    """'batch' where dimension `dim` of `x` follows the batch, else its size: a shape entry
+    for a reshape the converter writes itself."""
+    size = ctx.value(x).shape[dim]
+    if ctx.grown is not None and x in ctx.grown and ctx.grown[x].shape[dim] != size:
+        if dim != 0:
+            raise Unsupported("dimension %d grows with the batch: Tandem writes this reshape for a leading batch" % dim)
+        return "batch"
+    return size
+
+
+def _patch_merging_pad(node, ctx):
+    """torchvision's swin _patch_merging_pad: [B, H, W, C] padded to even H and W, and the
+    four pixels of each 2x2 patch side by side, [B, H/2, W/2, 4C] (x[..., 0::2, 0::2, :],
+    x[..., 1::2, 0::2, :], x[..., 0::2, 1::2, :], x[..., 1::2, 1::2, :] joined). Tandem
+    slices by narrow only, so each strided slice is a reshape to [B, H/2, 2, W/2, 2, C],
+    a narrow of one along each 2 and a reshape back."""
+    x = _tensor(node, node.args[0], "the input")
+    shape = list(ctx.value(x).shape)
+    if len(shape) != 4:
+        raise Unsupported("_patch_merging_pad of a %d-dimensional tensor: Tandem takes [B, H, W, C]" % len(shape))
+    _, h, w, c = shape
+    batch = _batch_or_size(ctx, x, 0)
+    layers, source = [], x
+    if h % 2 or w % 2:
+        layers.append(("pad", Op("pad", {"pad": [0, 0, 0, w % 2, 0, h % 2]}, [x])))
+        source = Sub("pad")
+    hh, ww = (h + h % 2) // 2, (w + w % 2) // 2
+    layers.append(("patches", Op("reshape", {"shape": [batch, hh, 2, ww, 2, c]}, [source])))
+    pieces = []
+    for k, (i, j) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)]):
+        layers.append(("rows_%d" % k, Op("narrow", {"dim": 2, "start": i, "length": 1}, [Sub("patches")])))
+        layers.append(("pixels_%d" % k, Op("narrow", {"dim": 4, "start": j, "length": 1}, [Sub("rows_%d" % k)])))
+        layers.append(("x%d" % k, Op("reshape", {"shape": [batch, hh, ww, c]}, [Sub("pixels_%d" % k)])))
+        pieces.append(Sub("x%d" % k))
+    layers.append(("cat", Op("cat", {"dim": -1}, pieces)))
+    return Composite(layers)
+
+
 def _same(node, ctx):
     return Alias(_tensor(node, node.args[0], "the input"))
 
@@ -675,6 +818,7 @@ FUNCTIONS = {
     F.adaptive_avg_pool2d: _adaptive_pool_function("avg_pool2d"),
     F.adaptive_max_pool2d: _adaptive_pool_function("max_pool2d"), torch.mean: _mean,
     torch.squeeze: _reshape, torch.unsqueeze: _reshape,
+    F.pad: _pad, torch.roll: _roll, F.interpolate: _interpolate,
 }
 
 METHODS = {
@@ -689,6 +833,7 @@ METHODS = {
     "contiguous": _same, "clone": _same, "mean": _mean,
     "to": _moved, "cuda": _moved, "cpu": _moved,
     "float": _cast(torch.float32), "long": _cast(torch.int64),
+    "roll": _roll,
 }
 
 
@@ -696,6 +841,7 @@ METHODS = {
 # torchvision wraps them with torch.fx.wrap).
 OTHER_FUNCTIONS = {
     ("torchvision.ops.stochastic_depth", "stochastic_depth"): _stochastic_depth,
+    ("torchvision.models.swin_transformer", "_patch_merging_pad"): _patch_merging_pad,
 }
 
 

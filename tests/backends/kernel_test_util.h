@@ -55,6 +55,17 @@ inline Attributes op_attrs(const std::string& op, const std::map<std::string, At
     a.set("start_dim", int64_t{1});
     a.set("end_dim", int64_t{-1});
   }
+  if (op == "pad") {
+    a.set("mode", std::string("constant"));
+    a.set("value", 0.0);
+  }
+  if (op == "roll") a.set("dims", null);
+  if (op == "interpolate") {
+    a.set("size", null);
+    a.set("scale_factor", null);
+    a.set("mode", std::string("nearest"));
+    a.set("align_corners", false);
+  }
   for (const auto& [name, value] : overrides) a.set(name, value);
   return a;
 }

@@ -266,6 +266,42 @@ TEST_CASE("cat, narrow, flatten, reshape and permute on a GPU match the CPU", "[
   check_gpu_against_cpu(int_permute, gen, 0.0, false);
 }
 
+// swin's pad and shift (NHWC, H and W), a crop, a flattened roll, and interpolate's modes:
+// the bilinear backward adds with atomics, so its sums may differ in the last bits.
+TEST_CASE("pad, roll and interpolate on a GPU match the CPU", "[gpu][pad][roll][interpolate]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  using Ints = std::vector<int64_t>;
+  struct Case {
+    std::string op;
+    std::map<std::string, AttrValue> attrs;
+    Shape in, out;
+  };
+  const std::vector<Case> cases = {
+      {"pad", {{"pad", Ints{0, 0, 0, 3, 0, 1}}, {"value", 0.5}}, {2, 5, 4, 6}, {2, 6, 7, 6}},
+      {"pad", {{"pad", Ints{-1, 2, 1, -2}}}, {3, 5, 6}, {3, 4, 7}},
+      {"roll", {{"shifts", Ints{-2, -2}}, {"dims", Ints{1, 2}}}, {2, 6, 6, 5}, {2, 6, 6, 5}},
+      {"roll", {{"shifts", Ints{4}}, {"dims", AttrValue{std::monostate{}}}}, {3, 5}, {3, 5}},
+      {"interpolate", {{"scale_factor", 1.7}}, {1, 2, 5}, {1, 2, 8}},
+      {"interpolate", {{"size", Ints{7, 3}}}, {2, 3, 4, 5}, {2, 3, 7, 3}},
+      {"interpolate", {{"scale_factor", 2.0}, {"mode", std::string("bilinear")}}, {2, 3, 4, 5}, {2, 3, 8, 10}},
+      {"interpolate", {{"size", Ints{9, 4}}, {"mode", std::string("bilinear")}, {"align_corners", true}},
+       {1, 2, 4, 7}, {1, 2, 9, 4}},
+  };
+  for (const Case& k : cases) {
+    OpCase c{k.op, op_attrs(k.op, k.attrs)};
+    c.inputs = {random_tensor(k.in, gen)};
+    c.out_shape = k.out;
+    check_gpu_against_cpu(c, gen, 1e-5);
+  }
+  OpCase ints{"roll", op_attrs("roll", {{"shifts", Ints{1}}, {"dims", Ints{0}}})};
+  ints.inputs = {random_indices({4, 3}, 100, gen)};
+  ints.out_shape = {4, 3};
+  ints.out_dtype = DType::int64;
+  check_gpu_against_cpu(ints, gen, 0.0, false);
+}
+
 TEST_CASE("make_cuda_kernel says why it has no kernel", "[gpu][registry]") {
   // The CUDA backend has every op the CPU has today, so an op no backend knows stands for
   // the one it lacks (placement asks the same question of every layer).

@@ -60,11 +60,14 @@ const OpFamily op_families[] = {
      true},
     {"convolution", "  x: {shape: [batch, 2, 6, 6]}\n",
      "      - {name: conv1, op: conv2d, in_channels: 2, out_channels: 4, kernel_size: 3, padding: 1}\n"
+     "      - {name: shifted, op: roll, shifts: [-1, -1], dims: [2, 3]}\n"
+     "      - {name: padded, op: pad, pad: [1, 1, 1, 1]}\n"
      "      - {name: pool1, op: max_pool2d, kernel_size: 2}\n"
+     "      - {name: up, op: interpolate, size: [6, 6], mode: bilinear}\n"
      "      - {name: conv2, op: conv2d, in_channels: 4, out_channels: 4, kernel_size: 3, padding: same, bias: false}\n"
      "      - {name: pool2, op: avg_pool2d, kernel_size: 3}\n"
      "      - {name: flat, op: flatten}\n"
-     "      - {name: head, op: linear, in_features: 4, out_features: 3}\n",
+     "      - {name: head, op: linear, in_features: 16, out_features: 3}\n",
      false},
     {"recurrent", "  x: {shape: [batch, 3, 4]}\n",
      "      - {name: gru, op: gru, input_size: 4, hidden_size: 5, batch_first: true, bidirectional: true}\n"

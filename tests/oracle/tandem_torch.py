@@ -106,6 +106,9 @@ OPS = {
     "flatten": ({"start_dim": 1, "end_dim": -1}, (1, 1)),
     "reshape": ({"shape": _REQ}, (1, 1)),
     "permute": ({"dims": _REQ}, (1, 1)),
+    "pad": ({"pad": _REQ, "mode": "constant", "value": 0.0}, (1, 1)),
+    "roll": ({"shifts": _REQ, "dims": None}, (1, 1)),
+    "interpolate": ({"size": None, "scale_factor": None, "mode": "nearest", "align_corners": False}, (1, 1)),
     "matmul": ({}, (2, 2)),
     "conv2d": ({"in_channels": _REQ, "out_channels": _REQ, "kernel_size": _REQ, "stride": 1, "padding": 0,
                 "dilation": 1, "groups": 1, "bias": True, "padding_mode": "zeros"}, (1, 1)),
@@ -768,6 +771,33 @@ class _Builder:
             dims = [d] if _is_int(d) else d
             need(isinstance(dims, list) and all(_is_int(v) for v in dims), "dims must be an int or a list of ints")
             return Fn(lambda x: x.permute(*dims).contiguous(), "dims=%s" % dims)
+        if op == "pad":
+            p = [a["pad"]] if _is_int(a["pad"]) else a["pad"]
+            need(isinstance(p, list) and len(p) % 2 == 0 and all(_is_int(v) for v in p),
+                 "pad must be a list of an even number of ints")
+            need(a["mode"] == "constant", "mode must be constant"), number("value")
+            return Fn(lambda x: F.pad(x, p, value=float(a["value"])), "pad=%s, value=%s" % (p, a["value"]))
+        if op == "roll":
+            ints = lambda v: [v] if _is_int(v) else v  # noqa: E731
+            shifts, dims = ints(a["shifts"]), a["dims"]
+            if dims is None:
+                need(len(shifts) == 1, "shifts without dims must be one shift")
+                return Fn(lambda x: torch.roll(x, shifts[0]), "shifts=%s" % shifts)
+            dims = ints(dims)
+            need(len(dims) == len(shifts), "shifts and dims must have as many entries")
+            return Fn(lambda x: torch.roll(x, shifts, dims), "shifts=%s, dims=%s" % (shifts, dims))
+        if op == "interpolate":
+            need((a["size"] is None) != (a["scale_factor"] is None), "give one of size and scale_factor")
+            need(a["mode"] in ("nearest", "bilinear"), "mode must be nearest or bilinear"), boolean("align_corners")
+            kw = {"mode": a["mode"]}
+            if a["mode"] == "bilinear":
+                kw["align_corners"] = a["align_corners"]
+            if a["size"] is not None:
+                kw["size"] = a["size"]
+            else:
+                number("scale_factor")
+                kw["scale_factor"] = float(a["scale_factor"])
+            return Fn(lambda x: F.interpolate(x, **kw), ", ".join("%s=%s" % kv for kv in kw.items()))
         if op == "matmul":
             return Fn(torch.matmul, "matmul")
         if op in ("conv2d", "max_pool2d", "avg_pool2d"):

@@ -356,7 +356,7 @@ class Unconvertible(nn.Module):
         self.scale = nn.Parameter(torch.ones(3))
 
     def forward(self, x):
-        y = self.conv(x.roll(1, 2)).permute(0, 2, 1)
+        y = self.conv(x.flip(2)).permute(0, 2, 1)
         y = self.fc(y) * 2.0
         y = self.fc(y)
         return y * self.scale
@@ -368,7 +368,7 @@ def test_what_cannot_be_converted_is_named_with_its_line():
     message = str(error.value)
     assert message.startswith("from_torch(Unconvertible): cannot convert")
     for what in ["'conv' (torch.nn.Conv1d), at %s: torch.nn.Conv1d: Tandem has no such op" % line_of("self.conv(x"),
-                 "'roll', at %s: tensor method .roll(): Tandem has no such op" % line_of(".roll("),
+                 "'flip', at %s: tensor method .flip(): Tandem has no such op" % line_of(".flip("),
                  "'mul', at %s: mul with the number 2.0: Tandem's mul takes two tensors" % line_of("* 2.0"),
                  "'fc' (torch.nn.Linear), at %s: called a second time" % line_of("y = self.fc(y)", whole=True),
                  "'mul_1', at %s: input 1 is the tensor attribute 'scale', used outside a module: Tandem's parameters "

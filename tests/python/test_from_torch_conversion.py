@@ -10,6 +10,7 @@ import subprocess
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import tandem
 from tandem.torch_import import ConversionError
@@ -149,23 +150,23 @@ def test_names_tandem_cannot_take_are_made_legal_and_map_back(tmp_path, seed):
     assert run.returncode == 0, run.stderr
 
 
-class Rolled(nn.Module):
-    """swin's shifted windows: torch.roll, which Tandem lacks, read twice."""
+class Flipped(nn.Module):
+    """torch.flip, which Tandem lacks, read twice."""
 
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(4, 4)
 
     def forward(self, x):
-        r = self.fc(x).roll(1, 1)
+        r = self.fc(x).flip(1)
         return torch.cat([r.relu(), r], 1)
 
 
 def test_what_reads_an_op_tandem_lacks_is_no_error_of_its_own():
     with pytest.raises(tandem.ModelError) as error:
-        tandem.from_torch(Rolled(), torch.randn(2, 4))
+        tandem.from_torch(Flipped(), torch.randn(2, 4))
     message = str(error.value)
-    assert "'roll', at %s: tensor method .roll(): Tandem has no such op" % line_of(Rolled, ".roll(") in message
+    assert "'flip', at %s: tensor method .flip(): Tandem has no such op" % line_of(Flipped, ".flip(") in message
     assert message.count("\n  ") == 1  # the relu and cat read it: one error, the cause's
 
 
@@ -367,3 +368,67 @@ def test_stochastic_depth_is_the_identity_in_eval_mode_and_refused_in_training(s
         str(error.value)
     model = compare_with_torch(module.eval(), (torch.randn(2, 4),), inputs=(torch.randn(5, 4),))
     assert "op: add, inputs: [x, fc]" in model.yaml  # the residual reads fc itself
+
+
+class ShiftedWindows(nn.Module):
+    """swin's way into its windows (NHWC: pad H and W up to whole windows by sizes read from
+    x.shape, roll by half a window, and back), then the heads built on a backbone: pads
+    (ZeroPad2d, ConstantPad2d, a crop) and upsampling (Upsample, F.interpolate by size, by a
+    scale factor, bilinear with and without align_corners)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.conv = nn.Conv2d(4, 3, 3)
+        self.zero_pad = nn.ZeroPad2d((1, 0, 2, 1))
+        self.const_pad = nn.ConstantPad2d(1, 0.5)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear")
+        self.up_corners = nn.UpsamplingBilinear2d(size=(7, 9))
+
+    def forward(self, x):
+        window = 4
+        nhwc = self.fc(x.permute(0, 2, 3, 1))
+        pad_b = (window - nhwc.shape[1] % window) % window
+        pad_r = (window - nhwc.shape[2] % window) % window
+        padded = F.pad(nhwc, (0, 0, 0, pad_r, 0, pad_b))
+        shifted = torch.roll(padded, shifts=(-2, -2), dims=(1, 2))
+        back = shifted.roll((2, 2), (1, 2))[:, :nhwc.shape[1], :nhwc.shape[2], :].permute(0, 3, 1, 2)
+        y = self.conv(self.zero_pad(back))
+        return (F.interpolate(y, scale_factor=1.5) + F.interpolate(self.const_pad(y), size=(9, 9)),
+                self.up(y), self.up_corners(y), F.pad(y, (-1, 1, 1, -1), value=-1.0),
+                F.interpolate(y, size=(5, 4), mode="bilinear", align_corners=True),
+                torch.roll(y, 3))
+
+
+def test_pad_roll_and_interpolate_convert(seed):
+    model = compare_with_torch(ShiftedWindows(), (torch.randn(2, 4, 5, 7),), inputs=(torch.randn(3, 4, 5, 7),))
+    assert "{name: pad, op: pad, pad: [0, 0, 0, 1, 0, 3]}" in model.yaml
+    assert "{name: roll, op: roll, shifts: [-2, -2], dims: [1, 2]}" in model.yaml
+    # x[:, :H, :W, :] with bounds read from the shape: a narrow per dimension sliced
+    assert "- {name: narrow, op: narrow, dim: 1, start: 0, length: 5}" in model.yaml
+    assert "- {name: narrow_1, op: narrow, dim: 2, start: 0, length: 7}" in model.yaml
+    assert "{name: zero_pad, op: pad, pad: [1, 0, 2, 1]}" in model.yaml
+    assert "{name: const_pad, op: pad, inputs: conv, pad: [1, 1, 1, 1], value: 0.5}" in model.yaml
+    assert "{name: up, op: interpolate, inputs: conv, mode: bilinear, scale_factor: 2.0}" in model.yaml
+    assert "{name: up_corners, op: interpolate, inputs: conv, mode: bilinear, align_corners: true, size: [7, 9]}" \
+        in model.yaml
+    assert "{name: roll_2, op: roll, inputs: conv, shifts: [3]}" in model.yaml
+
+
+class Reflected(nn.Module):
+    def forward(self, x):
+        reflected = F.pad(x, (1, 1, 1, 1), mode="reflect")
+        bicubic = F.interpolate(x, scale_factor=2, mode="bicubic")
+        return reflected, bicubic, F.interpolate(x, scale_factor=(2, 3))
+
+
+def test_pads_and_resizes_tandem_lacks_are_refused():
+    with pytest.raises(ConversionError) as error:
+        tandem.from_torch(Reflected(), torch.randn(2, 3, 4, 4))
+    message = str(error.value)
+    for what in ["'pad', at %s: pad mode 'reflect': Tandem's pad is constant only" % line_of(Reflected, "reflect"),
+                 "'interpolate', at %s: interpolate mode 'bicubic': Tandem has modes nearest and bilinear"
+                 % line_of(Reflected, "bicubic"),
+                 "'interpolate_1', at %s: interpolate with scale_factor [2, 3], one per dim"
+                 % line_of(Reflected, "(2, 3)")]:
+        assert what in message, "%r not in\n%s" % (what, message)

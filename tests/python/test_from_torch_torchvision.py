@@ -170,3 +170,16 @@ def test_to_torch_gives_back_torchs_names_and_outputs(seed):
     x = torch.randn(3, 3, 32, 32)
     with torch.no_grad():
         assert_relative(back(x).numpy(), module(x).numpy(), 1e-4, "to_torch(from_torch(regnet_y_400mf))")
+
+
+def test_swin_patch_merging_converts(seed):
+    """swin's PatchMerging: _patch_merging_pad (an fx leaf in torchvision) pads an odd height
+    and takes each 2x2 patch's pixels by strided slices, which the converter writes as
+    reshapes and narrows; then its layer norm and linear. Forward and backward against torch
+    at a batch the converter never saw."""
+    from torchvision.models.swin_transformer import PatchMerging
+    from torch_compare import compare_with_torch
+
+    model = compare_with_torch(PatchMerging(4), (torch.randn(2, 5, 6, 4),), inputs=(torch.randn(3, 5, 6, 4),))
+    assert "{name: pad, op: pad, inputs: x, pad: [0, 0, 0, 0, 0, 1]}" in model.yaml
+    assert "{name: patches, op: reshape, shape: [batch, 3, 2, 3, 2, 4]}" in model.yaml

@@ -37,6 +37,9 @@ std::unique_ptr<Kernel> make_mul_kernel(CpuContext& ctx, const KernelSpec& spec)
 std::unique_ptr<Kernel> make_cat_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_narrow_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_permute_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_pad_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_roll_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_interpolate_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_flatten_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_reshape_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_gru_kernel(CpuContext& ctx, const KernelSpec& spec);

@@ -46,6 +46,9 @@ std::unique_ptr<Kernel> make_mul_kernel(CudaContext& ctx, const KernelSpec& spec
 std::unique_ptr<Kernel> make_cat_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_narrow_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_permute_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_pad_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_roll_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_interpolate_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_flatten_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_reshape_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_multi_head_attention_kernel(CudaContext& ctx, const KernelSpec& spec);

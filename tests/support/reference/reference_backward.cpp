@@ -355,6 +355,7 @@ void backward(const KernelSpec& spec, const BackwardArgs& args) {
   if (op == "cat") return cat_backward(spec, args);
   if (op == "flatten" || op == "reshape") return copy_backward(args);
   if (op == "permute") return permute_backward(spec, args);
+  if (op == "pad" || op == "roll" || op == "interpolate") return resample_backward(spec, args);
   TANDEM_ASSERT(false, "reference::backward: no reference for op " + op);
 }
 

@@ -33,6 +33,10 @@ void cat(const KernelSpec& spec, const KernelArgs& args);
 void copy(const KernelSpec& spec, const KernelArgs& args);
 /// permute: output element (i_0, ..) is the input's at i_k along dim dims[k].
 void permute(const KernelSpec& spec, const KernelArgs& args);
+/// pad, roll, interpolate (float32): each output element a weighted sum of input elements
+/// (reference_resample.cpp), with its backward.
+void resample(const KernelSpec& spec, const KernelArgs& args);
+void resample_backward(const KernelSpec& spec, const BackwardArgs& args);
 
 /// The backward of spec.op (reference_backward.cpp), with Kernel::backward's contract:
 /// defined input gradients assigned, defined parameter gradients accumulated (+=).
