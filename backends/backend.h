@@ -18,6 +18,7 @@
 //   between processes (optional) a communicator joining this device to one device of every
 //                process of a job (inter_process.h): NCCL between the ranks' GPUs
 //   counters     what the device did, for the report
+//   trace        (optional) work timed on the device, resolved into the trace's spans
 //
 // Thread-safety: every member may be called from any thread; a kernel it made is used by
 // one caller at a time.
@@ -70,6 +71,7 @@ struct DeviceCounters {
 };
 
 class Backend;
+class DeviceSpanSink;
 
 /// One participant of a collective: a float32 tensor on `backend`'s device.
 struct CollectiveMember {
@@ -176,6 +178,21 @@ class Backend {
 
   // ---- counters -----------------------------------------------------------------------
   virtual DeviceCounters counters() const = 0;
+
+  // ---- trace (optional) ----------------------------------------------------------------
+  // A lane whose work runs after its submission (a CUDA stream) cannot be traced by the
+  // host timing the submission; such a backend times its work on the device instead
+  // (device_spans.h). Host lanes trace their tasks as they run (host_lanes.h), so the
+  // defaults do nothing.
+  /// From now on, time every piece of work queued on this device's lanes and send it to
+  /// `sink` (the process's trace; it outlives the backend); null: stop timing. Called by the
+  /// device registry when it opens the device under a trace.
+  virtual void trace_device_work(DeviceSpanSink* sink) {}
+  /// Sends the spans of timed work that has finished since the last call to the sink, each
+  /// on its lane's track. Does not wait for work still queued. Called by the runtime after
+  /// it synchronised the devices (the end of a step's passes), and by the backend itself
+  /// before it goes.
+  virtual void collect_trace_spans() {}
 };
 
 }  // namespace tandem

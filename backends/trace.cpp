@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/device_spans.h"
 #include "core/error.h"
 
 namespace tandem {
@@ -157,6 +158,29 @@ bool Trace::append(const std::vector<std::string>& events) {
   if (!ok && !failed_) std::fprintf(stderr, "tandem: could not write the trace to %s\n", path_.c_str());
   failed_ = failed_ || !ok;
   return ok;
+}
+
+// ---- the sink of device-timed spans --------------------------------------------------
+
+namespace {
+
+/// The process's trace as a DeviceSpanSink: labels from this module's thread-locals, spans
+/// into this module's trace (device_spans.h says why a backend goes through it).
+class ActiveTraceSink final : public DeviceSpanSink {
+ public:
+  std::string label() const override { return TraceLabel::current(); }
+  std::string args() const override { return TraceArgs::current(); }
+  void add(const std::string& track, const std::string& name, Trace::Clock::time_point start,
+           Trace::Clock::time_point stop, const std::string& args) override {
+    if (Trace* trace = Trace::active()) trace->add(track, name, start, stop, 1, args);
+  }
+};
+
+}  // namespace
+
+DeviceSpanSink* Trace::device_span_sink() {
+  static ActiveTraceSink* sink = new ActiveTraceSink();  // never destroyed, as the trace
+  return active() ? sink : nullptr;
 }
 
 // ---- TraceLabel, TraceArgs, HostSpan ---------------------------------------------------

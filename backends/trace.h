@@ -23,6 +23,8 @@
 
 namespace tandem {
 
+class DeviceSpanSink;
+
 class Trace {
  public:
   using Clock = std::chrono::steady_clock;
@@ -45,6 +47,10 @@ class Trace {
 
   /// Appends what is buffered to the file. False if it could not.
   bool flush();
+
+  /// Where a backend that times its work on the device sends its spans (device_spans.h),
+  /// or null when no trace is active. Lives as long as the process.
+  static DeviceSpanSink* device_span_sink();
 
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;

@@ -18,6 +18,7 @@
 #include "backends/cuda/nccl_inter_process.h"
 #include "backends/cuda/pinned_pool.h"
 #include "backends/cuda/stream.h"
+#include "backends/cuda/stream_spans.h"
 #include "core/error.h"
 
 namespace tandem::cuda {
@@ -54,16 +55,21 @@ char* at(const BufferRef& b) { return static_cast<char*>(b.storage->data()) + b.
 
 /// One of a GPU's streams as a Lane (lane.h): work runs at submit, with the device current.
 /// The compute lane times each piece of work with a pair of CUDA events, for busy time.
+/// Under a trace, each piece of work is a span on the lane's track (stream_spans.h).
 class StreamLane final : public Lane {
  public:
-  StreamLane(std::string name, Stream& stream, bool timed) : name_(std::move(name)), stream_(stream), timed_(timed) {}
+  StreamLane(std::string name, std::string track, Stream& stream, StreamSpans& spans, bool timed)
+      : name_(std::move(name)), track_(std::move(track)), stream_(stream), spans_(spans), timed_(timed) {}
 
   const std::string& name() const override { return name_; }
   cudaStream_t stream() const { return stream_.get(); }
   int cuda_device() const { return stream_.device(); }
+  /// A span of the trace around what is enqueued on this lane while it lives.
+  StreamSpans::Scope traced() { return StreamSpans::Scope(spans_, stream_.get(), track_); }
 
   void submit(std::function<void()> work, std::shared_ptr<TaskGroup>) override {
     DeviceGuard guard(stream_.device());
+    StreamSpans::Scope traced(spans_, stream_.get(), track_);
     if (!timed_) {
       work();
       return;
@@ -113,7 +119,9 @@ class StreamLane final : public Lane {
   }
 
   const std::string name_;
+  const std::string track_;  // in the trace: "cuda:0 compute"
   Stream& stream_;
+  StreamSpans& spans_;
   const bool timed_;
   std::mutex mutex_;
   std::deque<Timing> timings_;  // work not known to have finished
@@ -130,9 +138,13 @@ struct CudaBackend::Held {
 CudaBackend::CudaBackend(const CudaGpuSpec& spec)
     : physical_of_logical_(spec.physical_of_logical),
       context_(std::make_unique<CudaContext>(Device::cuda(spec.logical), spec.gpu.index, spec.capacity)),
-      compute_(std::make_unique<StreamLane>(device().str(), context_->stream(), /*timed=*/true)),
-      copy_in_(std::make_unique<StreamLane>(device().str() + " copies in", context_->copy_in_stream(), false)),
-      copy_out_(std::make_unique<StreamLane>(device().str() + " copies out", context_->copy_out_stream(), false)),
+      spans_(std::make_unique<StreamSpans>(context_->cuda_device())),
+      compute_(std::make_unique<StreamLane>(device().str(), device().str() + " compute", context_->stream(), *spans_,
+                                            /*timed=*/true)),
+      copy_in_(std::make_unique<StreamLane>(device().str() + " copies in", device().str() + " copies in",
+                                            context_->copy_in_stream(), *spans_, false)),
+      copy_out_(std::make_unique<StreamLane>(device().str() + " copies out", device().str() + " copies out",
+                                             context_->copy_out_stream(), *spans_, false)),
       pinned_(std::make_unique<PinnedAllocator>()) {}
 
 CudaBackend::~CudaBackend() {
@@ -141,6 +153,7 @@ CudaBackend::~CudaBackend() {
   } catch (...) {
     // an error nobody synchronised for; a destructor has no one to tell
   }
+  collect_trace_spans();  // the last steps' work, which no step's end collected
   std::lock_guard lock(held_mutex_);
   held_.clear();
 }
@@ -189,6 +202,7 @@ void CudaBackend::copy(Lane& given, const BufferRef& dst, const BufferRef& src, 
                 "copy of " + std::to_string(bytes) + " bytes runs past its source");
   if (bytes == 0) return;
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   const cudaStream_t stream = lane.stream();
   if (from == Device::cpu()) {
     if (is_pinned(at(src))) {
@@ -227,6 +241,7 @@ void CudaBackend::zero(Lane& given, const Tensor& t) {
   StreamLane& lane = own(given);
   if (t.nbytes() == 0) return;
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   TANDEM_CUDA_CHECK(cudaMemsetAsync(t.raw_data(), 0, t.nbytes(), lane.stream()));
   if (&lane != compute_.get()) hold_until_done(lane, {t.storage()});
 }
@@ -235,6 +250,7 @@ void CudaBackend::accumulate(Lane& given, const Tensor& into, const Tensor& from
   StreamLane& lane = own(given);
   TANDEM_ASSERT(into.numel() == from.numel(), "accumulate of tensors of different sizes");
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   cuda::accumulate(into.data<float>(), from.data<float>(), 1.f, into.numel(), lane.stream());
   if (&lane != compute_.get()) hold_until_done(lane, {into.storage(), from.storage()});
 }
@@ -242,6 +258,7 @@ void CudaBackend::accumulate(Lane& given, const Tensor& into, const Tensor& from
 void CudaBackend::scale(Lane& given, const Tensor& t, float factor) {
   StreamLane& lane = own(given);
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   cuda::scale(t.data<float>(), factor, t.numel(), lane.stream());
   if (&lane != compute_.get()) hold_until_done(lane, {t.storage()});
 }
@@ -251,6 +268,7 @@ void CudaBackend::loss(Lane& given, const LossSpec& spec, const Tensor& input, c
   StreamLane& lane = own(given);
   TANDEM_ASSERT(&lane == compute_.get(), "the loss runs on " + device().str() + "'s compute lane");
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   Tensor grad = grad_input;
   *result = compute_loss(*context_, spec, input, target, grad.defined() ? &grad : nullptr);  // reads the value back
 }
@@ -259,6 +277,7 @@ void CudaBackend::sgd_update(Lane& given, const optim_detail::SgdScalars& s, con
                              const Tensor& buf, bool first) {
   StreamLane& lane = own(given);
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   cuda::sgd_update(s, p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), first,
                    lane.stream());
   if (&lane != compute_.get()) hold_until_done(lane, {p.storage(), g.storage(), buf.defined() ? buf.storage() : nullptr});
@@ -268,6 +287,7 @@ void CudaBackend::adam_update(Lane& given, const optim_detail::AdamScalars& s, c
                               const Tensor& m, const Tensor& v) {
   StreamLane& lane = own(given);
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   cuda::adam_update(s, p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), lane.stream());
   if (&lane != compute_.get()) hold_until_done(lane, {p.storage(), g.storage(), m.storage(), v.storage()});
 }
@@ -275,6 +295,7 @@ void CudaBackend::adam_update(Lane& given, const optim_detail::AdamScalars& s, c
 void CudaBackend::sum_of_squares(Lane& given, const Tensor& t, double* result) {
   StreamLane& lane = own(given);
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   const int64_t blocks = norm_blocks(t.numel());
   *result = 0;
   if (blocks == 0) return;
@@ -289,6 +310,7 @@ void CudaBackend::sum_of_squares(Lane& given, const Tensor& t, double* result) {
 bool CudaBackend::scale_checking_finite(Lane& given, std::span<const Tensor> tensors, float factor) {
   StreamLane& lane = own(given);
   DeviceGuard guard(lane.cuda_device());
+  auto traced = lane.traced();
   if (tensors.empty()) return true;
   Tensor flag = Tensor::empty({1}, DType::float32, context_->allocator());  // an int's 4 bytes
   return cuda::scale_checking_finite(tensors, factor, static_cast<int*>(flag.raw_data()), lane.stream());
@@ -331,6 +353,17 @@ std::unique_ptr<InterProcessCommunicator> CudaBackend::join_inter_process(const 
 }
 
 cudaStream_t CudaBackend::stream_of(Lane& lane) { return own(lane).stream(); }
+
+void CudaBackend::trace_device_work(DeviceSpanSink* sink) { spans_->trace_to(sink); }
+
+void CudaBackend::collect_trace_spans() {
+  try {
+    spans_->collect();
+  } catch (...) {
+    // a failed query of an event: the error is the work's, and its lane's next
+    // synchronize() reports it; the trace goes without these spans
+  }
+}
 
 DeviceCounters CudaBackend::counters() const {
   DeviceCounters c;

@@ -17,6 +17,11 @@
 // Counters: bytes and copies at this device's end; busy time from CUDA events around each
 // piece of work submitted to the compute lane (device time, not host time).
 //
+// Trace: under a trace (trace_device_work), every piece of work enqueued on a lane (a
+// submission, a copy, a helper) is timed by a pair of pooled CUDA events and becomes a span
+// on the lane's track ("cuda:0 compute", "cuda:0 copies in", "cuda:0 copies out") once
+// collect_trace_spans finds it run (stream_spans.h).
+//
 // Thread-safety: as Backend. Not copyable.
 #pragma once
 
@@ -35,6 +40,7 @@
 namespace tandem::cuda {
 
 class StreamLane;
+class StreamSpans;
 
 class CudaBackend final : public Backend {
  public:
@@ -82,6 +88,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<InterProcessCommunicator> join_inter_process(const InterProcessSetup& setup) override;
 
   DeviceCounters counters() const override;
+  void trace_device_work(DeviceSpanSink* sink) override;
+  void collect_trace_spans() override;
   /// The stream of one of this device's lanes.
   cudaStream_t stream_of(Lane& lane);
 
@@ -94,6 +102,7 @@ class CudaBackend final : public Backend {
 
   std::vector<int> physical_of_logical_;  // for peer copies: each logical device's GPU
   std::unique_ptr<CudaContext> context_;
+  std::unique_ptr<StreamSpans> spans_;  // before the lanes, which use it
   std::unique_ptr<StreamLane> compute_, copy_in_, copy_out_;
   std::unique_ptr<Allocator> pinned_;
   std::atomic<size_t> bytes_in_{0}, bytes_out_{0};

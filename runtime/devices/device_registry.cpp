@@ -15,6 +15,7 @@
 #include "backends/cpu/cpu_compute_ops.h"
 #include "backends/cuda_backend_module.h"
 #include "backends/sim/sim_gpu.h"
+#include "backends/device_spans.h"
 #include "backends/trace.h"
 #include "core/error.h"
 #include "core/memory_size.h"
@@ -290,6 +291,8 @@ Backend& DeviceRegistry::backend(Device device) {
     } catch (const UserError& e) {
       throw UserError(device.str() + " (" + spec.gpu.name + ") could not be opened: " + e.what());
     }
+    // Its streams run work after the host enqueued it: the backend times it on the device.
+    if (DeviceSpanSink* sink = Trace::device_span_sink()) backends_[i]->trace_device_work(sink);
   }
   return *backends_[i];
 }

@@ -119,6 +119,10 @@ void synchronize_devices(const PlanDevices& devices) {
     }
   }
   if (error) std::rethrow_exception(error);
+  // The work just waited for has run: a backend that times it on the device (CUDA events)
+  // resolves it into the trace now, while the lanes are idle.
+  if (Trace::active())
+    for (const auto& d : devices) d->backend->collect_trace_spans();
 }
 
 void drain_devices(const PlanDevices& devices) noexcept {
