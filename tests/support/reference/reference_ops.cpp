@@ -16,6 +16,8 @@ void forward(const KernelSpec& spec, const KernelArgs& args) {
   if (op == "cat") return cat(spec, args);
   if (op == "flatten" || op == "reshape") return copy(spec, args);
   if (op == "permute") return permute(spec, args);
+  if (op == "expand") return expand(spec, args);
+  if (op == "parameter") return parameter(spec, args);
   TANDEM_ASSERT(false, "reference::forward: no reference for op " + op);
 }
 

@@ -33,6 +33,10 @@ void cat(const KernelSpec& spec, const KernelArgs& args);
 void copy(const KernelSpec& spec, const KernelArgs& args);
 /// permute: output element (i_0, ..) is the input's at i_k along dim dims[k].
 void permute(const KernelSpec& spec, const KernelArgs& args);
+/// expand: each output element is the input's at its coordinates, 0 along a size-1 dim.
+void expand(const KernelSpec& spec, const KernelArgs& args);
+/// parameter: the output is the parameter; the input is not read.
+void parameter(const KernelSpec& spec, const KernelArgs& args);
 
 /// The backward of spec.op (reference_backward.cpp), with Kernel::backward's contract:
 /// defined input gradients assigned, defined parameter gradients accumulated (+=).
