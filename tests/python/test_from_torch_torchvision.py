@@ -226,3 +226,15 @@ def test_bare_parameters_keep_their_state_dict_names(seed):
     model = tandem.from_torch(small_vit().eval(), torch.randn(2, 3, 32, 32), check=False)
     assert {"class_token", "encoder.pos_embedding"} <= set(model.state_dict())
     assert "op: expand, shape: [batch, 1, 48]" in model.yaml  # the class token over the batch
+
+
+@pytest.mark.parametrize("make", [small_vit, small_convnext], ids=["vit", "convnext"])
+def test_to_torch_gives_back_the_learned_tensors(make, seed):
+    """The parameter layers come back as parameters of the same names, and the module
+    computes what torch's did."""
+    module = make().eval()
+    back = tandem.to_torch(tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False))
+    assert sorted(back.state_dict()) == sorted(module.state_dict())
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert_relative(back(x).numpy(), module(x).numpy(), 1e-4, "to_torch(from_torch(%s))" % make.__name__)
