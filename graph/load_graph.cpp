@@ -422,7 +422,7 @@ class GraphLoader : private YamlReader {
       if (schema->params)
         for (ParamSpec p : schema->params(node.attrs)) {
           shape_numel(p.shape);
-          p.name = path + "." + p.name;
+          p.name = p.name.empty() ? path : path + "." + p.name;  // parameter's own name is its path
           node.params.push_back(std::move(p));
         }
     } catch (const SchemaError& e) {

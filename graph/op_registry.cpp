@@ -13,7 +13,7 @@ const std::map<std::string, OpSchema>& registry() {
     for (auto family : {linear_schemas, matmul_schemas, embedding_schemas, activation_schemas, softmax_schemas,
                         dropout_schemas, layer_norm_schemas, batch_norm_schemas, binary_schemas, shape_op_schemas,
                         conv2d_schemas, pooling_schemas, pad_roll_schemas, interpolate_schemas, rnn_schemas,
-                        attention_schemas})
+                        attention_schemas, parameter_schemas})
       for (OpSchema& s : family()) t.emplace(s.name, std::move(s));
     return t;
   }();

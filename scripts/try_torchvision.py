@@ -30,10 +30,14 @@ def image_size(name):
 
 
 def perturb_batch_norm(module):
+    """Running statistics drawn afresh, and a weight torch starts at zero (vit's head) drawn:
+    an output of zeros would judge nothing."""
     for m in module.modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 2.0)
+        if isinstance(m, torch.nn.Linear) and not m.weight.any():
+            torch.nn.init.normal_(m.weight, std=0.1)
 
 
 def all_names():

@@ -10,7 +10,7 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 34> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 36> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
@@ -34,6 +34,8 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"dropout", make_dropout_kernel},
       {"add", make_add_kernel},
       {"mul", make_mul_kernel},
+      {"expand", make_expand_kernel},
+      {"parameter", make_parameter_kernel},
       {"cat", make_cat_kernel},
       {"narrow", make_narrow_kernel},
       {"flatten", make_flatten_kernel},

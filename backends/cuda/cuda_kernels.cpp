@@ -12,7 +12,7 @@ using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
 // Every CPU op has one (docs/cuda-backend.md says which limits remain).
-constexpr std::array<std::pair<std::string_view, Factory>, 34> kTable{{
+constexpr std::array<std::pair<std::string_view, Factory>, 36> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
@@ -36,6 +36,8 @@ constexpr std::array<std::pair<std::string_view, Factory>, 34> kTable{{
     {"dropout", make_dropout_kernel},
     {"add", make_add_kernel},
     {"mul", make_mul_kernel},
+    {"expand", make_expand_kernel},
+    {"parameter", make_parameter_kernel},
     {"cat", make_cat_kernel},
     {"narrow", make_narrow_kernel},
     {"flatten", make_flatten_kernel},
@@ -58,7 +60,8 @@ Factory find(std::string_view op) {
 /// Ops whose kernels move bytes and so take any dtype; the rest compute on float32
 /// (with int64 indices where the CPU's take them, and batch_norm2d's int64 counter).
 bool any_dtype(std::string_view op) {
-  return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape" || op == "permute" || op == "roll";
+  return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape" || op == "permute" || op == "roll" ||
+         op == "parameter";
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ std::string batch_norm2d_limit(const KernelSpec& spec) {
 }
 
 std::string binary_limit(const KernelSpec& spec) {
-  const BroadcastPlan plan = plan_broadcast(spec.inputs.at(0).shape, spec.inputs.at(1).shape, spec.outputs.at(0).shape);
+  const Shape& b = spec.op == "expand" ? spec.inputs.at(0).shape : spec.inputs.at(1).shape;  // expand's b is a
+  const BroadcastPlan plan = plan_broadcast(spec.inputs.at(0).shape, b, spec.outputs.at(0).shape);
   if (plan.dims.size() > static_cast<size_t>(kMaxBroadcastDims))
     return spec.op + ": a broadcast of " + std::to_string(plan.dims.size()) + " merged dims (the GPU kernel takes " +
            std::to_string(kMaxBroadcastDims) + ")";
@@ -62,7 +63,7 @@ std::string cuda_cannot_run(const KernelSpec& spec) {
   if (spec.op == "conv2d") return conv2d_limit(spec);
   if (spec.op == "max_pool2d" || spec.op == "avg_pool2d") return pool2d_limit(spec);
   if (spec.op == "batch_norm2d") return batch_norm2d_limit(spec);
-  if (spec.op == "add" || spec.op == "mul") return binary_limit(spec);
+  if (spec.op == "add" || spec.op == "mul" || spec.op == "expand") return binary_limit(spec);
   return {};
 }
 

@@ -19,7 +19,8 @@ std::vector<OpSchema> layer_norm_schemas();  // layer_norm
 std::vector<OpSchema> batch_norm_schemas();  // batch_norm2d
 std::vector<OpSchema> conv2d_schemas();      // conv2d
 std::vector<OpSchema> pooling_schemas();     // max_pool2d, avg_pool2d
-std::vector<OpSchema> binary_schemas();      // add, mul
+std::vector<OpSchema> binary_schemas();      // add, mul, expand
+std::vector<OpSchema> parameter_schemas();   // parameter
 std::vector<OpSchema> shape_op_schemas();    // cat, narrow, flatten, reshape, permute
 std::vector<OpSchema> pad_roll_schemas();    // pad, roll
 std::vector<OpSchema> interpolate_schemas(); // interpolate

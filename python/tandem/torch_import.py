@@ -13,12 +13,14 @@ import warnings
 import numpy
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from . import _tandem
 from ._oracle.tandem_torch import OPS as _OP_DEFAULTS, _REQ
 from .fx_tracing import grown_batch, is_getitem, propagate_shapes, trace_module
 from .torch_names import TorchNames
 from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Pieces, Sub, Unsupported, convert_call,
+                        layer_norm_owner,
                         convert_module, supported_modules)
 from .yaml_emit import EmitError, Layer, emit_model
 
@@ -172,6 +174,12 @@ class _Converter:
         self.used_paths = names.all_paths()  # a layer of a call's own takes none of these
         self.block_paths = set()  # the blocks the layers' paths make (a Composite's own path)
         self.piece_bases = set()  # the names a chunk's or split's pieces take after them
+        self.last_ref = None      # the latest tensor made: what a parameter layer reads (see convert_attribute)
+        # F.layer_norm nodes that read their module's own weight and bias -> that module's
+        # path (convnext's LayerNorm2d): the layer takes the module's path, so that its
+        # parameters keep their state_dict names, and the module's other calls are named
+        # beside it ('1_permute' beside the layer '1').
+        self.norm_owners = {}
 
     def fail(self, node, what, message):
         where = _where(node)
@@ -180,8 +188,13 @@ class _Converter:
     def path_in_scope(self, node):
         """A function's layer: under the module that called it, named after the function
         ('add', not fx's graph-wide 'add_7'), numbered only where its module has one already."""
-        scope = self.names(self.traced.scopes.get(node, ""))
+        torch_scope = self.traced.scopes.get(node, "")
         name = re.sub(r"_\d+$", "", node.name)
+        if node in self.norm_owners:
+            return self.names(self.norm_owners[node])
+        if torch_scope in self.norm_owners.values():  # the layer_norm is the module's layer
+            return self.free_path(self.names(torch_scope) + "_" + name)
+        scope = self.names(torch_scope)
         return self.free_path((scope + "." if scope else "") + name)
 
     def free_path(self, base):
@@ -200,8 +213,9 @@ class _Converter:
             if ref is None:
                 raise Unsupported("%s is %s, which Tandem cannot make (see the error for it)" % (what, x.name)
                                   if x.op != "get_attr" else
-                                  "%s is the tensor attribute '%s', used outside a module: Tandem's parameters "
-                                  "belong to layers" % (what, x.target))
+                                  "%s is the tensor attribute '%s', which is no nn.Parameter (a buffer or a "
+                                  "constant): outside a layer Tandem holds only learned tensors (op parameter)"
+                                  % (what, x.target))
             if ref is SCALAR:
                 raise Unsupported("%s is a number computed from a shape (%s); Tandem's layers take tensors"
                                   % (what, x.name))
@@ -237,6 +251,7 @@ class _Converter:
         layer = Layer(path, op.op, attrs, inputs, device, ", at " + where if where else "")
         self.layers.append(layer)
         self.by_path[path] = layer
+        self.last_ref = ("layer", layer.path)
         parts = path.split(".")
         self.block_paths.update(".".join(parts[:k]) for k in range(1, len(parts)))
         return ("layer", layer.path)
@@ -244,8 +259,12 @@ class _Converter:
     def convert(self, live):
         graph = self.traced.graph_module.graph
         for node in graph.nodes:
+            if node.op == "call_function" and node.target is F.layer_norm and layer_norm_owner(node) is not None:
+                self.norm_owners[node] = layer_norm_owner(node)
+        for node in graph.nodes:
             if node.op == "placeholder":
                 self.refs[node] = ("input", node.target)
+                self.last_ref = self.last_ref or self.refs[node]
                 continue
             if node.op == "output" or node not in live:
                 continue
@@ -275,7 +294,7 @@ class _Converter:
 
     def convert_node(self, node):
         if node.op == "get_attr":
-            return  # refused where a layer reads it (resolve)
+            return self.convert_attribute(node)
         if is_getitem(node) and node.args[0] in self.failed:
             raise _ReadsFailed()  # an element of what could not be converted (shufflenet's chunk)
         if is_getitem(node) and isinstance(self.refs.get(node.args[0]), tuple) and \
@@ -343,6 +362,34 @@ class _Converter:
             self.by_path[path].tuple_outputs = result.outputs
         else:
             self.refs[node] = ref
+
+    def convert_attribute(self, node):
+        """A tensor attribute read in a forward. A layer_norm's own weight or bias is its
+        layer's (norm_owners). An nn.Parameter (vit's class token, convnext's layer scale) is a
+        `parameter` layer named by its path, so the state_dict name stays; it reads the latest
+        tensor made, which places and orders it there. Another tensor (a buffer, a constant)
+        is refused where a layer reads it (resolve)."""
+        if all(user in self.norm_owners for user in node.users):
+            return
+        value = self.traced.graph_module
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        if not isinstance(value, nn.Parameter):
+            return
+        path = self.names(node.target)
+        if path in self.by_path:  # read again: the same layer's output
+            self.refs[node] = ("layer", path)
+            return
+        if self.last_ref is None:
+            raise Unsupported("a parameter read before any input: Tandem's parameter layer reads a tensor")
+        layer = Layer(path, "parameter", {"shape": list(value.shape)}, [self.last_ref], None,
+                      ", at " + _where(node) if _where(node) else "")
+        self.layers.append(layer)
+        self.by_path[path] = layer
+        parts = path.split(".")
+        self.block_paths.update(".".join(parts[:k]) for k in range(1, len(parts)))
+        self.refs[node] = ("layer", path)
+        self.devices[node] = str(value.device) if value.device.type != "cpu" else None
 
     def convert_piece(self, node):
         """pieces[i] of a chunk or split: its narrow, named after the split ('chunk_1')."""

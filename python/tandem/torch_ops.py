@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["Unsupported", "Op", "Composite", "Sub", "Alias", "Pieces", "SCALAR", "LEAF_MODULES", "convert_module",
-           "convert_call", "supported_modules"]
+           "convert_call", "supported_modules", "layer_norm_owner"]
 
 
 class Unsupported(Exception):
@@ -340,6 +340,15 @@ def _identity(m, node, ctx):
     return Alias(_tensor(node, node.args[0], "the input"))
 
 
+def _dropout_module(m, node, ctx):
+    """nn.Dropout; at p = 0 (vit's default) the identity, as torch's, and no layer: vit's
+    encoder reads its own `dropout` from inside blocks that have one of their own, a name
+    that a layer would shadow."""
+    if m.p == 0:
+        return _identity(m, node, ctx)
+    return _unary("dropout", p="p")(m, node, ctx)
+
+
 # torch.nn types from_torch converts, and how; fx leaves them unexpanded (fx_tracing.py).
 LEAF_MODULES = {
     nn.Linear: _linear,
@@ -368,7 +377,7 @@ LEAF_MODULES = {
     nn.Mish: _unary("mish"),
     nn.Softmax: _softmax_module("softmax"),
     nn.LogSoftmax: _softmax_module("log_softmax"),
-    nn.Dropout: _unary("dropout", p="p"),
+    nn.Dropout: _dropout_module,
     nn.Flatten: _unary("flatten", start_dim="start_dim", end_dim="end_dim"),
     nn.Identity: _identity,
     nn.ZeroPad2d: _constant_pad,
@@ -522,6 +531,48 @@ def _pieces(kind):
             start += size
         return Pieces(narrows)
     return convert
+
+
+def _expand(node, ctx):
+    """x.expand(n, -1, -1) (vit's class token repeated over the batch): an expand to the
+    result's shape, `batch` where it follows the batch."""
+    x = _tensor(node, node.args[0], "the input")
+    shape = ctx.reshape_target(node)
+    if -1 in shape:
+        raise Unsupported("expand to %s: a size that grows with the batch but is not the batch; Tandem's expand "
+                          "takes sizes and the batch" % (list(ctx.value(node).shape),))
+    return Op("expand", {"shape": shape}, [x])
+
+
+def _layer_norm_function(node, ctx):
+    """F.layer_norm(x, normalized_shape, weight, bias, eps): a layer_norm; with a module's
+    own weight and bias (convnext's LayerNorm2d reads self.weight and self.bias) the layer
+    owns them, and torch_import names it after that module (see owner_of_weights)."""
+    a = _args(node, ["input", "normalized_shape", "weight", "bias", "eps"], {"weight": None, "bias": None,
+                                                                            "eps": 1e-5})
+    shape = list(a["normalized_shape"])
+    if a["weight"] is None and a["bias"] is not None:
+        raise Unsupported("F.layer_norm with a bias but no weight: Tandem's layer_norm has a bias only beside a weight")
+    if (a["weight"] is not None or a["bias"] is not None) and layer_norm_owner(node) is None:
+        raise Unsupported("F.layer_norm with a weight and bias that are not the parameters 'weight' and 'bias' of one "
+                          "module: a Tandem layer_norm owns its weights; use nn.LayerNorm")
+    return Op("layer_norm", {"normalized_shape": shape[0] if len(shape) == 1 else shape, "eps": float(a["eps"]),
+                             "elementwise_affine": a["weight"] is not None, "bias": a["bias"] is not None},
+              [_tensor(node, a["input"], "the input")])
+
+
+def layer_norm_owner(node):
+    """The module path whose own `weight` (and `bias`) an F.layer_norm node reads, or None."""
+    args = list(node.args) + [None] * 5
+    weight = node.kwargs.get("weight", args[2])
+    bias = node.kwargs.get("bias", args[3])
+    if not (_is_node(weight) and weight.op == "get_attr" and weight.target.endswith("weight")):
+        return None
+    owner = weight.target[:-len("weight")].rstrip(".")
+    if bias is None or (_is_node(bias) and bias.op == "get_attr" and bias.target == (owner + "." if owner else "") +
+                        "bias"):
+        return owner
+    return None
 
 
 def _getitem(node, ctx):
@@ -819,6 +870,7 @@ FUNCTIONS = {
     F.adaptive_max_pool2d: _adaptive_pool_function("max_pool2d"), torch.mean: _mean,
     torch.squeeze: _reshape, torch.unsqueeze: _reshape,
     F.pad: _pad, torch.roll: _roll, F.interpolate: _interpolate,
+    torch.squeeze: _reshape, torch.unsqueeze: _reshape, F.layer_norm: _layer_norm_function,
 }
 
 METHODS = {
@@ -830,7 +882,7 @@ METHODS = {
     "chunk": _pieces("chunk"), "split": _pieces("split"), "tensor_split": _pieces("tensor_split"),
     "relu": _activation("relu"), "tanh": _activation("tanh"), "sigmoid": _activation("sigmoid"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
-    "contiguous": _same, "clone": _same, "mean": _mean,
+    "contiguous": _same, "clone": _same, "mean": _mean, "expand": _expand,
     "to": _moved, "cuda": _moved, "cpu": _moved,
     "float": _cast(torch.float32), "long": _cast(torch.int64),
     "roll": _roll,

@@ -271,5 +271,39 @@ TEST_CASE("flatten and reshape backward copy the gradient", "[cpu][backward][sha
   check_backward(big, gen, 0.0);
 }
 
+TEST_CASE("expand backward sums over the repeated dims", "[cpu][backward][expand]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape in; std::vector<int64_t> shape; Shape out; };
+  std::vector<Case> cases = {
+      {{1, 1, 8}, {5, -1, -1}, {5, 1, 8}},
+      {{3, 4}, {2, 3, 4}, {2, 3, 4}},
+      {{2, 1, 3}, {-1, 6, -1}, {2, 6, 3}},
+      {{2, 3}, {2, 3}, {2, 3}},
+  };
+  for (const Case& k : cases) {
+    INFO("in " << shape_str(k.in) << " out " << shape_str(k.out));
+    OpCase c{"expand", op_attrs("expand", {{"shape", k.shape}})};
+    c.inputs = {random_tensor(k.in, gen)};
+    c.out_shape = k.out;
+    check_backward(c, gen);
+    check_finite_differences(c, gen);
+  }
+}
+
+TEST_CASE("parameter backward accumulates dy into its weight and gives the input zeros",
+          "[cpu][backward][parameter]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase c{"parameter", op_attrs("parameter", {{"shape", std::vector<int64_t>{1, 3, 4}}})};
+  c.inputs = {random_tensor({5, 2}, gen)};
+  c.params = {random_tensor({1, 3, 4}, gen)};
+  c.out_shape = {1, 3, 4};
+  check_backward(c, gen, 0.0);
+  check_finite_differences(c, gen);
+}
+
 }  // namespace
 }  // namespace tandem::test

@@ -95,6 +95,46 @@ TEST_CASE("flatten and reshape copy the data", "[cpu][reshape]") {
   check_against_reference(empty);
 }
 
+// vit's class token [1, 1, D] repeated over the batch, a new leading dim, a middle dim
+// repeated between two kept ones, the identity and an empty batch.
+TEST_CASE("expand repeats the size-1 dims", "[cpu][expand]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape in; std::vector<int64_t> shape; Shape out; };
+  std::vector<Case> cases = {
+      {{1, 1, 8}, {5, -1, -1}, {5, 1, 8}},
+      {{3, 4}, {2, 3, 4}, {2, 3, 4}},
+      {{2, 1, 3}, {-1, 6, -1}, {2, 6, 3}},
+      {{3, 1}, {3, 7}, {3, 7}},
+      {{2, 3}, {2, 3}, {2, 3}},
+      {{1, 4}, {0, 4}, {0, 4}},
+  };
+  for (const Case& k : cases) {
+    INFO("in " << shape_str(k.in) << " out " << shape_str(k.out));
+    OpCase c{"expand", op_attrs("expand", {{"shape", k.shape}})};
+    c.inputs = {random_tensor(k.in, gen)};
+    c.out_shape = k.out;
+    check_against_reference(c);
+  }
+}
+
+// A learned tensor: its output is its parameter, whatever the input it reads.
+TEST_CASE("parameter gives its weight", "[cpu][parameter]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase c{"parameter", op_attrs("parameter", {{"shape", std::vector<int64_t>{1, 3, 4}}})};
+  c.inputs = {random_tensor({5, 2}, gen)};
+  c.params = {random_tensor({1, 3, 4}, gen)};
+  c.out_shape = {1, 3, 4};
+  check_against_reference(c);
+  require_close(run_kernel(c, *make_kernel(c)), c.params[0], 0.0);
+  OpCase ids = c;
+  ids.inputs = {random_indices({4}, 10, gen)};
+  require_close(run_kernel(ids, *make_kernel(ids)), c.params[0], 0.0);
+}
+
 // The dims of a channel shuffle (shufflenet), NCHW to NHWC and back (convnext), a full
 // reversal, size-1 dims that drop out, negative dims, the identity, a 0-D and an empty one.
 TEST_CASE("permute reorders the dimensions", "[cpu][permute]") {

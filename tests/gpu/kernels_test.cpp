@@ -140,6 +140,27 @@ TEST_CASE("add and mul on a GPU broadcast like the CPU", "[gpu][elementwise]") {
     }
 }
 
+TEST_CASE("expand and parameter on a GPU match the CPU", "[gpu][expand][parameter]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape in; std::vector<int64_t> shape; Shape out; };
+  for (const Case& k : std::vector<Case>{{{1, 1, 8}, {5, -1, -1}, {5, 1, 8}},
+                                         {{3, 4}, {2, 3, 4}, {2, 3, 4}},
+                                         {{2, 1, 3}, {-1, 6, -1}, {2, 6, 3}}}) {
+    INFO("expand " << shape_str(k.in) << " to " << shape_str(k.out));
+    OpCase c{"expand", op_attrs("expand", {{"shape", k.shape}})};
+    c.inputs = {random_tensor(k.in, gen)};
+    c.out_shape = k.out;
+    check_gpu_against_cpu(c, gen);
+  }
+  OpCase token{"parameter", op_attrs("parameter", {{"shape", std::vector<int64_t>{1, 3, 4}}})};
+  token.inputs = {random_tensor({5, 2}, gen)};
+  token.params = {random_tensor({1, 3, 4}, gen)};
+  token.out_shape = {1, 3, 4};
+  check_gpu_against_cpu(token, gen, 0.0);
+}
+
 OpCase embedding_case(std::mt19937& gen, Shape idx_shape, int64_t num, int64_t dim) {
   OpCase c{"embedding", op_attrs("embedding", {{"num_embeddings", num}, {"embedding_dim", dim}})};
   c.inputs = {random_indices(idx_shape, num, gen)};

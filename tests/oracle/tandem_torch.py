@@ -109,6 +109,8 @@ OPS = {
     "pad": ({"pad": _REQ, "mode": "constant", "value": 0.0}, (1, 1)),
     "roll": ({"shifts": _REQ, "dims": None}, (1, 1)),
     "interpolate": ({"size": None, "scale_factor": None, "mode": "nearest", "align_corners": False}, (1, 1)),
+    "expand": ({"shape": _REQ}, (1, 1)),
+    "parameter": ({"shape": _REQ}, (1, 1)),
     "matmul": ({}, (2, 2)),
     "conv2d": ({"in_channels": _REQ, "out_channels": _REQ, "kernel_size": _REQ, "stride": 1, "padding": 0,
                 "dilation": 1, "groups": 1, "bias": True, "padding_mode": "zeros"}, (1, 1)),
@@ -178,6 +180,21 @@ class Fn(nn.Module):
 
     def extra_repr(self):
         return self.desc
+
+
+class LearnedTensor(nn.Module):
+    """parameter: a bare nn.Parameter. It is registered on the enclosing block under the
+    layer's name (so the state_dict name is the layer's path, as Tandem's), and this step
+    returns it; the input it reads only orders it."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.__dict__["value"] = nn.Parameter(torch.randn(shape))
+        self.__dict__["owner"] = None  # the block holding the parameter, and its name there
+
+    def forward(self, x):
+        block, name = self.__dict__["owner"]
+        return block._parameters[name]
 
 
 class LayerNormNoBias(nn.Module):
@@ -361,6 +378,8 @@ class Model(nn.Module):
             xs = [vals[k] for k in step.ins]
             if step.op == "reshape":
                 y = torch.reshape(xs[0], spec.bind(step.attrs["shape"], b))
+            elif step.op == "expand":
+                y = xs[0].expand(*spec.bind(step.attrs["shape"], b))
             else:
                 y = step.module(*xs)
             vals["layer:" + step.path] = y
@@ -516,7 +535,11 @@ class _Builder:
                 raise self.err(path, "duplicate name %r" % name)
             node, module = self._build_layer(layer, name, path, [scope] + chain, prev, module_stack, in_dp)
             scope[name] = node
-            parent.add_child(name, module)
+            if isinstance(module, LearnedTensor):  # the parameter itself sits in the block, the step reads it
+                parent._parameters[name] = module.__dict__["value"]
+                module.__dict__["owner"] = (parent, name)
+            else:
+                parent.add_child(name, module)
             prev = [node.out]
         return scope, name
 
@@ -798,6 +821,18 @@ class _Builder:
                 number("scale_factor")
                 kw["scale_factor"] = float(a["scale_factor"])
             return Fn(lambda x: F.interpolate(x, **kw), ", ".join("%s=%s" % kv for kv in kw.items()))
+        if op == "expand":
+            s = a["shape"]
+            need(isinstance(s, list) and s, "shape must be a non-empty list")
+            for d in s:
+                need((_is_int(d) and (d >= 0 or d == -1)) or (isinstance(d, str) and d in self.spec.symbols),
+                     "shape entries must be sizes, -1 or symbols of the inputs")
+            return Fn(lambda x: x, "shape=%s" % s)  # the plan expands, binding the symbols
+        if op == "parameter":
+            s = a["shape"]
+            s = [s] if _is_int(s) else s
+            need(isinstance(s, list) and s and all(_is_int(d) and d >= 1 for d in s), "shape must list positive sizes")
+            return LearnedTensor(s)
         if op == "matmul":
             return Fn(torch.matmul, "matmul")
         if op in ("conv2d", "max_pool2d", "avg_pool2d"):

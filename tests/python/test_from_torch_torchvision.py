@@ -27,19 +27,30 @@ tandem.set_threads(1)
 # Those that convert (scripts/try_torchvision.py tries them all and says what stops the rest).
 CONVERTED = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
              "shufflenet_v2_x0_5",
-             "mobilenet_v3_large", "mnasnet0_5", "densenet121", "efficientnet_b0", "regnet_y_400mf"]
+             "mobilenet_v3_large", "mnasnet0_5", "densenet121", "efficientnet_b0", "regnet_y_400mf", "convnext_tiny",
+             "vit_b_16", "vit_b_32"]
+
+# vit fixes its image size when built: these take the 32 pixels the others run at.
+SIZED = {"vit_b_16": {"image_size": 32}, "vit_b_32": {"image_size": 32}}
 
 
 def fresh_model(name):
     """torchvision's `name` with random weights, running statistics drawn afresh (not the
     initial 0 and 1, which would hide a mean or variance read wrongly) and dropout off (its
     masks are random on both sides)."""
-    module = getattr(tv, name)(weights=None)
+    return fresh(getattr(tv, name)(weights=None, **SIZED.get(name, {})))
+
+
+def fresh(module):
+    """fresh_model's changes to `module`; stochastic depth (convnext) off as dropout is, and
+    a weight torch starts at zero (vit's head) drawn, or the output would judge nothing."""
     for m in module.modules():
+        if isinstance(m, nn.Linear) and not m.weight.any():
+            nn.init.normal_(m.weight, std=0.1)
         if isinstance(m, nn.modules.batchnorm._BatchNorm):
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 2.0)
-        if isinstance(m, nn.Dropout):
+        if isinstance(m, nn.Dropout) or type(m).__name__ == "StochasticDepth":
             m.p = 0.0
     return module
 
@@ -183,3 +194,60 @@ def test_swin_patch_merging_converts(seed):
     model = compare_with_torch(PatchMerging(4), (torch.randn(2, 5, 6, 4),), inputs=(torch.randn(3, 5, 6, 4),))
     assert "{name: pad, op: pad, inputs: x, pad: [0, 0, 0, 0, 0, 1]}" in model.yaml
     assert "{name: patches, op: reshape, shape: [batch, 3, 2, 3, 2, 4]}" in model.yaml
+
+
+def small_vit():
+    """torchvision's VisionTransformer, vit_b_16's class, at a size a test trains quickly:
+    its class token and position embedding (bare parameters), nn.MultiheadAttention blocks."""
+    from torchvision.models.vision_transformer import VisionTransformer
+    return fresh(VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=48, mlp_dim=96,
+                                   num_classes=10))
+
+
+def small_convnext():
+    """torchvision's ConvNeXt, convnext_tiny's class, two thin stages: LayerNorm2d (permute,
+    F.layer_norm with the module's weights, permute back), the blocks' layer scale (a bare
+    parameter [C, 1, 1] times the block's output) and stochastic depth (off: p = 0)."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    return fresh(ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 2)], stochastic_depth_prob=0.1,
+                          layer_scale=0.5, num_classes=10))
+
+
+@pytest.mark.parametrize("make", [small_vit, small_convnext], ids=["vit", "convnext"])
+def test_learned_tensors_train_as_in_torch(make, seed):
+    """Outputs at a batch the converter never saw, then a training step's gradients (every
+    parameter, the class token, position embedding and layer scales included, and the
+    input) within 1e-4 of torch's float64 step. No ReLU here (GELU): no kink to redraw for."""
+    module = make()
+    for key, p in module.named_parameters():  # layer scales and the class token start constant: make them tell
+        if key.endswith(("class_token", "pos_embedding", "layer_scale")):
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape) * 0.5)
+    model = tandem.from_torch(module.eval(), torch.randn(2, 3, 32, 32), check=False)
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert_relative(model(x)["output"].numpy(), module(x).numpy(), 1e-4, "output")
+    errors = gradient_errors(make.__name__, fresh_model_like(module), model, fresh_model_like(module).double(), x)
+    assert not errors, "; ".join(errors)
+
+
+def test_bare_parameters_keep_their_state_dict_names(seed):
+    model = tandem.from_torch(small_convnext().eval(), torch.randn(2, 3, 32, 32), check=False)
+    assert "op: parameter" in model.yaml
+    names = set(model.state_dict())
+    assert {"features.1.0.layer_scale", "features.0.1.weight", "features.0.1.bias"} <= names
+    model = tandem.from_torch(small_vit().eval(), torch.randn(2, 3, 32, 32), check=False)
+    assert {"class_token", "encoder.pos_embedding"} <= set(model.state_dict())
+    assert "op: expand, shape: [batch, 1, 48]" in model.yaml  # the class token over the batch
+
+
+@pytest.mark.parametrize("make", [small_vit, small_convnext], ids=["vit", "convnext"])
+def test_to_torch_gives_back_the_learned_tensors(make, seed):
+    """The parameter layers come back as parameters of the same names, and the module
+    computes what torch's did."""
+    module = make().eval()
+    back = tandem.to_torch(tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False))
+    assert sorted(back.state_dict()) == sorted(module.state_dict())
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert_relative(back(x).numpy(), module(x).numpy(), 1e-4, "to_torch(from_torch(%s))" % make.__name__)

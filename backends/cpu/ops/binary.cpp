@@ -1,5 +1,6 @@
 // add (out = a + alpha * b) and mul (out = a * b) with numpy/torch broadcasting; the
-// ranks may differ, the output shape is the spec's.
+// ranks may differ, the output shape is the spec's. expand (out = a, broadcast to the
+// output's shape) is the same walk with one input: b is a itself, and never read.
 //
 // The factory reduces the broadcast to a minimal form (backends/broadcast_plan.h).
 // forward() then walks "rows" of the last merged dim, where each input either advances
@@ -9,6 +10,7 @@
 // broadcast along:
 //   add: da = reduce(dy),      db = alpha reduce(dy)
 //   mul: da = reduce(dy * b),  db = reduce(dy * a)
+//   expand: da = reduce(dy)
 // It needs the inputs for mul only. An input of the output's size is written row by row
 // in parallel; a broadcast one is zeroed and accumulated, threads splitting the inner
 // dim when the input advances along it (so no two write one element), else on one thread.
@@ -22,16 +24,17 @@
 namespace tandem {
 namespace {
 
-enum class BinOp { add, mul };
+enum class BinOp { add, mul, expand };
 
 template <BinOp Op>
 class BinaryKernel final : public Kernel {
  public:
   explicit BinaryKernel(const KernelSpec& spec) {
-    plan_ = plan_broadcast(spec.inputs.at(0).shape, spec.inputs.at(1).shape, spec.outputs.at(0).shape);
+    const Shape& b_shape = Op == BinOp::expand ? spec.inputs.at(0).shape : spec.inputs.at(1).shape;
+    plan_ = plan_broadcast(spec.inputs.at(0).shape, b_shape, spec.outputs.at(0).shape);
     if constexpr (Op == BinOp::add) alpha_ = static_cast<float>(spec.attrs->get_float("alpha"));
     a_numel_ = shape_numel(spec.inputs[0].shape);
-    b_numel_ = shape_numel(spec.inputs[1].shape);
+    b_numel_ = shape_numel(b_shape);
   }
 
   // add's gradients are the output's; mul's need the other factor
@@ -40,20 +43,20 @@ class BinaryKernel final : public Kernel {
 
   void backward(const BackwardArgs& args) override {
     const float* a = args.inputs[0].data<float>();
-    const float* b = args.inputs[1].data<float>();
+    const float* b = args.inputs[Op == BinOp::expand ? 0 : 1].data<float>();
     const float* g = args.grad_outputs[0].data<float>();
     const bool mul = Op == BinOp::mul;
     if (args.grad_inputs[0].defined())
       grad_input(g, mul ? b : nullptr, plan_.stride_a, plan_.stride_b, 1.f, a_numel_,
                  args.grad_inputs[0].data<float>());
-    if (args.grad_inputs[1].defined())
+    if (Op != BinOp::expand && args.grad_inputs[1].defined())
       grad_input(g, mul ? a : nullptr, plan_.stride_b, plan_.stride_a, mul ? 1.f : alpha_, b_numel_,
                  args.grad_inputs[1].data<float>());
   }
 
   void forward(const KernelArgs& args) override {
     const float* a = args.inputs[0].data<float>();
-    const float* b = args.inputs[1].data<float>();
+    const float* b = args.inputs[Op == BinOp::expand ? 0 : 1].data<float>();
     float* y = args.outputs[0].data<float>();
     if (plan_.numel == 0) return;
     const int64_t inner = plan_.dims.back();
@@ -159,7 +162,8 @@ class BinaryKernel final : public Kernel {
 
   float combine(float x, float z) const {
     if constexpr (Op == BinOp::add) return x + alpha_ * z;
-    else return x * z;
+    else if constexpr (Op == BinOp::mul) return x * z;
+    else return x;
   }
 
   void row(const float* a, int64_t ia, const float* b, int64_t ib, float* y, int64_t n) const {
@@ -192,6 +196,9 @@ std::unique_ptr<Kernel> make_add_kernel(CpuContext&, const KernelSpec& spec) {
 }
 std::unique_ptr<Kernel> make_mul_kernel(CpuContext&, const KernelSpec& spec) {
   return std::make_unique<BinaryKernel<BinOp::mul>>(spec);
+}
+std::unique_ptr<Kernel> make_expand_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<BinaryKernel<BinOp::expand>>(spec);
 }
 
 }  // namespace tandem

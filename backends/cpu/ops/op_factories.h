@@ -34,6 +34,8 @@ std::unique_ptr<Kernel> make_avg_pool2d_kernel(CpuContext& ctx, const KernelSpec
 std::unique_ptr<Kernel> make_dropout_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_add_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mul_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_expand_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_parameter_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_cat_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_narrow_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_permute_kernel(CpuContext& ctx, const KernelSpec& spec);

@@ -17,8 +17,10 @@ __global__ void forward_kernel(BroadcastIndexing index, float alpha, const float
     }
     if constexpr (Op == BinaryOp::add)
       y[i] = a[oa] + alpha * b[ob];
-    else
+    else if constexpr (Op == BinaryOp::mul)
       y[i] = a[oa] * b[ob];
+    else
+      y[i] = a[oa];
   }
 }
 
@@ -54,8 +56,10 @@ void binary_forward(BinaryOp op, float alpha, const BroadcastIndexing& index, co
   if (numel == 0) return;
   if (op == BinaryOp::add)
     forward_kernel<BinaryOp::add><<<grid_for(numel), kBlockSize, 0, stream>>>(index, alpha, a, b, y, numel);
-  else
+  else if (op == BinaryOp::mul)
     forward_kernel<BinaryOp::mul><<<grid_for(numel), kBlockSize, 0, stream>>>(index, alpha, a, b, y, numel);
+  else
+    forward_kernel<BinaryOp::expand><<<grid_for(numel), kBlockSize, 0, stream>>>(index, alpha, a, b, y, numel);
   TANDEM_CUDA_CHECK_LAUNCH("binary_forward");
 }
 

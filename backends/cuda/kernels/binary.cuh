@@ -1,5 +1,6 @@
-// add (y = a + alpha b) and mul (y = a b) with broadcasting, forward and backward, on the
-// merged dims of a BroadcastPlan (backends/broadcast_plan.h).
+// add (y = a + alpha b) and mul (y = a b) with broadcasting, and expand (y = a broadcast;
+// b unread), forward and backward, on the merged dims of a BroadcastPlan
+// (backends/broadcast_plan.h).
 //
 //   forward:  y [numel] over `dims`; a and b read at their strides (0 = repeated)
 //   backward: dx [x_numel] = scale * sum over the dims x was broadcast along of dy (add)
@@ -16,7 +17,7 @@ namespace tandem::cuda {
 /// this means six alternations between broadcast and not).
 inline constexpr int kMaxBroadcastDims = 6;
 
-enum class BinaryOp : int { add, mul };
+enum class BinaryOp : int { add, mul, expand };
 
 struct BroadcastIndexing {
   int rank = 0;

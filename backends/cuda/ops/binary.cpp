@@ -1,10 +1,12 @@
 // add (out = a + alpha b) and mul (out = a b) with broadcasting on a GPU
-// (kernels/binary.cu), on the minimal merged form of backends/broadcast_plan.h.
+// (kernels/binary.cu), on the minimal merged form of backends/broadcast_plan.h; expand
+// (out = a broadcast to the output's shape) is the same with one input, b being a.
 //
 // Backward, dy [out] -> da [a], db [b] (assigned), summed over the dims each input was
 // broadcast along:
 //   add: da = reduce(dy),      db = alpha reduce(dy)
 //   mul: da = reduce(dy * b),  db = reduce(dy * a)
+//   expand: da = reduce(dy)
 // One thread per element of the gradient walks its share of dy: no atomics, and the
 // order of each sum is fixed.
 #include "backends/broadcast_plan.h"
@@ -54,16 +56,17 @@ template <BinaryOp Op>
 class BinaryKernel final : public Kernel {
  public:
   BinaryKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
-    plan_ = plan_broadcast(spec.inputs.at(0).shape, spec.inputs.at(1).shape, spec.outputs.at(0).shape);
+    const Shape& b_shape = Op == BinaryOp::expand ? spec.inputs.at(0).shape : spec.inputs.at(1).shape;
+    plan_ = plan_broadcast(spec.inputs.at(0).shape, b_shape, spec.outputs.at(0).shape);
     if (std::string why = binary_limit(spec); !why.empty()) throw Unsupported(why);
     if constexpr (Op == BinaryOp::add) alpha_ = static_cast<float>(spec.attrs->get_float("alpha"));
     forward_ = forward_indexing(plan_);
     grad_a_ = reduce_indexing(plan_, plan_.stride_a, plan_.stride_b, shape_numel(spec.inputs[0].shape));
-    grad_b_ = reduce_indexing(plan_, plan_.stride_b, plan_.stride_a, shape_numel(spec.inputs[1].shape));
+    grad_b_ = reduce_indexing(plan_, plan_.stride_b, plan_.stride_a, shape_numel(b_shape));
   }
 
   void forward(const KernelArgs& args) override {
-    binary_forward(Op, alpha_, forward_, args.inputs[0].data<float>(), args.inputs[1].data<float>(),
+    binary_forward(Op, alpha_, forward_, args.inputs[0].data<float>(), args.inputs.back().data<float>(),
                    args.outputs[0].data<float>(), plan_.numel, ctx_.stream().get());
   }
 
@@ -77,7 +80,7 @@ class BinaryKernel final : public Kernel {
     if (args.grad_inputs[0].defined())
       binary_backward(grad_a_, dy, mul ? args.inputs[1].data<float>() : nullptr, 1.f,
                       args.grad_inputs[0].data<float>(), stream);
-    if (args.grad_inputs[1].defined())
+    if (Op != BinaryOp::expand && args.grad_inputs[1].defined())
       binary_backward(grad_b_, dy, mul ? args.inputs[0].data<float>() : nullptr, mul ? 1.f : alpha_,
                       args.grad_inputs[1].data<float>(), stream);
   }
@@ -97,6 +100,9 @@ std::unique_ptr<Kernel> make_add_kernel(CudaContext& ctx, const KernelSpec& spec
 }
 std::unique_ptr<Kernel> make_mul_kernel(CudaContext& ctx, const KernelSpec& spec) {
   return std::make_unique<BinaryKernel<BinaryOp::mul>>(ctx, spec);
+}
+std::unique_ptr<Kernel> make_expand_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<BinaryKernel<BinaryOp::expand>>(ctx, spec);
 }
 
 }  // namespace tandem::cuda

@@ -43,6 +43,8 @@ std::unique_ptr<Kernel> make_avg_pool2d_kernel(CudaContext& ctx, const KernelSpe
 std::unique_ptr<Kernel> make_dropout_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_add_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mul_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_expand_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_parameter_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_cat_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_narrow_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_permute_kernel(CudaContext& ctx, const KernelSpec& spec);

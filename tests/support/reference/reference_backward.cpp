@@ -294,6 +294,24 @@ void binary_backward(const KernelSpec& spec, const BackwardArgs& args) {
   assign_input(args, 1, db);
 }
 
+/// expand: dx sums dy over the dims the input was repeated along.
+void expand_backward(const BackwardArgs& args) {
+  const Shape& out = args.grad_outputs[0].shape();
+  const Shape& in = args.inputs[0].shape();
+  const float* dy = args.grad_outputs[0].data<float>();
+  Acc dx = zeros_like(args.inputs[0]);
+  for (int64_t e = 0; e < args.grad_outputs[0].numel(); ++e) dx[broadcast_offset(in, coords_of(out, e))] += dy[e];
+  assign_input(args, 0, dx);
+}
+
+/// parameter: dw += dy; the input, unread, gets zeros.
+void parameter_backward(const BackwardArgs& args) {
+  auto dy = args.grad_outputs[0].span<float>();
+  accumulate_param(args, 0, Acc(dy.begin(), dy.end()));
+  if (args.grad_inputs[0].defined() && args.grad_inputs[0].dtype() == DType::float32)
+    assign_input(args, 0, zeros_like(args.inputs[0]));
+}
+
 void cat_backward(const KernelSpec& spec, const BackwardArgs& args) {
   const Shape& out = args.grad_outputs[0].shape();
   int64_t dim = spec.attrs->get_int("dim");
@@ -356,6 +374,8 @@ void backward(const KernelSpec& spec, const BackwardArgs& args) {
   if (op == "flatten" || op == "reshape") return copy_backward(args);
   if (op == "permute") return permute_backward(spec, args);
   if (op == "pad" || op == "roll" || op == "interpolate") return resample_backward(spec, args);
+  if (op == "expand") return expand_backward(args);
+  if (op == "parameter") return parameter_backward(args);
   TANDEM_ASSERT(false, "reference::backward: no reference for op " + op);
 }
 

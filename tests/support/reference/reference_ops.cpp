@@ -17,6 +17,8 @@ void forward(const KernelSpec& spec, const KernelArgs& args) {
   if (op == "flatten" || op == "reshape") return copy(spec, args);
   if (op == "permute") return permute(spec, args);
   if (op == "pad" || op == "roll" || op == "interpolate") return resample(spec, args);
+  if (op == "expand") return expand(spec, args);
+  if (op == "parameter") return parameter(spec, args);
   TANDEM_ASSERT(false, "reference::forward: no reference for op " + op);
 }
 

@@ -37,6 +37,10 @@ void permute(const KernelSpec& spec, const KernelArgs& args);
 /// (reference_resample.cpp), with its backward.
 void resample(const KernelSpec& spec, const KernelArgs& args);
 void resample_backward(const KernelSpec& spec, const BackwardArgs& args);
+/// expand: each output element is the input's at its coordinates, 0 along a size-1 dim.
+void expand(const KernelSpec& spec, const KernelArgs& args);
+/// parameter: the output is the parameter; the input is not read.
+void parameter(const KernelSpec& spec, const KernelArgs& args);
 
 /// The backward of spec.op (reference_backward.cpp), with Kernel::backward's contract:
 /// defined input gradients assigned, defined parameter gradients accumulated (+=).

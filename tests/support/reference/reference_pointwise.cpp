@@ -124,6 +124,32 @@ void binary(const KernelSpec& spec, const KernelArgs& args) {
   }
 }
 
+void expand(const KernelSpec&, const KernelArgs& args) {
+  const Shape& out = args.outputs[0].shape();
+  const Shape& in = args.inputs[0].shape();
+  const float* x = args.inputs[0].data<float>();
+  float* y = args.outputs[0].data<float>();
+  for (int64_t e = 0; e < args.outputs[0].numel(); ++e) {
+    int64_t rest = e, off = 0, scale = 1;
+    for (size_t d = out.size(); d-- > 0;) {  // innermost first; the input's dims right-aligned
+      const int64_t c = rest % out[d];
+      rest /= out[d];
+      const size_t lead = out.size() - in.size();
+      if (d < lead) continue;
+      const int64_t size = in[d - lead];
+      off += (size == 1 ? 0 : c) * scale;
+      scale *= size;
+    }
+    y[e] = x[off];
+  }
+}
+
+void parameter(const KernelSpec&, const KernelArgs& args) {
+  const float* w = args.params[0].data<float>();
+  float* y = args.outputs[0].data<float>();
+  for (int64_t e = 0; e < args.outputs[0].numel(); ++e) y[e] = w[e];
+}
+
 void cat(const KernelSpec& spec, const KernelArgs& args) {
   const Shape& out = args.outputs[0].shape();
   int64_t dim = spec.attrs->get_int("dim");
