@@ -33,6 +33,20 @@ inline double relative_error(const tandem::Tensor& actual, const tandem::Tensor&
   return scale > 1e-6 ? diff / scale : diff;
 }
 
+/// ||actual - expected|| / ||expected|| (Euclidean norms over the whole tensor): an error
+/// spread over the tensor, where relative_error is its worst element's.
+inline double normwise_error(const tandem::Tensor& actual, const tandem::Tensor& expected) {
+  REQUIRE(actual.shape() == expected.shape());
+  auto a = actual.span<float>(), b = expected.span<float>();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return norm > 1e-12 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
 /// max |actual - expected| / max(max |expected|, floor): relative_error, but a tensor much
 /// smaller than its siblings (`floor`: a fraction of the largest of them) is judged against
 /// them, as torch.allclose's atol does. A gradient that is the sum of many terms nearly
