@@ -24,7 +24,9 @@ class InterpolateKernel final : public Kernel {
   void forward(const KernelArgs& args) override {
     const float* x = args.inputs[0].data<float>();
     float* y = args.outputs[0].data<float>();
-    const auto& [td, th, tw] = taps_;
+    // named references, not a structured binding: clang 14 (the sanitizer builds) cannot
+    // capture one in a lambda
+    const auto &td = taps_[0], &th = taps_[1], &tw = taps_[2];
     const int64_t in_h = plan_.dims[1].in, in_w = plan_.dims[2].in;
     const int64_t in_plane = plan_.dims[0].in * in_h * in_w, out_plane = out_plane_size();
     cpu::parallel_for(plan_.planes, out_plane * 4, [&](int64_t begin, int64_t end) {
@@ -55,7 +57,9 @@ class InterpolateKernel final : public Kernel {
     if (!args.grad_inputs[0].defined()) return;
     const float* dy = args.grad_outputs[0].data<float>();
     float* dx = args.grad_inputs[0].data<float>();
-    const auto& [td, th, tw] = taps_;
+    // named references, not a structured binding: clang 14 (the sanitizer builds) cannot
+    // capture one in a lambda
+    const auto &td = taps_[0], &th = taps_[1], &tw = taps_[2];
     const int64_t in_h = plan_.dims[1].in, in_w = plan_.dims[2].in;
     const int64_t in_plane = plan_.dims[0].in * in_h * in_w, out_plane = out_plane_size();
     cpu::parallel_for(plan_.planes, out_plane * 4, [&](int64_t begin, int64_t end) {
