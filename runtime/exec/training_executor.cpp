@@ -236,7 +236,10 @@ LossValue TrainingExecutor::loss(const LossSpec& spec, const Tensor& target, boo
     dev.backend->loss(*dev.compute, spec, values_[slot], on_device_target, grad, &loss_value_);
     synchronize_unless_pipelined();
   }
-  if (!window_) finish_report();
+  // In a pipelined step the lane may still be writing the value: the step reads it
+  // (last_loss()) once it has waited for the lanes.
+  if (window_) return LossValue{};
+  finish_report();
   return loss_value_;
 }
 

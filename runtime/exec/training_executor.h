@@ -73,7 +73,8 @@ class TrainingExecutor {
   /// out of it (evaluation) it is the identity, and there is nothing to backward.
   void forward(const std::vector<Tensor>& inputs, uint64_t seed, uint64_t params_version, bool training = true);
   /// The loss of the last forward, computed on the device of spec.input (the host `target`
-  /// is copied there); with `with_gradient`, writes the gradient seed for backward().
+  /// is copied there); with `with_gradient`, writes the gradient seed for backward(). In a
+  /// pipelined step (join_pipeline) an empty value: see last_loss().
   LossValue loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
   /// The last loss() computed: what it returned, or in a pipelined step (join_pipeline) the
   /// value once the step has waited for the lanes.
