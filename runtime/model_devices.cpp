@@ -251,20 +251,21 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
 }
 
 LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale) {
+  if (runs_placed()) {
+    // Several devices: submitted as a pipelined step of one micro-batch, so that the host
+    // waits for the lanes once, at the end, not after forward and again after the loss
+    // (each wait leaves a GPU idle while the host submits what comes next). The same
+    // kernels on the same values: the same bits.
+    // It makes the checks and binds the batch itself.
+    std::vector<MicroBatch> whole{MicroBatch{batch, 1.0}};
+    return pipelined_loss_and_backward(whole, {seed}, ready, loss_scale);
+  }
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
   Bindings bindings = bind_batch(batch);
   const LossSpec& loss = *graph_->loss;
   if (graph_->values[loss.input].producer < 0)
     throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
-  if (runs_placed()) {
-    // Several devices: submitted as a pipelined step of one micro-batch, so that the host
-    // waits for the lanes once, at the end, not after forward and again after the loss
-    // (each wait leaves a GPU idle while the host submits what comes next). The same
-    // kernels on the same values: the same bits.
-    std::vector<MicroBatch> whole{MicroBatch{batch, 1.0}};
-    return pipelined_loss_and_backward(whole, {seed}, ready, loss_scale);
-  }
   TrainingExecutor& t = *pass_for({bindings, true, false}).training;
   TrainingExecutor::ReleaseOnError release(t);  // out of memory anywhere in the step: nothing stays
   t.forward(ordered_inputs(batch), seed, params_version_);
