@@ -118,6 +118,11 @@ class Backend {
   /// (optional) The precision make_kernel's kernel for `spec` does its matrix work in, and
   /// why when not the one asked for. Pure: `tandem plan` shows it. Default: the asked one.
   virtual PrecisionChoice runs_in(const KernelSpec& spec) const { return {spec.precision, {}}; }
+  /// (optional) Inference regions (backends/region_spec.h): whether the layer of `spec`
+  /// may join one (pure), and the kernel of a region of such layers, or null to run them
+  /// one by one. Default: no regions.
+  virtual bool fusable(const KernelSpec& spec) const { return false; }
+  virtual std::unique_ptr<Kernel> make_region_kernel(const RegionSpec& region) { return nullptr; }
   /// (optional) One-off preparation its kernels did so far (ComputeOps::preparations).
   virtual int64_t preparations() const { return 0; }
 

@@ -12,6 +12,7 @@
 
 #include "backends/kernel.h"
 #include "backends/loss_value.h"
+#include "backends/region_spec.h"
 #include "backends/update_scalars.h"
 #include "core/tensor.h"
 #include "graph/training_spec.h"
@@ -36,6 +37,12 @@ class ComputeOps {
   /// (optional) The precision make_kernel's kernel for `spec` runs its matrix work in, and
   /// why when not the one asked for (Backend::runs_in). Pure. Default: the asked one.
   virtual PrecisionChoice runs_in(const KernelSpec& spec) const { return {spec.precision, {}}; }
+  /// (optional) Whether make_region_kernel can take the layer of `spec` into a region
+  /// (backends/region_spec.h). Pure. Default: none.
+  virtual bool fusable(const KernelSpec& spec) const { return false; }
+  /// (optional) One kernel for the whole region, or null where these ops would not gain
+  /// from it: the runtime then runs the layers one by one. UserError as make_kernel.
+  virtual std::unique_ptr<Kernel> make_region_kernel(const RegionSpec& region) { return nullptr; }
   /// How much one-off preparation its kernels did so far (the cpu: oneDNN primitives
   /// built): a repeated forward must not raise it. Thread-safe.
   virtual int64_t preparations() const = 0;

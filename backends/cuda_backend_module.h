@@ -15,7 +15,7 @@ namespace tandem {
 
 /// Changes whenever backends/backend.h, lane.h or compute_ops.h change in a way that
 /// breaks a module built against the old ones: a module of another build is refused.
-inline constexpr const char kBackendInterfaceVersion[] = "tandem-backend-4";  // 3: communicators between processes, scale_checking_finite; 4: device-timed trace spans
+inline constexpr const char kBackendInterfaceVersion[] = "tandem-backend-5";  // 3: communicators between processes, scale_checking_finite; 4: device-timed trace spans; 5: inference regions
 
 /// One logical GPU cuda:`logical` on a physical GPU (several logical devices may share
 /// one: each has its streams and memory pool, and collectives among them stay on the GPU).

@@ -19,6 +19,17 @@ KernelChoice HostBackend::make_kernel(const KernelSpec& spec) {
   return choice;
 }
 
+bool HostBackend::fusable(const KernelSpec& spec) const { return ops_ && ops_->fusable(spec); }
+
+std::unique_ptr<Kernel> HostBackend::make_region_kernel(const RegionSpec& region) {
+  std::unique_ptr<Kernel> kernel;
+  Lane& compute = lane(LaneKind::compute);
+  TraceLabel label("region", "kernel made");
+  compute.submit([&] { kernel = ops().make_region_kernel(region); });
+  compute.synchronize();
+  return kernel;
+}
+
 int64_t HostBackend::preparations() const { return ops_ ? ops_->preparations() : 0; }
 
 PrecisionChoice HostBackend::runs_in(const KernelSpec& spec) const {

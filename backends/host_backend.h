@@ -17,6 +17,9 @@ class HostBackend : public Backend {
   /// with that thread's OpenMP settings. UserError as ComputeOps::make_kernel.
   KernelChoice make_kernel(const KernelSpec& spec) override;
   int64_t preparations() const override;
+  bool fusable(const KernelSpec& spec) const override;
+  /// Made on the compute lane's thread, as make_kernel.
+  std::unique_ptr<Kernel> make_region_kernel(const RegionSpec& region) override;
   PrecisionChoice runs_in(const KernelSpec& spec) const override;
 
   void zero(Lane& lane, const Tensor& t) override;

@@ -57,6 +57,9 @@ struct KernelArgs {
   /// Changes whenever any parameter's values change (weights loaded, optimizer step):
   /// a kernel may keep a derived form of its parameters (a reordered weight) while it holds.
   uint64_t params_version = 0;
+  /// Kernel::workspace_bytes() of scratch memory from the device's allocator (64-byte
+  /// aligned), for this call only; null when the kernel asks for none.
+  void* workspace = nullptr;
 };
 
 /// The tensors of one backward call, for a kernel made by the same spec.
@@ -105,6 +108,10 @@ class Kernel {
   /// records them in args.grad_param_rows[index] (embedding tables). Default: no, and the
   /// caller counts every row of that gradient as written.
   virtual bool records_touched_rows(size_t index) const { return false; }
+  /// (optional) Scratch memory a forward needs (KernelArgs::workspace), counted in the
+  /// device's memory as the tensors are: an inference region's tensors between its
+  /// layers. Default: none.
+  virtual size_t workspace_bytes() const { return 0; }
 };
 
 }  // namespace tandem

@@ -77,6 +77,7 @@ Model& Model::operator=(Model&& other) noexcept {
   masters_on_host_ = other.masters_on_host_;
   device_totals_ = std::move(other.device_totals_);
   forward_hook_ = std::move(other.forward_hook_);
+  inference_regions_ = other.inference_regions_;
   // The parameter cache and the executors refer to the maps just moved: those of the cpu
   // alone are made again at the next pass. A placed model's keep their GPUs' masters.
   if (registry_) {

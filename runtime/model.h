@@ -200,6 +200,11 @@ class Model {
   /// Called after each layer of every forward() (inference) until replaced; an empty
   /// function removes it. See forward_hook.h.
   void set_forward_hook(ForwardHook hook) { forward_hook_ = std::move(hook); }
+  /// Whether inference runs layers that a device fuses (a convolution with the batch norm,
+  /// activation and residual add after it; runtime/exec/inference_regions.h) as one
+  /// kernel: on by default. A forward with a hook runs layer by layer either way.
+  void set_inference_regions(bool on) { inference_regions_ = on; }
+  bool inference_regions() const { return inference_regions_; }
   /// Per device, what the last forward (or training step) did; empty before one.
   std::vector<DeviceReport> device_report() const;
   /// Per device, what every pass since use_devices() or the last reset did together
@@ -218,6 +223,8 @@ class Model {
     bool input_grads = false;
     /// A pipelined step's micro-batch k runs on executor k: each keeps its own activations.
     int micro_batch = 0;
+    /// Inference: compiled with regions (pass_for sets it).
+    bool regions = false;
     auto operator<=>(const PassKey&) const = default;
   };
   /// The executor of one PassKey: one of the two.
@@ -270,6 +277,7 @@ class Model {
   std::vector<DeviceReport> pipelined_report_;
   std::vector<DeviceReport> device_totals_;
   ForwardHook forward_hook_;
+  bool inference_regions_ = true;
 };
 
 }  // namespace tandem

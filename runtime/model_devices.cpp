@@ -127,7 +127,9 @@ void Model::use_devices(std::shared_ptr<DeviceRegistry> registry, PlacementPolic
 
 // ---- passes -------------------------------------------------------------------------------
 
-Model::Pass& Model::pass_for(const PassKey& key) {
+Model::Pass& Model::pass_for(const PassKey& asked) {
+  PassKey key = asked;
+  key.regions = !key.training && inference_regions_ && !forward_hook_;
   DeviceRegistry& devices = pass_devices();
   auto it = passes_.find(key);
   if (it == passes_.end()) {
@@ -141,7 +143,8 @@ Model::Pass& Model::pass_for(const PassKey& key) {
                                                          key.input_grads, kept, /*hold_parameters=*/!masters_on_host_);
     } else {
       pass.inference =
-          std::make_unique<ForwardExecutor>(*graph_, plan, key.bindings, *device_params_, devices, params_version_);
+          std::make_unique<ForwardExecutor>(*graph_, plan, key.bindings, *device_params_, devices, params_version_,
+                                            key.regions);
     }
     it = passes_.emplace(key, std::move(pass)).first;
   }

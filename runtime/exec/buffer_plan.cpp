@@ -12,7 +12,7 @@ BufferPlan plan_buffers(const Graph& graph, const Schedule& schedule, const std:
   std::vector<int> root(n_slots);
   for (size_t s = 0; s < n_slots; ++s) root[s] = static_cast<int>(s);
   for (const ScheduleAction& a : actions)
-    if (a.kind == ScheduleAction::Kind::op && !a.kernel) root[a.out_slot] = root[a.in_slots[0]];
+    if (a.is_view()) root[a.out_slot] = root[a.in_slots[0]];
 
   // Which roots may live in a buffer: written by a kernel, read only by layers of its own
   // device, not leaving the pass, not in a GPU's host memory.

@@ -1,5 +1,7 @@
 #include "runtime/exec/forward_executor.h"
 
+#include <algorithm>
+
 #include "backends/trace.h"
 #include "core/error.h"
 #include "runtime/devices/device_registry.h"
@@ -14,7 +16,8 @@
 namespace tandem {
 
 ForwardExecutor::ForwardExecutor(const Graph& given, const Plan& plan, const Bindings& bindings,
-                                 DeviceParameterCache& cache, DeviceRegistry& registry, uint64_t params_version)
+                                 DeviceParameterCache& cache, DeviceRegistry& registry, uint64_t params_version,
+                                 bool regions)
     : plan_(plan),
       graph_(executed_graph(plan_, given)),  // replicated data_parallel blocks: the plan keeps it
       input_count_(given.inputs.size()),
@@ -23,7 +26,8 @@ ForwardExecutor::ForwardExecutor(const Graph& given, const Plan& plan, const Bin
   TANDEM_ASSERT(!plan_.training, "ForwardExecutor runs inference plans only");
   schedule_ = std::make_unique<Schedule>(
       graph_, plan_, value_shapes_, registry, /*trailing_copies=*/true,
-      [&](const ParamSpec& p, Device device, const std::string& context) { return cache_.weight(p.name, device, context); });
+      [&](const ParamSpec& p, Device device, const std::string& context) { return cache_.weight(p.name, device, context); },
+      regions);
   const Schedule& s = *schedule_;
   const size_t n_slots = s.slot_keys.size();
   is_output_.assign(n_slots, false);
@@ -43,7 +47,7 @@ ForwardExecutor::ForwardExecutor(const Graph& given, const Plan& plan, const Bin
     for (int slot : a.in_slots) read_elsewhere_[slot] = read_elsewhere_[slot] || producer[slot] != a.device;
   }
   for (size_t i = s.actions.size(); i-- > 0;)  // a view's readers read its input's storage
-    if (s.actions[i].kind == ScheduleAction::Kind::op && !s.actions[i].kernel && read_elsewhere_[s.actions[i].out_slot])
+    if (s.actions[i].is_view() && read_elsewhere_[s.actions[i].out_slot])
       read_elsewhere_[s.actions[i].in_slots[0]] = true;
   slots_.resize(n_slots);
   ready_.resize(n_slots);
@@ -68,6 +72,18 @@ void ForwardExecutor::allocate_buffers() {
     buffers_.push_back(allocate({static_cast<int64_t>((b.bytes + 7) / 8)}, DType::int64,
                                 s.devices[b.device]->backend->allocator(), what));
     buffer_bytes_ += buffers_.back().nbytes();
+  }
+  // kernels on one device run one at a time on its lane: they share one workspace
+  workspaces_.resize(s.devices.size());
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    size_t bytes = 0;
+    for (const ScheduleAction& a : s.actions)
+      if (a.kind == ScheduleAction::Kind::op && a.kernel && a.device == static_cast<int>(d))
+        bytes = std::max(bytes, a.kernel->workspace_bytes());
+    if (bytes == 0) continue;
+    workspaces_[d] = allocate({static_cast<int64_t>((bytes + 7) / 8)}, DType::int64, s.devices[d]->backend->allocator(),
+                              "the workspace of the fused layers on " + s.devices[d]->device.str());
+    buffer_bytes_ += workspaces_[d].nbytes();
   }
 }
 
@@ -129,6 +145,7 @@ void ForwardExecutor::run_action(size_t index, uint64_t params_version) {
     slots_[a.dst_slot] = std::move(dst);
     return;
   }
+  if (a.fused_away) return;  // its region's kernel computes it
   Lane& lane = *dev.compute;
   const Node& node = *a.node;
   const Shape& out_shape = value_shapes_[node.output];
@@ -152,9 +169,10 @@ void ForwardExecutor::run_action(size_t index, uint64_t params_version) {
   const uint64_t seed = layer_seed(0, a.step);
   TraceLabel label(a.context, "forward");
   TraceArgs args(Trace::active() ? layer_trace_args(node, dev.device, inputs, out_shape, out.dtype()) : std::string());
+  void* workspace = workspaces_[a.device].defined() ? workspaces_[a.device].raw_data() : nullptr;
   lane.submit(
-      [&a, inputs = std::move(inputs), out, seed, params_version]() mutable {
-        forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, false, seed, params_version},
+      [&a, inputs = std::move(inputs), out, seed, params_version, workspace]() mutable {
+        forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, false, seed, params_version, workspace},
                              a.context);
       },
       s.replica_groups.group_of(static_cast<int>(index)));

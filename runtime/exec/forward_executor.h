@@ -49,9 +49,11 @@ class ForwardExecutor {
  public:
   /// Makes every kernel and the reused buffers, and copies the GPU layers' parameters to
   /// their devices. `params_version`: that of the parameters now; a run under another
-  /// copies them again.
+  /// copies them again. With `regions`, runs of layers their backend fuses run as one
+  /// kernel each (inference_regions.h); a forward hook then sees only the regions' last
+  /// layers, so a pass with a hook is compiled without.
   ForwardExecutor(const Graph& graph, const Plan& plan, const Bindings& bindings, DeviceParameterCache& params,
-                  DeviceRegistry& registry, uint64_t params_version);
+                  DeviceRegistry& registry, uint64_t params_version, bool regions = false);
   /// Runs every lane dry (queued work holds pointers into this object).
   ~ForwardExecutor();
   ForwardExecutor(const ForwardExecutor&) = delete;
@@ -100,6 +102,7 @@ class ForwardExecutor {
   std::unique_ptr<Schedule> schedule_;
   std::vector<Tensor> buffers_;         // the reused buffers (flat bytes)
   std::vector<int> buffer_of_slot_;     // per slot: its buffer, or -1
+  std::vector<Tensor> workspaces_;      // per device: the largest workspace its kernels ask for
   size_t buffer_bytes_ = 0;
   std::vector<Tensor> slots_;           // a value's tensor on one device, during a run
   std::vector<DeviceEvent> ready_;      // per slot: reached once the tensor is written

@@ -1,12 +1,13 @@
 #include "runtime/exec/schedule.h"
 
 #include "core/error.h"
+#include "runtime/exec/inference_regions.h"
 #include "runtime/exec/node_kernels.h"
 
 namespace tandem {
 
 Schedule::Schedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes,
-                               DeviceRegistry& registry, bool trailing_copies, const ParameterSource& parameter)
+                   DeviceRegistry& registry, bool trailing_copies, const ParameterSource& parameter, bool regions)
     : devices(open_plan_devices(plan, registry)), slots_(graph, devices, slot_keys) {
   auto device_index = [&](Device d) { return plan_device_index(devices, d); };
   home_slot.assign(graph.values.size(), -1);
@@ -50,22 +51,49 @@ Schedule::Schedule(const Graph& graph, const Plan& plan, const std::vector<Shape
   TANDEM_ASSERT(next_copy == plan.copies.size() || !plan.copies[next_copy].forward,
                 "a forward copy of the plan is out of order");
 
+  make_kernels(graph, shapes, regions);
+  choose_host_memory();
+}
+
+void Schedule::make_kernels(const Graph& graph, const std::vector<Shape>& shapes, bool regions) {
+  if (regions) {
+    for (const InferenceRegion& r : find_inference_regions(graph, shapes, actions, devices, slot_keys.size())) {
+      std::vector<int> inputs;
+      const RegionSpec spec = inference_region_spec(graph, shapes, actions, r, inputs);
+      ScheduleAction& last = actions[r.last];
+      std::unique_ptr<Kernel> kernel = devices[last.device]->backend->make_region_kernel(spec);
+      if (!kernel) continue;
+      std::vector<Tensor> params;
+      for (int k = r.first; k <= r.last; ++k) {
+        ScheduleAction& a = actions[k];
+        params.insert(params.end(), a.params.begin(), a.params.end());
+        if (k == r.last) break;
+        a.fused_away = true;
+        a.in_slots.clear();  // nothing runs, nothing is read: its output's buffer is free at once
+      }
+      last.kernel = std::move(kernel);
+      last.params = std::move(params);
+      last.in_slots = std::move(inputs);
+      last.region_size = r.last - r.first + 1;
+      last.context = "layers " + actions[r.first].context.substr(6) + " to " + last.context.substr(6) + " (" +
+                     std::to_string(last.region_size) + " layers fused)";
+    }
+  }
   for (size_t i = 0; i < actions.size(); ++i) {
     ScheduleAction& a = actions[i];
-    if (a.kind != ScheduleAction::Kind::op || a.node->schema->is_view) continue;
+    if (a.kind != ScheduleAction::Kind::op || a.node->schema->is_view || a.fused_away || a.kernel) continue;
     Backend& backend = *devices[a.device]->backend;
     a.kernel = make_node_kernel([&](const KernelSpec& spec) { return backend.make_kernel(spec); },
                                 devices[a.device]->device, graph, *a.node, shapes, a.params);
     replica_groups.add(static_cast<int>(i), *a.node, devices[a.device]->compute);
   }
-  choose_host_memory();
 }
 
 void Schedule::choose_host_memory() {
   host_memory_of.assign(slot_keys.size(), -1);
   std::vector<int> view_of(slot_keys.size(), -1);  // a view's slot -> the slot whose storage it shares
   for (const ScheduleAction& a : actions)
-    if (a.kind == ScheduleAction::Kind::op && !a.kernel) view_of[a.out_slot] = a.in_slots.at(0);
+    if (a.is_view()) view_of[a.out_slot] = a.in_slots.at(0);
   auto storage_slot = [&](int slot) {
     while (view_of[slot] >= 0) slot = view_of[slot];
     return slot;

@@ -31,6 +31,14 @@ struct ScheduleAction {
   std::vector<Tensor> params;      // on `device`
   std::vector<int> in_slots;
   int out_slot = -1;
+  /// Taken into a region whose kernel runs at a later action (inference_regions.h): runs
+  /// nothing. A region's own action is its last layer's, with the region's kernel, every
+  /// layer's parameters and the region's inputs as its in_slots.
+  bool fused_away = false;
+  int region_size = 1;  // layers its kernel computes
+
+  /// A layer that shares its input's storage (no kernel, nothing fused away).
+  bool is_view() const { return kind == Kind::op && !kernel && !fused_away; }
   // copy
   int from_device = 0;
   int src_slot = -1;
@@ -45,9 +53,10 @@ class Schedule {
  public:
   /// `graph` is the executed graph (placement/plan.h, executed_graph). With
   /// `trailing_copies`, the plan's forward copies after the last step (the outputs'
-  /// gather) are actions too.
+  /// gather) are actions too. With `regions` (inference only), runs of layers that their
+  /// backend fuses become one action each (inference_regions.h).
   Schedule(const Graph& graph, const Plan& plan, const std::vector<Shape>& shapes, DeviceRegistry& registry,
-                 bool trailing_copies, const ParameterSource& parameter);
+           bool trailing_copies, const ParameterSource& parameter, bool regions = false);
   Schedule(const Schedule&) = delete;
   Schedule& operator=(const Schedule&) = delete;
 
@@ -74,6 +83,8 @@ class Schedule {
 
  private:
   void choose_host_memory();
+  /// Makes the kernel of every op action: a region's where its backend makes one.
+  void make_kernels(const Graph& graph, const std::vector<Shape>& shapes, bool regions);
   SlotTable slots_;
 };
 
