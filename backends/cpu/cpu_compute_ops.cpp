@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/loss.h"
+#include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 #include "backends/optimizer_update.h"
 
@@ -24,6 +25,12 @@ class CpuComputeOps final : public ComputeOps {
   }
 
   PrecisionChoice runs_in(const KernelSpec& spec) const override { return kernel_precision(spec); }
+
+  bool fusable(const KernelSpec& spec) const override { return cpu_region_fusable(spec); }
+
+  std::unique_ptr<Kernel> make_region_kernel(const RegionSpec& region) override {
+    return tandem::make_region_kernel(context_, region);
+  }
 
   int64_t preparations() const override { return context_.primitives_created(); }
 

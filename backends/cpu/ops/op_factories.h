@@ -6,10 +6,15 @@
 
 #include "backends/cpu/cpu_context.h"
 #include "backends/kernel.h"
+#include "backends/region_spec.h"
 
 namespace tandem {
 
 std::unique_ptr<Kernel> make_linear_kernel(CpuContext& ctx, const KernelSpec& spec);
+/// Inference regions (fused_region.cpp): whether a layer may join one, and a region's
+/// kernel (null when oneDNN lacks one of its fusions).
+bool cpu_region_fusable(const KernelSpec& spec);
+std::unique_ptr<Kernel> make_region_kernel(CpuContext& ctx, const RegionSpec& region);
 /// linear's bf16 path (linear_bf16.cpp), which make_linear_kernel picks.
 std::unique_ptr<Kernel> make_linear_bf16_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_matmul_kernel(CpuContext& ctx, const KernelSpec& spec);
