@@ -486,6 +486,12 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
           },
           "The model's precision, 'fp32', 'bf16' or 'fp16' (the CLI's --precision): what its matrix work runs "
           "in where a layer or block does not say otherwise (docs/precision.md). Set it before the first pass.")
+      .def_property(
+          "fuse", [](const PyModel& self) { return self.model->inference_regions(); },
+          [](PyModel& self, bool on) { self.model->set_inference_regions(on); },
+          "Whether inference runs layers the device can fuse as one kernel (a convolution with the batch norm, "
+          "activations and residual add after it, in oneDNN's own layouts on the cpu; docs/architecture.md): True "
+          "by default. A forward with a hook registered runs layer by layer either way.")
       .def_property_readonly("inputs",
                              [](const PyModel& self) { return declared_to_python(self.model->graph(), self.model->graph().inputs); },
                              "The inputs: name, shape (symbols as strings), dtype, in declared order.")

@@ -37,6 +37,7 @@ struct RunOptions {
   bool json = false;
   PlacementFlags placement;
   bool report = false;
+  bool no_fusion = false;  // --no-fusion
   std::string trace;  // --trace
 };
 
@@ -117,6 +118,7 @@ int run_inference(const RunOptions& o) {
   start_trace(o.trace);
   Model model = Model::load(o.model, o.weights.empty() ? Model::Start::seeded : Model::Start::weights_follow);
   if (auto precision = parse_precision_option(o.precision)) model.set_precision(*precision);
+  model.set_inference_regions(!o.no_fusion);
   std::vector<std::string> notes;  // the plan's notes join these after the forward
   if (!o.weights.empty()) {
     SlowStepNote note("loading weights " + file_with_size(o.weights));
@@ -217,6 +219,9 @@ Command add_run_command(CLI::App& app) {
   add_device_flags(*sub, o->placement, "run placed over the cpu and N simulated GPUs");
   add_policy_flags(*sub, o->placement);
   sub->add_flag("--report", o->report, "run placed and print each device's memory, busy time and copies");
+  sub->add_flag("--no-fusion", o->no_fusion,
+                "run every layer on its own, not a convolution with the batch norm, activations and add after it "
+                "as one kernel (to compare, or to measure layers one by one)");
   add_trace_option(*sub, o->trace);
   return [o] { return run_inference(*o); };
 }
