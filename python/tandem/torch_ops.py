@@ -642,8 +642,8 @@ def _take_rows(node, ctx, x, index):
     if ctx.grown is not None and index in ctx.grown and ctx.grown[index].shape != ids.shape:
         raise Unsupported("indexing with a %d-dimensional index that grows with the batch: Tandem takes a 1-D index "
                           "or one of fixed shape" % ids.dim())
-    return Composite([("index", Op("reshape", {"shape": [-1]}, [index])),
-                      ("rows", Op("index_select", {"dim": 0}, [x, Sub("index")])),
+    return Composite([("flat_index", Op("reshape", {"shape": [-1]}, [index])),
+                      ("rows", Op("index_select", {"dim": 0}, [x, Sub("flat_index")])),
                       ("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [Sub("rows")]))])
 
 

@@ -338,10 +338,12 @@ def test_regression_losses():
         tandem.from_torch(module, torch.randn(3, 4), loss=nn.L1Loss(), example_targets=torch.rand(3, 2))
 
 
-def line_of(code, whole=False):
-    """HERE:N (code) for the line of Unconvertible that holds `code` (is `code`, whole)."""
-    lines = inspect.getsource(Unconvertible).splitlines()
-    first = inspect.getsourcelines(Unconvertible)[1]
+def line_of(code, whole=False, cls=None):
+    """HERE:N (code) for the line of Unconvertible (or `cls`) that holds `code` (is `code`,
+    whole)."""
+    cls = cls or Unconvertible
+    lines = inspect.getsource(cls).splitlines()
+    first = inspect.getsourcelines(cls)[1]
     for i, line in enumerate(lines):
         if (line.strip() == code) if whole else (code in line):
             return "%s:%d (%s)" % (HERE, first + i, line.strip())
@@ -412,3 +414,48 @@ def test_other_refusals():
         tandem.from_torch(nn.Sequential(nn.Linear(2, 2)).double(), {"x": torch.randn(2, 2, dtype=torch.float64)})
     with pytest.raises(tandem.ModelError, match="the module is a single Linear"):
         tandem.from_torch(nn.Linear(2, 2), torch.randn(2, 2))
+
+
+class Einsums(nn.Module):
+    """einsum as attention writes it, one that needs its output permuted, and a buffer
+    indexed into a learned table (maxvit's relative position bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(7, 4))
+        self.register_buffer("index", torch.tensor([[0, 3, 6], [2, 2, 5]]))
+
+    def forward(self, q, k):
+        scores = torch.einsum("bhid,bhjd->bhij", q, k * 0.5)
+        mixed = torch.einsum("bhij,bhjd->bihd", scores.softmax(-1), k)
+        return mixed, 2 * self.table[self.index]
+
+
+def test_einsum_a_number_and_an_indexed_table_convert(seed):
+    model = compare_with_torch(Einsums(), (torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4)),
+                               inputs=(torch.randn(3, 2, 3, 4), torch.randn(3, 2, 3, 4)))
+    assert "op: scale" in model.yaml and "op: index_select" in model.yaml
+    assert "{name: index, op: buffer, inputs: einsum_1.permute, shape: [2, 3], dtype: int64}" in model.yaml
+    assert "{name: rows, op: index_select, inputs: [table, flat_index], dim: 0}" in model.yaml
+
+
+class BadIndexing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(5, 2))
+
+    def forward(self, x, y):
+        a = torch.einsum("ii->i", x)
+        b = self.table[y > 0]
+        return a, b
+
+
+def test_einsum_and_indexing_tandem_cannot_write_are_named_with_their_lines():
+    with pytest.raises(tandem.ModelError) as error:
+        tandem.from_torch(BadIndexing(), (torch.randn(4, 4), torch.randn(5)), batch_dim=None)
+    message = str(error.value)
+    for what in ["'einsum', at %s: einsum 'ii->i' of 1 operands: Tandem writes einsum as a matmul" % line_of(
+                 'torch.einsum("ii->i", x)', cls=BadIndexing),
+                 "'getitem', at %s: indexing with a torch.bool tensor: Tandem indexes rows by int64 indices"
+                 % line_of("self.table[y > 0]", cls=BadIndexing)]:
+        assert what in message, "%r not in\n%s" % (what, message)
