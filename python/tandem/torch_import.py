@@ -732,7 +732,7 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
     by_name = dict(inputs)
     values, grown = _values_at_two_batches(module, traced, [by_name[p] for p in placeholders],
                                            [batch_dims[p] for p in placeholders], batch, model_name,
-                                           [list(symbols.get(p, {})) for p in placeholders])
+                                           [list(symbols.get(p, {})) for p in placeholders], real=check)
     specs = {p: {"shape": _shape_spec(by_name[p], batch_dims[p], symbols.get(p)), "dtype": _dtype_name(by_name[p].dtype)}
              for p in placeholders}
 
@@ -846,15 +846,20 @@ def _trace(root, names, model_name):
                               % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from None
 
 
-def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name, dynamic_dims):
+def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name, dynamic_dims, real=True):
     """Every node's value at the example's batch, and at one more (None without a batch
     or dynamic dimensions, which grow by one too): which dimensions follow the batch is what
-    tells them apart."""
+    tells them apart. `real`: the example's values are computed (check= compares the
+    converted model's outputs with them); else shapes on torch's meta device suffice, as for
+    the grown batch, and the module runs for real only where it cannot run there (its own
+    forward was half of regnet_y_128gf's conversion)."""
     was_training = module.training
     module.eval()  # batch norm must not update its statistics while shapes are found
     try:
         try:
-            values = propagate_shapes(traced, tensors)
+            values = None if real else _shapes_on_meta(traced, tensors)
+            if values is None:
+                values = propagate_shapes(traced, tensors)
         except Exception as e:  # noqa: BLE001 - the module's own error on its example
             raise ConversionError("from_torch(%s): the module fails on the example inputs (%s: %s)"
                                   % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
