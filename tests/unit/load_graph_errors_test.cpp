@@ -114,7 +114,7 @@ std::vector<BrokenCase> broken_cases() {
       {"expand to a symbol no input has", kImage + "  - {name: big, op: expand, shape: [rows, -1, -1, -1, -1]}\n",
        "layer 'big': symbol 'rows' does not appear in any input shape", 5, 5},
       {"buffer of another dtype", kImage + "  - {name: index, op: buffer, shape: [4], dtype: float16}\n",
-       "layer 'index': attribute 'dtype'", 5, 5},
+       "layer 'index': attribute 'dtype' must be one of float32, int64; got 'float16'", 5, 50},
       {"scale without a factor", kImage + "  - {name: q, op: scale}\n", "layer 'q': op 'scale' needs attribute 'factor'",
        5, 5},
       {"index_select by float indices", kImage + "  - {name: rows, op: index_select, dim: 0, inputs: [x, x]}\n",
