@@ -10,11 +10,12 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 36> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 39> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
       {"embedding_bag", make_embedding_bag_kernel},
+      {"index_select", make_index_select_kernel},
       {"relu", make_relu_kernel},
       {"gelu", make_gelu_kernel},
       {"tanh", make_tanh_kernel},
@@ -35,7 +36,9 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"add", make_add_kernel},
       {"mul", make_mul_kernel},
       {"expand", make_expand_kernel},
+      {"scale", make_scale_kernel},
       {"parameter", make_parameter_kernel},
+      {"buffer", make_parameter_kernel},  // the same copy; a buffer has no gradient to add
       {"cat", make_cat_kernel},
       {"narrow", make_narrow_kernel},
       {"flatten", make_flatten_kernel},

@@ -12,11 +12,12 @@ using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
 // Every CPU op has one (docs/cuda-backend.md says which limits remain).
-constexpr std::array<std::pair<std::string_view, Factory>, 36> kTable{{
+constexpr std::array<std::pair<std::string_view, Factory>, 39> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
     {"embedding_bag", make_embedding_bag_kernel},
+    {"index_select", make_index_select_kernel},
     {"relu", make_relu_kernel},
     {"gelu", make_gelu_kernel},
     {"tanh", make_tanh_kernel},
@@ -37,7 +38,9 @@ constexpr std::array<std::pair<std::string_view, Factory>, 36> kTable{{
     {"add", make_add_kernel},
     {"mul", make_mul_kernel},
     {"expand", make_expand_kernel},
+    {"scale", make_scale_kernel},
     {"parameter", make_parameter_kernel},
+    {"buffer", make_parameter_kernel},  // the same copy; a buffer has no gradient to add
     {"cat", make_cat_kernel},
     {"narrow", make_narrow_kernel},
     {"flatten", make_flatten_kernel},
@@ -61,7 +64,7 @@ Factory find(std::string_view op) {
 /// (with int64 indices where the CPU's take them, and batch_norm2d's int64 counter).
 bool any_dtype(std::string_view op) {
   return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape" || op == "permute" || op == "roll" ||
-         op == "parameter";
+         op == "parameter" || op == "buffer";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// add (torch.add, with alpha) and mul (torch.mul), broadcasting as torch does, and expand
-// (torch.Tensor.expand), the broadcast of one tensor to a shape.
+// add (torch.add, with alpha) and mul (torch.mul), broadcasting as torch does, expand
+// (torch.Tensor.expand), the broadcast of one tensor to a shape, and scale, the product of
+// a tensor and a number (torch.mul(x, 0.125), attention's q * head_dim ** -0.5).
 #include <cctype>
 #include <charconv>
 
@@ -70,7 +71,15 @@ std::vector<OpSchema> binary_schemas() {
     require_dtype(in[0], DType::float32, "the input");
     return expand_shape(in, a);
   };
-  return {add, mul, expand};
+  OpSchema scale;
+  scale.name = "scale";
+  scale.summary = "x * factor, a number (torch.mul with a number: attention's q * head_dim ** -0.5)";
+  scale.attrs = {{"factor", AttrType::number, {}, true}};
+  scale.infer = [](const std::vector<TensorType>& in, const Attributes&) {
+    require_dtype(in[0], DType::float32, "the input");
+    return in[0];
+  };
+  return {add, mul, expand, scale};
 }
 
 }  // namespace tandem

@@ -1,4 +1,6 @@
-// embedding (torch.nn.Embedding) and embedding_bag (torch.nn.EmbeddingBag).
+// embedding (torch.nn.Embedding) and embedding_bag (torch.nn.EmbeddingBag), and
+// index_select (torch.index_select), the same row gather from a table that is another
+// layer's output (swin's and maxvit's relative position bias table read at a fixed index).
 #include "graph/ops/op_schemas.h"
 
 namespace tandem {
@@ -95,8 +97,29 @@ OpSchema embedding_bag() {
   return s;
 }
 
+OpSchema index_select() {
+  OpSchema s;
+  s.name = "index_select";
+  s.summary = "the entries of the first input at the int64 indices of the second along dim (torch.index_select)";
+  s.attrs = {{"dim", AttrType::integer, {}, true}};
+  s.min_inputs = s.max_inputs = 2;
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    require_dtype(in[0], DType::float32, "the first input (the source)");
+    require_dtype(in[1], DType::int64, "the second input (the indices)");
+    if (in[0].shape.empty()) throw SchemaError("the source must have at least one dimension");
+    if (in[1].shape.size() != 1)
+      throw SchemaError("the indices must be 1-D, got " + sym_shape_str(in[1].shape) +
+                        "; reshape them to [-1] first (what from_torch writes for table[index])");
+    const int64_t dim = normalize_dim(a.get_int("dim"), static_cast<int64_t>(in[0].shape.size()), "dim");
+    TensorType y = in[0];
+    y.shape[static_cast<size_t>(dim)] = in[1].shape[0];
+    return y;
+  };
+  return s;
+}
+
 }  // namespace
 
-std::vector<OpSchema> embedding_schemas() { return {embedding(), embedding_bag()}; }
+std::vector<OpSchema> embedding_schemas() { return {embedding(), embedding_bag(), index_select()}; }
 
 }  // namespace tandem

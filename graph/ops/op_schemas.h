@@ -11,7 +11,7 @@ namespace tandem {
 
 std::vector<OpSchema> linear_schemas();      // linear
 std::vector<OpSchema> matmul_schemas();      // matmul
-std::vector<OpSchema> embedding_schemas();   // embedding, embedding_bag
+std::vector<OpSchema> embedding_schemas();   // embedding, embedding_bag, index_select
 std::vector<OpSchema> activation_schemas();  // relu, gelu, tanh, sigmoid, relu6, hardswish, ...
 std::vector<OpSchema> softmax_schemas();     // softmax, log_softmax
 std::vector<OpSchema> dropout_schemas();     // dropout
@@ -19,8 +19,8 @@ std::vector<OpSchema> layer_norm_schemas();  // layer_norm
 std::vector<OpSchema> batch_norm_schemas();  // batch_norm2d
 std::vector<OpSchema> conv2d_schemas();      // conv2d
 std::vector<OpSchema> pooling_schemas();     // max_pool2d, avg_pool2d
-std::vector<OpSchema> binary_schemas();      // add, mul, expand
-std::vector<OpSchema> parameter_schemas();   // parameter
+std::vector<OpSchema> binary_schemas();      // add, mul, expand, scale
+std::vector<OpSchema> parameter_schemas();   // parameter, buffer
 std::vector<OpSchema> shape_op_schemas();    // cat, narrow, flatten, reshape, permute
 std::vector<OpSchema> pad_roll_schemas();    // pad, roll
 std::vector<OpSchema> interpolate_schemas(); // interpolate

@@ -8,6 +8,37 @@
 #include "graph/ops/op_schemas.h"
 
 namespace tandem {
+namespace {
+
+// buffer: a tensor that is not learned, named by the layer's path, whose values come with
+// the weights (a module's registered buffer: swin's and maxvit's relative_position_index;
+// a constant from_torch computes: swin's shifted-window attention mask). It reads a tensor
+// as parameter does, for the same reason, and has no gradient.
+OpSchema buffer_schema() {
+  OpSchema s;
+  s.name = "buffer";
+  s.summary = "a tensor that is not learned, of the given shape and dtype, named by the layer's path; its values "
+              "come with the weights (a module's registered buffer)";
+  s.attrs = {{"shape", AttrType::int_list, {}, true, false, {}, 1.0},
+             {"dtype", AttrType::string, std::string("float32"), false, false, {"float32", "int64"}}};
+  s.validate = [](Attributes& a) {
+    std::vector<int64_t> shape = a.get_ints("shape");
+    if (shape.empty()) throw SchemaError("shape must not be empty: give the tensor's sizes, such as [2401]");
+    a.set("shape", shape);
+  };
+  s.params = [](const Attributes& a) {
+    const DType dtype = a.get_string("dtype") == "int64" ? DType::int64 : DType::float32;
+    return std::vector<ParamSpec>{{"", a.get_ints("shape"), {ParamInit::Kind::zeros}, false, dtype}};
+  };
+  s.infer = [](const std::vector<TensorType>&, const Attributes& a) {
+    SymShape out;
+    for (int64_t d : a.get_ints("shape")) out.push_back(Dim(d));
+    return TensorType{out, a.get_string("dtype") == "int64" ? DType::int64 : DType::float32};
+  };
+  return s;
+}
+
+}  // namespace
 
 std::vector<OpSchema> parameter_schemas() {
   OpSchema s;
@@ -29,7 +60,7 @@ std::vector<OpSchema> parameter_schemas() {
     for (int64_t d : a.get_ints("shape")) out.push_back(Dim(d));
     return TensorType{out, DType::float32};
   };
-  return {s};
+  return {s, buffer_schema()};
 }
 
 }  // namespace tandem

@@ -20,7 +20,7 @@ from ._oracle.tandem_torch import OPS as _OP_DEFAULTS, _REQ
 from .fx_tracing import grown_batch, is_getitem, propagate_shapes, trace_module
 from .torch_names import TorchNames
 from .torch_ops import (LEAF_MODULES, SCALAR, Alias, Composite, Pieces, Sub, Unsupported, convert_call,
-                        layer_norm_owner,
+                        layer_norm_owner, owns_weights,
                         convert_module, supported_modules)
 from .yaml_emit import EmitError, Layer, emit_model
 
@@ -180,6 +180,10 @@ class _Converter:
         # parameters keep their state_dict names, and the module's other calls are named
         # beside it ('1_permute' beside the layer '1').
         self.norm_owners = {}
+        # buffer layers' contents by path: a module's buffers (read from the module as
+        # converted, persistent or not) and the constants converters compute (swin's mask)
+        self.constants = {}
+        self.constant_paths = {}  # fx's _tensor_constantN -> its buffer layer's path
 
     def fail(self, node, what, message):
         where = _where(node)
@@ -213,8 +217,10 @@ class _Converter:
             if ref is None:
                 raise Unsupported("%s is %s, which Tandem cannot make (see the error for it)" % (what, x.name)
                                   if x.op != "get_attr" else
-                                  "%s is the tensor attribute '%s', which is no nn.Parameter (a buffer or a "
-                                  "constant): outside a layer Tandem holds only learned tensors (op parameter)"
+                                  "%s is the tensor attribute '%s', which is neither an nn.Parameter nor a "
+                                  "registered buffer (a constant): outside a layer Tandem holds only a module's "
+                                  "parameters and buffers (ops parameter and buffer); register it with "
+                                  "register_buffer"
                                   % (what, x.target))
             if ref is SCALAR:
                 raise Unsupported("%s is a number computed from a shape (%s); Tandem's layers take tensors"
@@ -249,6 +255,8 @@ class _Converter:
         attrs = _drop_defaults(op.op, op.attrs)
         where = _where(node)
         layer = Layer(path, op.op, attrs, inputs, device, ", at " + where if where else "")
+        if op.value is not None:
+            self.constants[path] = op.value
         self.layers.append(layer)
         self.by_path[path] = layer
         self.last_ref = ("layer", layer.path)
@@ -349,9 +357,18 @@ class _Converter:
             return
         if isinstance(result, Composite):
             subs = {}
+            scope = self.names(self.traced.scopes.get(node, ""))
             for relative, op in result.layers:
-                subs[relative] = path + "." + relative
-                self.add_layer(node, path + "." + relative, op, device, sub_refs=subs)
+                if relative in result.owned:  # a submodule whose weights the call reads: its own path
+                    subs[relative] = self.names(result.owned[relative])
+                elif result.scoped:  # beside the calling module's other layers
+                    subs[relative] = self.free_path((scope + "." if scope else "") + relative)
+                else:
+                    subs[relative] = path + "." + relative
+                if subs[relative] in self.by_path:
+                    raise Unsupported("'%s' is made a second time: a Tandem layer owns its parameters"
+                                      % subs[relative])
+                self.add_layer(node, subs[relative], op, device, sub_refs=subs)
             self.refs[node] = ("layer", subs[result.layers[-1][0]])
             self.devices[node] = device
             return
@@ -365,24 +382,52 @@ class _Converter:
 
     def convert_attribute(self, node):
         """A tensor attribute read in a forward. A layer_norm's own weight or bias is its
-        layer's (norm_owners). An nn.Parameter (vit's class token, convnext's layer scale) is a
-        `parameter` layer named by its path, so the state_dict name stays; it reads the latest
-        tensor made, which places and orders it there. Another tensor (a buffer, a constant)
-        is refused where a layer reads it (resolve)."""
-        if all(user in self.norm_owners for user in node.users):
+        layer's (norm_owners), as are the weights a leaf function reads for a linear layer it
+        makes (swin's attn.qkv.weight). An nn.Parameter (vit's class token, convnext's layer
+        scale) is a `parameter` layer named by its path, so the state_dict name stays; it
+        reads the latest tensor made, which places and orders it there. A registered buffer
+        (swin's and maxvit's relative_position_index) is a `buffer` layer the same way,
+        holding the buffer's values. Another tensor (a constant attribute) is refused where a
+        layer reads it (resolve)."""
+        if all(user in self.norm_owners or owns_weights(user, node) for user in node.users):
             return
         value = self.traced.graph_module
         for part in node.target.split("."):
             value = getattr(value, part)
-        if not isinstance(value, nn.Parameter):
+        owner, _, name = node.target.rpartition(".")
+        module = self.traced.graph_module.get_submodule(owner) if owner else self.traced.graph_module
+        is_buffer = not isinstance(value, nn.Parameter) and name in module._buffers
+        if not isinstance(value, nn.Parameter) and not is_buffer:
             return
-        path = self.names(node.target)
+        if node.target.startswith("_tensor_constant"):
+            # a tensor fx computed while tracing and holds as a constant (maxvit's
+            # relative_position_index.view(-1), a plain tensor attribute): a buffer named
+            # 'constant' in the module that reads it
+            scope = self.names(self.traced.scopes.get(node, ""))
+            path = self.constant_paths.get(node.target) or self.free_path((scope + "." if scope else "") + "constant")
+            self.constant_paths[node.target] = path
+        else:
+            path = self.names(node.target)
         if path in self.by_path:  # read again: the same layer's output
             self.refs[node] = ("layer", path)
             return
+        what = "buffer" if is_buffer else "parameter"
         if self.last_ref is None:
-            raise Unsupported("a parameter read before any input: Tandem's parameter layer reads a tensor")
-        layer = Layer(path, "parameter", {"shape": list(value.shape)}, [self.last_ref], None,
+            raise Unsupported("a %s read before any input: Tandem's %s layer reads a tensor" % (what, what))
+        attrs = {"shape": list(value.shape)}
+        if not attrs["shape"]:
+            if not is_buffer:
+                raise Unsupported("the parameter '%s' is a number (a 0-dimensional tensor): Tandem's parameter layer "
+                                  "holds a tensor of one dimension or more" % node.target)
+            attrs["shape"], value = [1], value.reshape(1)  # broadcasts as the number does
+        if is_buffer:
+            if value.dtype not in (torch.float32, torch.int64):
+                raise Unsupported("the buffer '%s' is %s: Tandem's buffer layer holds float32 or int64"
+                                  % (node.target, value.dtype))
+            if value.dtype == torch.int64:
+                attrs["dtype"] = "int64"
+            self.constants[path] = value.detach().clone()
+        layer = Layer(path, what, attrs, [self.last_ref], None,
                       ", at " + _where(node) if _where(node) else "")
         self.layers.append(layer)
         self.by_path[path] = layer
@@ -687,7 +732,7 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
     by_name = dict(inputs)
     values, grown = _values_at_two_batches(module, traced, [by_name[p] for p in placeholders],
                                            [batch_dims[p] for p in placeholders], batch, model_name,
-                                           [list(symbols.get(p, {})) for p in placeholders])
+                                           [list(symbols.get(p, {})) for p in placeholders], real=check)
     specs = {p: {"shape": _shape_spec(by_name[p], batch_dims[p], symbols.get(p)), "dtype": _dtype_name(by_name[p].dtype)}
              for p in placeholders}
 
@@ -726,7 +771,9 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
     except _tandem.ModelError as e:
         raise ConversionError("from_torch(%s): Tandem refuses the converted model: %s\n--- the model:\n%s"
                               % (model_name, e, text)) from None
-    missing, _unused = model.load_state_dict(torch_names.state_dict(root.state_dict()), strict=False)
+    weights = torch_names.state_dict(root.state_dict())
+    weights.update(converter.constants)  # buffers not in the state_dict, and the converter's constants
+    missing, _unused = model.load_state_dict(weights, strict=False)
     if missing:
         raise ConversionError("from_torch(%s): no weights for %s in the module's state_dict" % (model_name, missing))
     if check:
@@ -799,15 +846,20 @@ def _trace(root, names, model_name):
                               % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from None
 
 
-def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name, dynamic_dims):
+def _values_at_two_batches(module, traced, tensors, batch_dims, batch, model_name, dynamic_dims, real=True):
     """Every node's value at the example's batch, and at one more (None without a batch
     or dynamic dimensions, which grow by one too): which dimensions follow the batch is what
-    tells them apart."""
+    tells them apart. `real`: the example's values are computed (check= compares the
+    converted model's outputs with them); else shapes on torch's meta device suffice, as for
+    the grown batch, and the module runs for real only where it cannot run there (its own
+    forward was half of regnet_y_128gf's conversion)."""
     was_training = module.training
     module.eval()  # batch norm must not update its statistics while shapes are found
     try:
         try:
-            values = propagate_shapes(traced, tensors)
+            values = None if real else _shapes_on_meta(traced, tensors)
+            if values is None:
+                values = propagate_shapes(traced, tensors)
         except Exception as e:  # noqa: BLE001 - the module's own error on its example
             raise ConversionError("from_torch(%s): the module fails on the example inputs (%s: %s)"
                                   % (model_name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["Unsupported", "Op", "Composite", "Sub", "Alias", "Pieces", "SCALAR", "LEAF_MODULES", "convert_module",
-           "convert_call", "supported_modules", "layer_norm_owner"]
+           "convert_call", "supported_modules", "layer_norm_owner", "owns_weights"]
 
 
 class Unsupported(Exception):
@@ -26,10 +26,13 @@ class Unsupported(Exception):
 class Op:
     """One Tandem layer. `inputs`: fx nodes (or Sub names inside a Composite). `outputs`:
     for a module returning a tuple (GRU, LSTM, MultiheadAttention), the Tandem `select`
-    value of each tuple position (nested for LSTM's (h_n, c_n)); None otherwise."""
+    value of each tuple position (nested for LSTM's (h_n, c_n)); None otherwise. `value`:
+    a `buffer` layer's contents, which the converter computed (swin's attention mask) and
+    from_torch loads with the module's state_dict."""
 
-    def __init__(self, op, attrs=None, inputs=(), outputs=None):
+    def __init__(self, op, attrs=None, inputs=(), outputs=None, value=None):
         self.op, self.attrs, self.inputs, self.outputs = op, dict(attrs or {}), list(inputs), outputs
+        self.value = value
 
 
 class Sub:
@@ -41,10 +44,14 @@ class Sub:
 
 class Composite:
     """Layers under the module's path, in order: [(relative path, Op)]; the last is the
-    module's output."""
+    module's output. `scoped`: the layers of a function call sit in the module that called
+    it, beside its other layers (swin's shifted_window_attention inside its attn module),
+    not in a block of the call's own. `owned`: {relative name: module path} for the layers
+    that are a submodule whose weights the function reads (attn.qkv, attn.proj): they take
+    that module's path, so that their parameters keep their state_dict names."""
 
-    def __init__(self, layers):
-        self.layers = layers
+    def __init__(self, layers, scoped=False, owned=None):
+        self.layers, self.scoped, self.owned = layers, scoped, dict(owned or {})
 
 
 class Alias:
@@ -421,6 +428,13 @@ def _binary(op, negate=False):
     def convert(node, ctx):
         a = _args(node, ["input", "other", "alpha"], {"alpha": 1})
         x, y = a["input"], a["other"]
+        if op == "mul":  # a tensor times a number (attention's q * head_dim ** -0.5): scale
+            tensors = [v for v in (x, y) if _is_node(v) and ctx.is_tensor(v)]
+            numbers = [v for v in (x, y) if v not in tensors]
+            if len(tensors) == 1 and len(numbers) == 1:
+                factor = _constant(ctx, numbers[0], "the factor")
+                if isinstance(factor, (int, float)) and not isinstance(factor, bool):
+                    return Op("scale", {"factor": float(factor)}, tensors)
         for operand in (x, y):
             if not (_is_node(operand) and ctx.is_tensor(operand)):
                 shown = ctx.value(operand) if _is_node(operand) else operand
@@ -583,6 +597,8 @@ def _getitem(node, ctx):
     if not isinstance(ctx.value(x), torch.Tensor):
         raise Unsupported("indexing the %s that %s gives: Tandem indexes tensors, and the tuples of the layers that "
                           "return several (GRU, LSTM, MultiheadAttention)" % (type(ctx.value(x)).__name__, x.name))
+    if _is_node(index) and ctx.is_tensor(index):
+        return _take_rows(node, ctx, x, index)
     index = index if isinstance(index, tuple) else (index,)
     refused = Unsupported("indexing %s: Tandem indexes dimensions with [a:b] or [i] (no steps, ..., None or "
                           "tensors)" % (index,))
@@ -611,6 +627,67 @@ def _getitem(node, ctx):
         source = Sub(name)
     if dropped:
         layers.append(("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [source])))
+    return layers[0][1] if len(layers) == 1 else Composite(layers)
+
+
+def _take_rows(node, ctx, x, index):
+    """table[index] with an int64 tensor index (maxvit's relative position bias table read
+    at its relative_position_index): index_select along dim 0, the index flattened first
+    and the result given the index's shape where it has more than one dimension."""
+    ids = ctx.value(index)
+    if ids.dtype != torch.int64:
+        raise Unsupported("indexing with a %s tensor: Tandem indexes rows by int64 indices (no masks)" % ids.dtype)
+    if ids.dim() == 1:
+        return Op("index_select", {"dim": 0}, [x, index])
+    if ctx.grown is not None and index in ctx.grown and ctx.grown[index].shape != ids.shape:
+        raise Unsupported("indexing with a %d-dimensional index that grows with the batch: Tandem takes a 1-D index "
+                          "or one of fixed shape" % ids.dim())
+    return Composite([("flat_index", Op("reshape", {"shape": [-1]}, [index])),
+                      ("rows", Op("index_select", {"dim": 0}, [x, Sub("flat_index")])),
+                      ("reshape", Op("reshape", {"shape": ctx.reshape_target(node)}, [Sub("rows")]))])
+
+
+def _einsum(node, ctx):
+    """torch.einsum of two operands that is a batched matrix product ('bhid,bhjd->bhij',
+    maxvit's attention): each operand permuted to [batch dims, free, contracted] (or
+    [.., contracted, free] for the right one), a matmul, and the result permuted to the
+    equation's order. One free index per operand and one contracted index; repeated or
+    summed-out indices, '...' and other numbers of operands are refused."""
+    equation, *operands = node.args
+    if len(operands) == 1 and isinstance(operands[0], (tuple, list)):
+        operands = list(operands[0])
+    if not isinstance(equation, str) or "->" not in equation or "." in equation or len(operands) != 2:
+        raise Unsupported("einsum %r of %d operands: Tandem writes einsum as a matmul, for two operands and an "
+                          "explicit '->' output" % (equation, len(operands)))
+    left, right = [_tensor(node, t, "an operand of einsum") for t in operands]
+    inputs, output = equation.replace(" ", "").split("->")
+    a, b = inputs.split(",") if inputs.count(",") == 1 else ("", "")
+    refused = Unsupported("einsum %r is not a batched matrix product (one free index per operand, one contracted, "
+                          "the rest batch indices in both and the output): Tandem writes einsum as a matmul"
+                          % equation)
+    if not a or len(set(a)) != len(a) or len(set(b)) != len(b) or len(set(output)) != len(output):
+        raise refused
+    batch = [i for i in output if i in a and i in b]
+    free_a = [i for i in a if i not in b]
+    free_b = [i for i in b if i not in a]
+    contracted = [i for i in a if i in b and i not in output]
+    if len(free_a) != 1 or len(free_b) != 1 or len(contracted) != 1 or \
+            sorted(output) != sorted(batch + free_a + free_b) or len(batch) + 2 != len(a) or len(batch) + 2 != len(b):
+        raise refused
+    layers, refs = [], []
+    for name, operand, letters, order in (("left", left, a, batch + free_a + contracted),
+                                          ("right", right, b, batch + contracted + free_b)):
+        dims = [letters.index(i) for i in order]
+        if dims == list(range(len(dims))):
+            refs.append(operand)
+        else:
+            layers.append((name, Op("permute", {"dims": dims}, [operand])))
+            refs.append(Sub(name))
+    product = batch + free_a + free_b
+    layers.append(("matmul", Op("matmul", {}, refs)))
+    dims = [product.index(i) for i in output]
+    if dims != list(range(len(dims))):
+        layers.append(("permute", Op("permute", {"dims": dims}, [Sub("matmul")])))
     return layers[0][1] if len(layers) == 1 else Composite(layers)
 
 
@@ -816,6 +893,157 @@ def _patch_merging_pad(node, ctx):
     return Composite(layers)
 
 
+def _relative_position_bias(node, ctx):
+    """torchvision's swin _get_relative_position_bias(table, index, window_size): the
+    learned table [(2w-1)^2, heads] read at the fixed relative_position_index [N*N] (an
+    index_select of its rows), viewed [N, N, heads] and turned to [1, heads, N, N]. The
+    table is a parameter layer and the index a buffer layer of the attention module; these
+    layers sit beside them."""
+    a = _args(node, ["relative_position_bias_table", "relative_position_index", "window_size"])
+    table = _tensor(node, a["relative_position_bias_table"], "the table")
+    index = _tensor(node, a["relative_position_index"], "the index")
+    n = ctx.value(node).shape[-1]
+    heads = ctx.value(table).shape[-1]
+    return Composite([
+        ("bias_rows", Op("index_select", {"dim": 0}, [table, index])),
+        ("bias_grid", Op("reshape", {"shape": [n, n, heads]}, [Sub("bias_rows")])),
+        ("bias_heads", Op("permute", {"dims": [2, 0, 1]}, [Sub("bias_grid")])),
+        ("relative_position_bias", Op("reshape", {"shape": [1, heads, n, n]}, [Sub("bias_heads")])),
+    ], scoped=True)
+
+
+def _linear_owner(weight, bias, what):
+    """The module path whose `weight` (and `bias`) a functional F.linear inside a leaf reads
+    (swin's attn.qkv, attn.proj), or Unsupported."""
+    if not (_is_node(weight) and weight.op == "get_attr" and weight.target.endswith(".weight")):
+        raise Unsupported("%s's weight is not a module's parameter 'weight': Tandem's linear layer owns its weights"
+                          % what)
+    owner = weight.target[:-len(".weight")]
+    if bias is not None and not (_is_node(bias) and bias.op == "get_attr" and bias.target == owner + ".bias"):
+        raise Unsupported("%s's bias is not the 'bias' of '%s', whose weight it reads: Tandem's linear layer owns both"
+                          % (what, owner))
+    return owner
+
+
+def owns_weights(user, attribute):
+    """Whether call node `user` reads get_attr node `attribute` as the weights of a layer it
+    makes (swin's shifted_window_attention reads attn.qkv.weight and attn.proj.weight), so
+    that `attribute` is no parameter layer of its own."""
+    if user.op != "call_function" or OTHER_FUNCTIONS.get(
+            (getattr(user.target, "__module__", None), getattr(user.target, "__name__", None))) is not \
+            _shifted_window_attention:
+        return False
+    weights = list(user.args[1:3]) + [user.kwargs.get("qkv_bias"), user.kwargs.get("proj_bias")] + \
+        list(user.args[9:11])
+    return any(w is attribute for w in weights)
+
+
+def _swin_attention_mask(pad_h, pad_w, window, shift):
+    """swin's shifted-window attention mask [nW, 1, N, N], 0 within a region and -100
+    across, computed as torchvision's shifted_window_attention computes it."""
+    mask = torch.zeros((pad_h, pad_w))
+    h_slices = ((0, -window[0]), (-window[0], -shift[0]), (-shift[0], None))
+    w_slices = ((0, -window[1]), (-window[1], -shift[1]), (-shift[1], None))
+    count = 0
+    for h in h_slices:
+        for w in w_slices:
+            mask[h[0]:h[1], w[0]:w[1]] = count
+            count += 1
+    windows = (pad_h // window[0]) * (pad_w // window[1])
+    mask = mask.view(pad_h // window[0], window[0], pad_w // window[1], window[1])
+    mask = mask.permute(0, 2, 1, 3).reshape(windows, window[0] * window[1])
+    mask = mask.unsqueeze(1) - mask.unsqueeze(2)
+    mask = mask.masked_fill(mask != 0, float(-100.0)).masked_fill(mask == 0, float(0.0))
+    return mask.unsqueeze(1).contiguous()
+
+
+def _shifted_window_attention(node, ctx):
+    """torchvision's swin shifted_window_attention (an fx leaf), written out as its code
+    runs: [B, H, W, C] padded to whole windows, rolled back by the shift, cut into windows
+    [B*nW, N, C]; the qkv linear (the module's attn.qkv), heads split, q scaled by
+    head_dim ** -0.5, q k^T plus the relative position bias, plus the fixed attention mask
+    across shifted regions (a buffer layer holding it, [nW, 1, N, N]), softmax, times v;
+    the proj linear (attn.proj), the windows joined, rolled forward and cropped. The
+    layers sit in the attention module, beside its table and index."""
+    a = _args(node, ["input", "qkv_weight", "proj_weight", "relative_position_bias", "window_size", "num_heads",
+                     "shift_size", "attention_dropout", "dropout", "qkv_bias", "proj_bias", "logit_scale"],
+              {"attention_dropout": 0.0, "dropout": 0.0, "qkv_bias": None, "proj_bias": None, "logit_scale": None})
+    if a["logit_scale"] is not None:
+        raise Unsupported("shifted_window_attention with logit_scale (swin v2's cosine attention): Tandem has no "
+                          "normalize or clamp ops")
+    for key in ("attention_dropout", "dropout"):
+        if _constant(ctx, a[key], key):
+            raise Unsupported("shifted_window_attention with %s=%g: torchvision applies that dropout even in eval "
+                              "mode (F.dropout without training=), Tandem's dropout only in training; set it to 0"
+                              % (key, a[key]))
+    x = _tensor(node, a["input"], "the input")
+    bias = _tensor(node, a["relative_position_bias"], "the relative position bias")
+    qkv = _linear_owner(a["qkv_weight"], a["qkv_bias"], "qkv")
+    proj = _linear_owner(a["proj_weight"], a["proj_bias"], "proj")
+    window = list(_constant(ctx, a["window_size"], "window_size"))
+    shift = list(_constant(ctx, a["shift_size"], "shift_size"))
+    heads = _constant(ctx, a["num_heads"], "num_heads")
+    shape = list(ctx.value(x).shape)
+    if len(shape) != 4:
+        raise Unsupported("shifted_window_attention of a %d-dimensional tensor: Tandem takes [B, H, W, C]" % len(shape))
+    _, h, w, c = shape
+    batch = _batch_or_size(ctx, x, 0)
+    pad_r, pad_b = (window[1] - w % window[1]) % window[1], (window[0] - h % window[0]) % window[0]
+    pad_h, pad_w = h + pad_b, w + pad_r
+    if window[0] >= pad_h:
+        shift[0] = 0
+    if window[1] >= pad_w:
+        shift[1] = 0
+    rows, cols, n, d = pad_h // window[0], pad_w // window[1], window[0] * window[1], c // heads
+    windows = rows * cols
+    layers = []
+
+    def add(name, op):
+        layers.append((name, op))
+        return Sub(name)
+    y = x
+    if pad_r or pad_b:
+        y = add("pad", Op("pad", {"pad": [0, 0, 0, pad_r, 0, pad_b]}, [y]))
+    if sum(shift) > 0:
+        y = add("shift", Op("roll", {"shifts": [-shift[0], -shift[1]], "dims": [1, 2]}, [y]))
+    y = add("partition", Op("reshape", {"shape": [batch, rows, window[0], cols, window[1], c]}, [y]))
+    y = add("partition_order", Op("permute", {"dims": [0, 1, 3, 2, 4, 5]}, [y]))
+    y = add("windows", Op("reshape", {"shape": [-1, n, c]}, [y]))
+    y = add("qkv", Op("linear", {"in_features": c, "out_features": 3 * c, "bias": a["qkv_bias"] is not None}, [y]))
+    y = add("heads", Op("reshape", {"shape": [-1, n, 3, heads, d]}, [y]))
+    y = add("heads_order", Op("permute", {"dims": [2, 0, 3, 1, 4]}, [y]))
+    parts = []
+    for k, name in enumerate("qkv"):
+        piece = add(name + "_slice", Op("narrow", {"dim": 0, "start": k, "length": 1}, [y]))
+        parts.append(add(name, Op("reshape", {"shape": [-1, heads, n, d]}, [piece])))
+    q, k, v = parts
+    q = add("q_scaled", Op("scale", {"factor": float(d ** -0.5)}, [q]))
+    k = add("k_t", Op("permute", {"dims": [0, 1, 3, 2]}, [k]))
+    y = add("scores", Op("matmul", {}, [q, k]))
+    y = add("biased", Op("add", {}, [y, bias]))
+    if sum(shift) > 0:
+        mask = _swin_attention_mask(pad_h, pad_w, window, shift)
+        y = add("by_window", Op("reshape", {"shape": [batch, windows, heads, n, n]}, [y]))
+        m = add("attn_mask", Op("buffer", {"shape": list(mask.shape)}, [y], value=mask))
+        y = add("masked", Op("add", {}, [y, m]))
+        y = add("masked_scores", Op("reshape", {"shape": [-1, heads, n, n]}, [y]))
+    y = add("attention", Op("softmax", {"dim": -1}, [y]))
+    y = add("mixed", Op("matmul", {}, [y, v]))
+    y = add("mixed_order", Op("permute", {"dims": [0, 2, 1, 3]}, [y]))
+    y = add("merged", Op("reshape", {"shape": [-1, n, c]}, [y]))
+    y = add("proj", Op("linear", {"in_features": c, "out_features": c, "bias": a["proj_bias"] is not None}, [y]))
+    y = add("departition", Op("reshape", {"shape": [batch, rows, cols, window[0], window[1], c]}, [y]))
+    y = add("departition_order", Op("permute", {"dims": [0, 1, 3, 2, 4, 5]}, [y]))
+    y = add("joined", Op("reshape", {"shape": [batch, pad_h, pad_w, c]}, [y]))
+    if sum(shift) > 0:
+        y = add("unshift", Op("roll", {"shifts": [shift[0], shift[1]], "dims": [1, 2]}, [y]))
+    if pad_b:
+        y = add("crop_h", Op("narrow", {"dim": 1, "start": 0, "length": h}, [y]))
+    if pad_r:
+        y = add("crop_w", Op("narrow", {"dim": 2, "start": 0, "length": w}, [y]))
+    return Composite(layers, scoped=True, owned={"qkv": qkv, "proj": proj})
+
+
 def _same(node, ctx):
     return Alias(_tensor(node, node.args[0], "the input"))
 
@@ -871,6 +1099,7 @@ FUNCTIONS = {
     torch.squeeze: _reshape, torch.unsqueeze: _reshape,
     F.pad: _pad, torch.roll: _roll, F.interpolate: _interpolate,
     torch.squeeze: _reshape, torch.unsqueeze: _reshape, F.layer_norm: _layer_norm_function,
+    torch.einsum: _einsum,
 }
 
 METHODS = {
@@ -894,6 +1123,8 @@ METHODS = {
 OTHER_FUNCTIONS = {
     ("torchvision.ops.stochastic_depth", "stochastic_depth"): _stochastic_depth,
     ("torchvision.models.swin_transformer", "_patch_merging_pad"): _patch_merging_pad,
+    ("torchvision.models.swin_transformer", "_get_relative_position_bias"): _relative_position_bias,
+    ("torchvision.models.swin_transformer", "shifted_window_attention"): _shifted_window_attention,
 }
 
 

@@ -305,5 +305,33 @@ TEST_CASE("parameter backward accumulates dy into its weight and gives the input
   check_finite_differences(c, gen);
 }
 
+TEST_CASE("scale backward multiplies dy by its factor", "[cpu][backward][scale]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase c{"scale", op_attrs("scale", {{"factor", 0.28867513459481287}})};
+  c.inputs = {random_tensor({3, 2, 16, 12}, gen)};
+  c.out_shape = {3, 2, 16, 12};
+  check_against_reference(c, 0.0);
+  check_backward(c, gen, 0.0);
+  check_finite_differences(c, gen);
+}
+
+TEST_CASE("index_select backward adds each entry's gradient at its index", "[cpu][backward][index_select]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (int64_t dim : {0, 1, -1}) {
+    OpCase c{"index_select", op_attrs("index_select", {{"dim", dim}})};
+    const Shape source{3, 5, 4};
+    const size_t d = static_cast<size_t>(dim < 0 ? dim + 3 : dim);
+    c.inputs = {random_tensor(source, gen), random_indices({9}, source[d], gen)};  // 9 of at most 5: repeats
+    c.out_shape = source;
+    c.out_shape[d] = 9;
+    check_backward(c, gen);
+    check_finite_differences(c, gen);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::test

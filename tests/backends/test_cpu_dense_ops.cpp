@@ -134,9 +134,10 @@ TEST_CASE("matmul refuses mismatched shapes", "[cpu][matmul][errors]") {
 }
 
 TEST_CASE("find_cpu_kernel knows every documented op and nothing else", "[cpu]") {
-  for (const char* op : {"linear", "matmul", "embedding", "embedding_bag", "relu", "gelu", "tanh", "sigmoid", "relu6",
-                         "hardswish", "hardsigmoid", "silu", "mish",
-                         "softmax", "log_softmax", "layer_norm", "dropout", "add", "mul", "expand", "parameter", "cat",
+  for (const char* op : {"linear", "matmul", "embedding", "embedding_bag", "index_select", "relu", "gelu", "tanh",
+                         "sigmoid", "relu6", "hardswish", "hardsigmoid", "silu", "mish",
+                         "softmax", "log_softmax", "layer_norm", "dropout", "add", "mul", "expand", "scale", "parameter",
+                         "buffer", "cat",
                          "narrow", "flatten", "reshape", "permute", "pad", "roll", "interpolate", "conv2d", "max_pool2d",
                          "avg_pool2d", "batch_norm2d", "gru", "lstm",
                          "multi_head_attention"}) {

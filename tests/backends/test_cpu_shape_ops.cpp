@@ -135,6 +135,50 @@ TEST_CASE("parameter gives its weight", "[cpu][parameter]") {
   require_close(run_kernel(ids, *make_kernel(ids)), c.params[0], 0.0);
 }
 
+// swin's relative position bias: rows of a table at indices that repeat, and a
+// selection along a middle and the last dimension; an index out of range is named.
+TEST_CASE("index_select takes the entries at the indices", "[cpu][index_select]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape source; int64_t dim; int64_t count; };
+  for (const Case& k : std::vector<Case>{{{49, 3}, 0, 256}, {{2, 5, 4}, 1, 7}, {{2, 5, 4}, -1, 3}, {{6}, 0, 1}}) {
+    OpCase c{"index_select", op_attrs("index_select", {{"dim", k.dim}})};
+    const size_t d = static_cast<size_t>(k.dim < 0 ? k.dim + static_cast<int64_t>(k.source.size()) : k.dim);
+    c.inputs = {random_tensor(k.source, gen), random_indices({k.count}, k.source[d], gen)};
+    c.out_shape = k.source;
+    c.out_shape[d] = k.count;
+    check_against_reference(c, 0.0);
+  }
+  OpCase bad{"index_select", op_attrs("index_select", {{"dim", int64_t{0}}})};
+  bad.inputs = {random_tensor({4, 2}, gen), Tensor::from_vector<int64_t>({3}, {1, 4, 0})};
+  bad.out_shape = {3, 2};
+  REQUIRE_THROWS_WITH(run_kernel(bad, *make_kernel(bad)), "index_select: index 4 at position 1 is out of range [0, 4)");
+}
+
+// A tensor that is not learned: its bytes, int64 ones too.
+TEST_CASE("buffer gives its values, int64 ones too", "[cpu][buffer]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase c{"buffer", op_attrs("buffer", {{"shape", std::vector<int64_t>{4, 1, 3}}})};
+  c.inputs = {random_tensor({5, 2}, gen)};
+  c.params = {random_tensor({4, 1, 3}, gen)};
+  c.out_shape = {4, 1, 3};
+  require_close(run_kernel(c, *make_kernel(c)), c.params[0], 0.0);
+  OpCase ids{"buffer", op_attrs("buffer", {{"shape", std::vector<int64_t>{6}}, {"dtype", std::string("int64")}})};
+  ids.inputs = {random_tensor({5, 2}, gen)};
+  ids.params = {random_indices({6}, 1000, gen)};
+  ids.out_shape = {6};
+  KernelSpec spec = ids.spec();
+  spec.outputs[0].dtype = DType::int64;
+  auto kernel = find_cpu_kernel("buffer")(cpu_context(), spec);
+  std::vector<Tensor> outs{Tensor::empty({6}, DType::int64)};
+  kernel->forward({ids.inputs, ids.params, outs});
+  const Tensor& out = outs[0];
+  for (int64_t i = 0; i < 6; ++i) CHECK(out.data<int64_t>()[i] == ids.params[0].data<int64_t>()[i]);
+}
+
 // The dims of a channel shuffle (shufflenet), NCHW to NHWC and back (convnext), a full
 // reversal, size-1 dims that drop out, negative dims, the identity, a 0-D and an empty one.
 TEST_CASE("permute reorders the dimensions", "[cpu][permute]") {

@@ -161,6 +161,31 @@ TEST_CASE("expand and parameter on a GPU match the CPU", "[gpu][expand][paramete
   check_gpu_against_cpu(token, gen, 0.0);
 }
 
+TEST_CASE("scale, buffer and index_select on a GPU match the CPU", "[gpu][scale][buffer][index_select]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  OpCase scaled{"scale", op_attrs("scale", {{"factor", 0.125}})};
+  scaled.inputs = {random_tensor({4, 3, 7, 7}, gen)};
+  scaled.out_shape = {4, 3, 7, 7};
+  check_gpu_against_cpu(scaled, gen, 0.0);
+  OpCase mask{"buffer", op_attrs("buffer", {{"shape", std::vector<int64_t>{4, 1, 6, 6}}})};
+  mask.inputs = {random_tensor({5, 2}, gen)};
+  mask.params = {random_tensor({4, 1, 6, 6}, gen)};
+  mask.out_shape = {4, 1, 6, 6};
+  check_gpu_against_cpu(mask, gen, 0.0);
+  for (int64_t dim : {0, 1, -1}) {
+    INFO("index_select along " << dim);
+    OpCase c{"index_select", op_attrs("index_select", {{"dim", dim}})};
+    const Shape source{5, 6, 3};
+    const int64_t size = source[static_cast<size_t>(dim < 0 ? dim + 3 : dim)];
+    c.inputs = {random_tensor(source, gen), random_indices({9}, size, gen)};  // repeats: atomicAdd sums
+    c.out_shape = source;
+    c.out_shape[static_cast<size_t>(dim < 0 ? dim + 3 : dim)] = 9;
+    check_gpu_against_cpu(c, gen, 1e-6);
+  }
+}
+
 OpCase embedding_case(std::mt19937& gen, Shape idx_shape, int64_t num, int64_t dim) {
   OpCase c{"embedding", op_attrs("embedding", {{"num_embeddings", num}, {"embedding_dim", dim}})};
   c.inputs = {random_indices(idx_shape, num, gen)};

@@ -111,6 +111,9 @@ OPS = {
     "interpolate": ({"size": None, "scale_factor": None, "mode": "nearest", "align_corners": False}, (1, 1)),
     "expand": ({"shape": _REQ}, (1, 1)),
     "parameter": ({"shape": _REQ}, (1, 1)),
+    "buffer": ({"shape": _REQ, "dtype": "float32"}, (1, 1)),
+    "scale": ({"factor": _REQ}, (1, 1)),
+    "index_select": ({"dim": _REQ}, (2, 2)),
     "matmul": ({}, (2, 2)),
     "conv2d": ({"in_channels": _REQ, "out_channels": _REQ, "kernel_size": _REQ, "stride": 1, "padding": 0,
                 "dilation": 1, "groups": 1, "bias": True, "padding_mode": "zeros"}, (1, 1)),
@@ -183,18 +186,20 @@ class Fn(nn.Module):
 
 
 class LearnedTensor(nn.Module):
-    """parameter: a bare nn.Parameter. It is registered on the enclosing block under the
-    layer's name (so the state_dict name is the layer's path, as Tandem's), and this step
-    returns it; the input it reads only orders it."""
+    """parameter: a bare nn.Parameter; buffer (is_buffer): a registered buffer, zeros until
+    the weights come. It is registered on the enclosing block under the layer's name (so the
+    state_dict name is the layer's path, as Tandem's), and this step returns it; the input it
+    reads only orders it."""
 
-    def __init__(self, shape):
+    def __init__(self, shape, is_buffer=False, dtype=torch.float32):
         super().__init__()
-        self.__dict__["value"] = nn.Parameter(torch.randn(shape))
+        self.__dict__["is_buffer"] = is_buffer
+        self.__dict__["value"] = torch.zeros(shape, dtype=dtype) if is_buffer else nn.Parameter(torch.randn(shape))
         self.__dict__["owner"] = None  # the block holding the parameter, and its name there
 
     def forward(self, x):
         block, name = self.__dict__["owner"]
-        return block._parameters[name]
+        return (block._buffers if self.__dict__["is_buffer"] else block._parameters)[name]
 
 
 class LayerNormNoBias(nn.Module):
@@ -536,7 +541,8 @@ class _Builder:
             node, module = self._build_layer(layer, name, path, [scope] + chain, prev, module_stack, in_dp)
             scope[name] = node
             if isinstance(module, LearnedTensor):  # the parameter itself sits in the block, the step reads it
-                parent._parameters[name] = module.__dict__["value"]
+                table = parent._buffers if module.__dict__["is_buffer"] else parent._parameters
+                table[name] = module.__dict__["value"]
                 module.__dict__["owner"] = (parent, name)
             else:
                 parent.add_child(name, module)
@@ -833,6 +839,20 @@ class _Builder:
             s = [s] if _is_int(s) else s
             need(isinstance(s, list) and s and all(_is_int(d) and d >= 1 for d in s), "shape must list positive sizes")
             return LearnedTensor(s)
+        if op == "buffer":
+            s = a["shape"]
+            s = [s] if _is_int(s) else s
+            need(isinstance(s, list) and s and all(_is_int(d) and d >= 1 for d in s), "shape must list positive sizes")
+            need(a["dtype"] in ("float32", "int64"), "dtype must be float32 or int64")
+            return LearnedTensor(s, True, torch.int64 if a["dtype"] == "int64" else torch.float32)
+        if op == "scale":
+            number("factor")
+            factor = float(a["factor"])
+            return Fn(lambda x: x * factor, "factor=%s" % factor)
+        if op == "index_select":
+            integer("dim")
+            dim = a["dim"]
+            return Fn(lambda x, index: torch.index_select(x, dim, index), "dim=%d" % dim)
         if op == "matmul":
             return Fn(torch.matmul, "matmul")
         if op in ("conv2d", "max_pool2d", "avg_pool2d"):

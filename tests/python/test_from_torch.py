@@ -338,10 +338,12 @@ def test_regression_losses():
         tandem.from_torch(module, torch.randn(3, 4), loss=nn.L1Loss(), example_targets=torch.rand(3, 2))
 
 
-def line_of(code, whole=False):
-    """HERE:N (code) for the line of Unconvertible that holds `code` (is `code`, whole)."""
-    lines = inspect.getsource(Unconvertible).splitlines()
-    first = inspect.getsourcelines(Unconvertible)[1]
+def line_of(code, whole=False, cls=None):
+    """HERE:N (code) for the line of Unconvertible (or `cls`) that holds `code` (is `code`,
+    whole)."""
+    cls = cls or Unconvertible
+    lines = inspect.getsource(cls).splitlines()
+    first = inspect.getsourcelines(cls)[1]
     for i, line in enumerate(lines):
         if (line.strip() == code) if whole else (code in line):
             return "%s:%d (%s)" % (HERE, first + i, line.strip())
@@ -353,13 +355,13 @@ class Unconvertible(nn.Module):
         super().__init__()
         self.conv = nn.Conv1d(3, 3, 1)
         self.fc = nn.Linear(3, 3)
-        self.register_buffer("scale", torch.ones(3))  # a bare nn.Parameter converts (a parameter layer)
+        self.register_buffer("scale", torch.ones(3))  # a buffer converts (a buffer layer)
 
     def forward(self, x):
         y = self.conv(x.flip(2)).permute(0, 2, 1)
-        y = self.fc(y) * 2.0
+        y = self.fc(y) / 2.0
         y = self.fc(y)
-        return y * self.scale
+        return y.abs() * self.scale
 
 
 def test_what_cannot_be_converted_is_named_with_its_line():
@@ -369,11 +371,9 @@ def test_what_cannot_be_converted_is_named_with_its_line():
     assert message.startswith("from_torch(Unconvertible): cannot convert")
     for what in ["'conv' (torch.nn.Conv1d), at %s: torch.nn.Conv1d: Tandem has no such op" % line_of("self.conv(x"),
                  "'flip', at %s: tensor method .flip(): Tandem has no such op" % line_of(".flip("),
-                 "'mul', at %s: mul with the number 2.0: Tandem's mul takes two tensors" % line_of("* 2.0"),
+                 "'truediv', at %s: operator truediv: Tandem has no such op" % line_of("/ 2.0"),
                  "'fc' (torch.nn.Linear), at %s: called a second time" % line_of("y = self.fc(y)", whole=True),
-                 "'mul_1', at %s: input 1 is the tensor attribute 'scale', which is no nn.Parameter (a buffer or a "
-                 "constant): outside a layer Tandem holds only learned tensors (op parameter)"
-                 % line_of("y * self.scale"),
+                 "'abs_1', at %s: tensor method .abs(): Tandem has no such op" % line_of("y.abs() * self.scale"),
                  "from_torch converts torch.nn's AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,"]:
         assert what in message, "%r not in\n%s" % (what, message)
     assert "which Tandem cannot make" not in message  # reading an unconvertible op is not an error of its own
@@ -414,3 +414,48 @@ def test_other_refusals():
         tandem.from_torch(nn.Sequential(nn.Linear(2, 2)).double(), {"x": torch.randn(2, 2, dtype=torch.float64)})
     with pytest.raises(tandem.ModelError, match="the module is a single Linear"):
         tandem.from_torch(nn.Linear(2, 2), torch.randn(2, 2))
+
+
+class Einsums(nn.Module):
+    """einsum as attention writes it, one that needs its output permuted, and a buffer
+    indexed into a learned table (maxvit's relative position bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(7, 4))
+        self.register_buffer("index", torch.tensor([[0, 3, 6], [2, 2, 5]]))
+
+    def forward(self, q, k):
+        scores = torch.einsum("bhid,bhjd->bhij", q, k * 0.5)
+        mixed = torch.einsum("bhij,bhjd->bihd", scores.softmax(-1), k)
+        return mixed, 2 * self.table[self.index]
+
+
+def test_einsum_a_number_and_an_indexed_table_convert(seed):
+    model = compare_with_torch(Einsums(), (torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4)),
+                               inputs=(torch.randn(3, 2, 3, 4), torch.randn(3, 2, 3, 4)))
+    assert "op: scale" in model.yaml and "op: index_select" in model.yaml
+    assert "{name: index, op: buffer, inputs: einsum_1.permute, shape: [2, 3], dtype: int64}" in model.yaml
+    assert "{name: rows, op: index_select, inputs: [table, flat_index], dim: 0}" in model.yaml
+
+
+class BadIndexing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(5, 2))
+
+    def forward(self, x, y):
+        a = torch.einsum("ii->i", x)
+        b = self.table[y > 0]
+        return a, b
+
+
+def test_einsum_and_indexing_tandem_cannot_write_are_named_with_their_lines():
+    with pytest.raises(tandem.ModelError) as error:
+        tandem.from_torch(BadIndexing(), (torch.randn(4, 4), torch.randn(5)), batch_dim=None)
+    message = str(error.value)
+    for what in ["'einsum', at %s: einsum 'ii->i' of 1 operands: Tandem writes einsum as a matmul" % line_of(
+                 'torch.einsum("ii->i", x)', cls=BadIndexing),
+                 "'getitem', at %s: indexing with a torch.bool tensor: Tandem indexes rows by int64 indices"
+                 % line_of("self.table[y > 0]", cls=BadIndexing)]:
+        assert what in message, "%r not in\n%s" % (what, message)

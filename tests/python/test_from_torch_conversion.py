@@ -432,3 +432,20 @@ def test_pads_and_resizes_tandem_lacks_are_refused():
                  "'interpolate_1', at %s: interpolate with scale_factor [2, 3], one per dim"
                  % line_of(Reflected, "(2, 3)")]:
         assert what in message, "%r not in\n%s" % (what, message)
+
+
+def test_without_check_the_module_runs_only_on_meta_tensors(seed):
+    """check=False: the shapes come from torch's meta device, at the example's batch and
+    one more, so a large model's own forward is not paid for; check=True runs it once, on
+    the example, and compares."""
+    module = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5))
+    real, meta = [], []
+    module[0].register_forward_hook(lambda m, args, out: (meta if args[0].is_meta else real).append(args[0].shape))
+    model = tandem.from_torch(module, torch.randn(2, 3, 8, 8), check=False)
+    assert real == [] and [list(s) for s in meta] == [[2, 3, 8, 8], [3, 3, 8, 8]]
+    x = torch.randn(5, 3, 8, 8)
+    with torch.no_grad():
+        assert_close(model(x)["output"].numpy(), module(x).numpy(), 1e-5, "batch 5")
+    real.clear(), meta.clear()
+    tandem.from_torch(module, torch.randn(2, 3, 8, 8))
+    assert [list(s) for s in real] == [[2, 3, 8, 8]] and [list(s) for s in meta] == [[3, 3, 8, 8]]

@@ -130,3 +130,33 @@ def test_the_classifier_data_parallel_over_simulated_gpus_trains_as_on_one_devic
     numpy.testing.assert_allclose(losses, want_losses, rtol=1e-6)
     worst, where = worst_relative(got, want)
     assert worst < 5e-5, "%s differs by %.3g of its largest" % (where, worst)
+
+
+def test_swin_split_over_the_cpu_and_simulated_gpus_trains_as_on_one_device():
+    """A small SwinTransformer (swin_t's class: shifted windows, the attention mask and the
+    int64 relative_position_index as buffer layers, index_select, scale) split by stage:
+    the patch embedding on the cpu, the first stage on cuda:0, the rest on cuda:1. The
+    buffers live and are read on their stage's device; the same bits as on the cpu alone."""
+    from torchvision.models.swin_transformer import SwinTransformer
+
+    def swin():
+        torch.manual_seed(21)
+        return SwinTransformer(patch_size=[4, 4], embed_dim=24, depths=[2, 2], num_heads=[2, 4],
+                               window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)
+
+    results = []
+    for place in (None, {"features.0.*": "cpu", "features.1.*": "cuda:0", "features.2.*": "cuda:1",
+                         "features.3.*": "cuda:1", "norm": "cuda:1", "permute": "cuda:1", "avgpool": "cuda:1",
+                         "flatten": "cuda:1", "head": "cuda:1"}):
+        model = convert(swin())
+        if place is not None:
+            model.place(sim_gpus=2, place=place)
+            devices = {layer.path: layer.device for layer in model.plan(batch=BATCH, training=True).layers}
+            assert devices["features.1.1.attn.attn_mask"] == "cuda:0"
+            assert devices["features.3.0.attn.relative_position_index"] == "cuda:1"
+        results.append(train(model, batches(22)))
+    (want_losses, want), (losses, got) = results
+    assert len(set(want_losses)) == STEPS  # it trained
+    numpy.testing.assert_array_equal(losses, want_losses)
+    worst, where = worst_relative(got, want)
+    assert worst == 0, "%s differs by %.3g of its largest" % (where, worst)

@@ -28,10 +28,13 @@ tandem.set_threads(1)
 CONVERTED = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
              "shufflenet_v2_x0_5",
              "mobilenet_v3_large", "mnasnet0_5", "densenet121", "efficientnet_b0", "regnet_y_400mf", "convnext_tiny",
-             "vit_b_16", "vit_b_32"]
+             "vit_b_16", "vit_b_32", "swin_t", "maxvit_t"]
 
 # vit fixes its image size when built: these take the 32 pixels the others run at.
 SIZED = {"vit_b_16": {"image_size": 32}, "vit_b_32": {"image_size": 32}}
+
+# maxvit_t fixes its partition size (7) and so its image (224 = 7 * 32); the rest run at 32.
+IMAGE = {"maxvit_t": 224}
 
 
 def fresh_model(name):
@@ -73,8 +76,9 @@ def assert_relative(got, want, tolerance, what):
 @pytest.mark.parametrize("name", CONVERTED)
 def test_outputs_match_torch_at_a_batch_the_converter_never_saw(name, seed):
     module = fresh_model(name).eval()
-    model = tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False)  # checked here, at another batch
-    x = torch.randn(3, 3, 32, 32)
+    size = IMAGE.get(name, 32)
+    model = tandem.from_torch(module, torch.randn(2, 3, size, size), check=False)  # checked here, at another batch
+    x = torch.randn(3, 3, size, size)
     with torch.no_grad():
         want = module(x)
     assert_relative(model(x)["output"].numpy(), want.numpy(), 1e-4, "%s output" % name)
@@ -213,14 +217,35 @@ def small_convnext():
                           layer_scale=0.5, num_classes=10))
 
 
-@pytest.mark.parametrize("make", [small_vit, small_convnext], ids=["vit", "convnext"])
+def small_swin():
+    """torchvision's SwinTransformer, swin_t's class, two stages at 32 pixels with windows
+    of 4: the first stage's second block shifts its windows (roll, the attention mask across
+    regions: a buffer layer), the second's 4x4 map is one window, unshifted; the relative
+    position bias table read at its fixed index (index_select) and q scaled by a number."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return fresh(SwinTransformer(patch_size=[4, 4], embed_dim=24, depths=[2, 2], num_heads=[2, 4],
+                                 window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10))
+
+
+def small_maxvit():
+    """torchvision's MaxVit, maxvit_t's class, two blocks at 32 pixels with partitions of 2:
+    MBConv with squeeze-excitation and batch norm, window and grid attention (einsum, k
+    scaled by a number, the relative position bias table indexed by a tensor fx holds as a
+    constant)."""
+    from torchvision.models.maxvit import MaxVit
+    return fresh(MaxVit(input_size=(32, 32), stem_channels=16, partition_size=2, block_channels=[16, 32],
+                        block_layers=[1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=10))
+
+
+@pytest.mark.parametrize("make", [small_vit, small_convnext, small_swin, small_maxvit],
+                         ids=["vit", "convnext", "swin", "maxvit"])
 def test_learned_tensors_train_as_in_torch(make, seed):
     """Outputs at a batch the converter never saw, then a training step's gradients (every
     parameter, the class token, position embedding and layer scales included, and the
     input) within 1e-4 of torch's float64 step. No ReLU here (GELU): no kink to redraw for."""
     module = make()
     for key, p in module.named_parameters():  # layer scales and the class token start constant: make them tell
-        if key.endswith(("class_token", "pos_embedding", "layer_scale")):
+        if key.endswith(("class_token", "pos_embedding", "layer_scale", "relative_position_bias_table")):
             with torch.no_grad():
                 p.copy_(torch.randn(p.shape) * 0.5)
     model = tandem.from_torch(module.eval(), torch.randn(2, 3, 32, 32), check=False)
@@ -229,6 +254,44 @@ def test_learned_tensors_train_as_in_torch(make, seed):
         assert_relative(model(x)["output"].numpy(), module(x).numpy(), 1e-4, "output")
     errors = gradient_errors(make.__name__, fresh_model_like(module), model, fresh_model_like(module).double(), x)
     assert not errors, "; ".join(errors)
+
+
+def test_swin_attention_is_written_in_its_module(seed):
+    """shifted_window_attention's layers sit in the attn module beside its table and index:
+    the qkv and proj linears keep their state_dict names, the mask is a buffer there, and
+    the relative position index comes with its values (a buffer, int64)."""
+    module = small_swin().eval()
+    model = tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False)
+    assert "{name: attn_mask, op: buffer, shape: [4, 1, 16, 16]}" in model.yaml
+    assert "{name: relative_position_index, op: buffer, inputs: norm1, shape: [256], dtype: int64}" in model.yaml
+    assert "{name: q_scaled, op: scale, inputs: q, factor: %r}" % (12 ** -0.5) in model.yaml  # head_dim 24 / 2 heads
+    state = model.state_dict()
+    assert {"features.1.1.attn.qkv.weight", "features.1.1.attn.proj.bias"} <= set(state)
+    numpy.testing.assert_array_equal(state["features.1.1.attn.relative_position_index"],
+                                     module.features[1][1].attn.relative_position_index.numpy())
+    mask = state["features.1.1.attn.attn_mask"]
+    assert set(numpy.unique(mask)) == {0.0, -100.0}
+    assert "attn_mask" not in "".join(k for k in state if k.startswith("features.1.0."))  # unshifted: no mask
+
+
+@pytest.mark.parametrize("make", [small_swin, small_maxvit], ids=["swin", "maxvit"])
+def test_the_cli_runs_what_it_saved_buffers_included(make, tmp_path, seed):
+    """The saved weights hold the buffers (the int64 relative_position_index, the float
+    attention mask): the CLI runs the YAML with them and gives torch's outputs."""
+    import json
+    import subprocess
+    from conftest import CLI
+    module = make().eval()
+    tandem.from_torch(module, torch.randn(2, 3, 32, 32), save_to=tmp_path / "net", check=False)
+    x = torch.randn(3, 3, 32, 32)
+    numpy.save(tmp_path / "x.npy", x.numpy())
+    run = subprocess.run([CLI, "run", str(tmp_path / "net.yaml"), "--weights", str(tmp_path / "net.safetensors"),
+                          "--inputs", str(tmp_path / "x.npy"), "--json"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    got = numpy.array(json.loads(run.stdout)["outputs"]["output"]["values"])
+    with torch.no_grad():
+        want = module(x).numpy()
+    assert_relative(got.reshape(want.shape), want, 1e-4, "tandem run")
 
 
 def test_bare_parameters_keep_their_state_dict_names(seed):
@@ -241,13 +304,21 @@ def test_bare_parameters_keep_their_state_dict_names(seed):
     assert "op: expand, shape: [batch, 1, 48]" in model.yaml  # the class token over the batch
 
 
-@pytest.mark.parametrize("make", [small_vit, small_convnext], ids=["vit", "convnext"])
+@pytest.mark.parametrize("make", [small_vit, small_convnext, small_swin, small_maxvit],
+                         ids=["vit", "convnext", "swin", "maxvit"])
 def test_to_torch_gives_back_the_learned_tensors(make, seed):
     """The parameter layers come back as parameters of the same names, and the module
-    computes what torch's did."""
+    computes what torch's did. The buffers too, with the constants the converter made
+    beside them (swin's attention mask, the index maxvit's forward computes): named after
+    the module that reads them. maxvit's forward reads its relative_position_index only
+    through .view(-1), which fx computes while tracing and holds as a constant: that view is
+    the buffer 'constant' of the attention module, and the index itself is not read."""
     module = make().eval()
     back = tandem.to_torch(tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False))
-    assert sorted(back.state_dict()) == sorted(module.state_dict())
+    made = {k for k in back.state_dict() if k.endswith(("attn_mask", ".constant"))}
+    unread = {k for k in module.state_dict() if make is small_maxvit and k.endswith("relative_position_index")}
+    assert sorted(set(back.state_dict()) - made) == sorted(set(module.state_dict()) - unread)
+    assert bool(made) == (make in (small_swin, small_maxvit))
     x = torch.randn(3, 3, 32, 32)
     with torch.no_grad():
         assert_relative(back(x).numpy(), module(x).numpy(), 1e-4, "to_torch(from_torch(%s))" % make.__name__)

@@ -14,6 +14,9 @@
 // It needs the inputs for mul only. An input of the output's size is written row by row
 // in parallel; a broadcast one is zeroed and accumulated, threads splitting the inner
 // dim when the input advances along it (so no two write one element), else on one thread.
+//
+// scale: out = x * factor (a number; torch.mul(x, 0.125) computes in float32 the same),
+// dx = dy * factor (assigned). No broadcast: a loop of its own.
 #include <algorithm>
 #include <vector>
 
@@ -189,7 +192,39 @@ class BinaryKernel final : public Kernel {
   int64_t a_numel_ = 0, b_numel_ = 0;
 };
 
+class ScaleKernel final : public Kernel {
+ public:
+  explicit ScaleKernel(const KernelSpec& spec) : factor_(static_cast<float>(spec.attrs->get_float("factor"))) {}
+
+  void forward(const KernelArgs& args) override {
+    multiply(args.inputs[0].data<float>(), args.outputs[0].data<float>(), args.outputs[0].numel());
+  }
+
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    multiply(args.grad_outputs[0].data<float>(), args.grad_inputs[0].data<float>(), args.grad_inputs[0].numel());
+  }
+
+ private:
+  void multiply(const float* x, float* y, int64_t n) const {
+    const float factor = factor_;
+    cpu::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) y[i] = x[i] * factor;
+    });
+  }
+
+  float factor_;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_scale_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<ScaleKernel>(spec);
+}
 
 std::unique_ptr<Kernel> make_add_kernel(CpuContext&, const KernelSpec& spec) {
   return std::make_unique<BinaryKernel<BinOp::add>>(spec);

@@ -21,6 +21,11 @@
 // scale_grad_by_freq (torch's): each entry's gradient is divided by the number of times
 // its index occurs among the batch's indices (all of them, across bags), so a frequent
 // word's row is not pushed harder than a rare one's; max bags refuse it (schema).
+//
+// index_select: source [outer, size, inner] (viewed around dim), indices int64 [n] ->
+// [outer, n, inner], out[o, i] = source[o, idx[i]]; the indices are checked first, as the
+// embedding's. Backward: dsource (assigned) = zeros, then dsource[o, idx[i]] += dy[o, i],
+// threads splitting the outer rows (a repeated index adds within one thread's rows).
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -323,7 +328,63 @@ class EmbeddingBagKernel final : public Kernel {
   BagMode mode_ = BagMode::mean;
 };
 
+class IndexSelectKernel final : public Kernel {
+ public:
+  explicit IndexSelectKernel(const KernelSpec& spec) {
+    const Shape& source = spec.inputs.at(0).shape;
+    const int64_t rank = static_cast<int64_t>(source.size());
+    const int64_t dim = spec.attrs->get_int("dim") < 0 ? spec.attrs->get_int("dim") + rank : spec.attrs->get_int("dim");
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d < dim) outer_ *= source[static_cast<size_t>(d)];
+      if (d > dim) inner_ *= source[static_cast<size_t>(d)];
+    }
+    size_ = source[static_cast<size_t>(dim)];
+  }
+
+  void forward(const KernelArgs& args) override {
+    const int64_t n = args.inputs[1].numel();
+    const int64_t* idx = args.inputs[1].data<int64_t>();
+    check_indices(idx, n, size_, "index_select");
+    const float* x = args.inputs[0].data<float>();
+    float* y = args.outputs[0].data<float>();
+    const int64_t inner = inner_, size = size_;
+    cpu::parallel_for(outer_, n * inner, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o)
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(y + (o * n + i) * inner, x + (o * size + idx[i]) * inner, sizeof(float) * inner);
+    });
+  }
+
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    const int64_t n = args.inputs[1].numel();
+    const int64_t* idx = args.inputs[1].data<int64_t>();
+    const float* dy = args.grad_outputs[0].data<float>();
+    float* dx = args.grad_inputs[0].data<float>();
+    const int64_t inner = inner_, size = size_;
+    cpu::parallel_for(outer_, n * inner, [&](int64_t begin, int64_t end) {
+      std::memset(dx + begin * size * inner, 0, sizeof(float) * (end - begin) * size * inner);
+      for (int64_t o = begin; o < end; ++o)
+        for (int64_t i = 0; i < n; ++i) {
+          float* to = dx + (o * size + idx[i]) * inner;
+          const float* from = dy + (o * n + i) * inner;
+#pragma omp simd
+          for (int64_t d = 0; d < inner; ++d) to[d] += from[d];
+        }
+    });
+  }
+
+ private:
+  int64_t outer_ = 1, size_ = 1, inner_ = 1;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_index_select_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<IndexSelectKernel>(spec);
+}
 
 std::unique_ptr<Kernel> make_embedding_kernel(CpuContext&, const KernelSpec& spec) {
   return std::make_unique<EmbeddingKernel>(spec);

@@ -20,6 +20,7 @@ std::unique_ptr<Kernel> make_linear_bf16_kernel(CpuContext& ctx, const KernelSpe
 std::unique_ptr<Kernel> make_matmul_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_embedding_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_embedding_bag_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_index_select_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_relu_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_gelu_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_tanh_kernel(CpuContext& ctx, const KernelSpec& spec);
@@ -40,6 +41,7 @@ std::unique_ptr<Kernel> make_dropout_kernel(CpuContext& ctx, const KernelSpec& s
 std::unique_ptr<Kernel> make_add_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mul_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_expand_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_scale_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_parameter_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_cat_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_narrow_kernel(CpuContext& ctx, const KernelSpec& spec);

@@ -1,8 +1,10 @@
-// parameter: () -> the learned tensor [shape]. The layer's one input only places and
-// orders it (graph/ops/parameter.cpp); its values are not read.
+// parameter: () -> the learned tensor [shape]; buffer: () -> the tensor that is not
+// learned (float32 or int64). The layer's one input only places and orders it
+// (graph/ops/parameter.cpp); its values are not read.
 //
-// Forward: y = w (a copy: a layer's output is its own buffer, which its readers may hold).
-// Backward: dw += dy (accumulated, as every parameter's gradient); dx = 0 (assigned).
+// Forward: y = w (a copy of its bytes: a layer's output is its own buffer, which its
+// readers may hold). Backward: dw += dy (accumulated, as every parameter's gradient; a
+// buffer has none); dx = 0 (assigned).
 #include <algorithm>
 #include <cstring>
 
@@ -15,14 +17,14 @@ namespace {
 class ParameterKernel final : public Kernel {
  public:
   void forward(const KernelArgs& args) override {
-    std::memcpy(args.outputs[0].data<float>(), args.params[0].data<float>(), args.outputs[0].nbytes());
+    std::memcpy(args.outputs[0].raw_data(), args.params[0].raw_data(), args.outputs[0].nbytes());
   }
 
   bool backward_reads_input(size_t) const override { return false; }
   bool backward_reads_output() const override { return false; }
 
   void backward(const BackwardArgs& args) override {
-    if (args.grad_inputs[0].defined()) std::memset(args.grad_inputs[0].raw_data(), 0, args.grad_inputs[0].nbytes());
+    if (args.grad_inputs[0].defined() && args.grad_inputs[0].nbytes() > 0) std::memset(args.grad_inputs[0].raw_data(), 0, args.grad_inputs[0].nbytes());
     if (!args.grad_params[0].defined()) return;
     const float* dy = args.grad_outputs[0].data<float>();
     float* dw = args.grad_params[0].data<float>();

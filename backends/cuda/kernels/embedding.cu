@@ -115,7 +115,53 @@ __global__ void bag_backward_kernel(BagShape s, const int64_t* __restrict__ idx,
   }
 }
 
+__global__ void index_select_kernel(IndexSelectShape s, const int64_t* __restrict__ idx, const float* __restrict__ x,
+                                    float* __restrict__ out, unsigned long long* bad) {
+  const int64_t n = s.outer * s.count * s.inner;
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) {
+    const int64_t d = e % s.inner, i = (e / s.inner) % s.count, o = e / (s.inner * s.count);
+    const int64_t row = idx[i];
+    if (!valid(row, s.size)) {
+      if (d == 0 && o == 0) atomicMin(bad, static_cast<unsigned long long>(i));
+      out[e] = 0.f;
+      continue;
+    }
+    out[e] = x[(o * s.size + row) * s.inner + d];
+  }
+}
+
+__global__ void index_select_backward_kernel(IndexSelectShape s, const int64_t* __restrict__ idx,
+                                             const float* __restrict__ dy, float* __restrict__ dx) {
+  const int64_t n = s.outer * s.count * s.inner;
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) {
+    const int64_t d = e % s.inner, i = (e / s.inner) % s.count, o = e / (s.inner * s.count);
+    const int64_t row = idx[i];
+    if (valid(row, s.size)) atomicAdd(dx + (o * s.size + row) * s.inner + d, dy[e]);
+  }
+}
+
 }  // namespace
+
+void index_select_forward(const IndexSelectShape& s, const int64_t* idx, const float* source, float* out,
+                          unsigned long long* bad, cudaStream_t stream) {
+  const int64_t n = s.outer * s.count * s.inner;
+  if (n > 0) {
+    index_select_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(s, idx, source, out, bad);
+  } else if (s.count > 0) {
+    check_indices_kernel<<<grid_for(s.count), kBlockSize, 0, stream>>>(idx, s.count, s.size, bad);
+  }
+  TANDEM_CUDA_CHECK_LAUNCH("index_select_forward");
+}
+
+void index_select_backward(const IndexSelectShape& s, const int64_t* idx, const float* dy, float* dsource,
+                           cudaStream_t stream) {
+  const int64_t bytes = s.outer * s.size * s.inner * static_cast<int64_t>(sizeof(float));
+  if (bytes > 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dsource, 0, static_cast<size_t>(bytes), stream));
+  const int64_t n = s.outer * s.count * s.inner;
+  if (n == 0) return;
+  index_select_backward_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(s, idx, dy, dsource);
+  TANDEM_CUDA_CHECK_LAUNCH("index_select_backward");
+}
 
 void embedding_forward(const EmbeddingShape& s, const int64_t* idx, const float* weight, float* out,
                        unsigned long long* bad, cudaStream_t stream) {

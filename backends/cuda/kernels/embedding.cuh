@@ -50,4 +50,18 @@ void embedding_bag_forward(const BagShape& shape, const int64_t* idx, const int6
 void embedding_bag_backward(const BagShape& shape, const int64_t* idx, const int64_t* offsets, const float* weight,
                             const float* dy, float* dweight, cudaStream_t stream);
 
+/// index_select: source [outer, size, inner], idx [count] -> out [outer, count, inner].
+struct IndexSelectShape {
+  int64_t outer = 1, size = 0, inner = 1, count = 0;
+};
+
+/// out[o, i] = source[o, idx[i]]; an index outside [0, size) gives zeros and its position in
+/// `bad` (one value, set to kNoBadInput before the call).
+void index_select_forward(const IndexSelectShape& shape, const int64_t* idx, const float* source, float* out,
+                          unsigned long long* bad, cudaStream_t stream);
+/// dsource (assigned) = zeros, then dsource[o, idx[i]] += dy[o, i] (atomicAdd); the indices
+/// forward checked.
+void index_select_backward(const IndexSelectShape& shape, const int64_t* idx, const float* dy, float* dsource,
+                           cudaStream_t stream);
+
 }  // namespace tandem::cuda

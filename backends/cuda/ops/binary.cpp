@@ -7,11 +7,14 @@
 //   add: da = reduce(dy),      db = alpha reduce(dy)
 //   mul: da = reduce(dy * b),  db = reduce(dy * a)
 //   expand: da = reduce(dy)
+// scale (out = x * factor, a number): dx = dy * factor.
 // One thread per element of the gradient walks its share of dy: no atomics, and the
 // order of each sum is fixed.
 #include "backends/broadcast_plan.h"
 #include "backends/cuda/cuda_limits.h"
+#include "backends/cuda/cuda_error.h"
 #include "backends/cuda/kernels/binary.cuh"
+#include "backends/cuda/kernels/pointwise.cuh"
 #include "backends/cuda/ops/op_factories.h"
 
 namespace tandem::cuda {
@@ -93,7 +96,41 @@ class BinaryKernel final : public Kernel {
   ReduceIndexing grad_a_, grad_b_;
 };
 
+/// scale: y = x * factor as 0 + factor * x (kernels/pointwise.cu's accumulate: the same
+/// product, and 0 * inf = NaN as torch's); dx = dy * factor the same way.
+class ScaleKernel final : public Kernel {
+ public:
+  ScaleKernel(CudaContext& ctx, const KernelSpec& spec)
+      : ctx_(ctx), factor_(static_cast<float>(spec.attrs->get_float("factor"))) {}
+
+  void forward(const KernelArgs& args) override {
+    multiply(args.inputs[0].data<float>(), args.outputs[0]);
+  }
+
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (args.grad_inputs[0].defined()) multiply(args.grad_outputs[0].data<float>(), args.grad_inputs[0]);
+  }
+
+ private:
+  void multiply(const float* x, const Tensor& y) const {
+    const cudaStream_t stream = ctx_.stream().get();
+    if (y.nbytes() == 0) return;
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), stream));
+    accumulate(y.data<float>(), x, factor_, y.numel(), stream);
+  }
+
+  CudaContext& ctx_;
+  float factor_;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_scale_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ScaleKernel>(ctx, spec);
+}
 
 std::unique_ptr<Kernel> make_add_kernel(CudaContext& ctx, const KernelSpec& spec) {
   return std::make_unique<BinaryKernel<BinaryOp::add>>(ctx, spec);

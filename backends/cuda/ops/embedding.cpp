@@ -1,5 +1,5 @@
-// embedding and embedding_bag on a GPU (kernels/embedding.cu), with the CPU's attributes
-// and checks (backends/cpu/ops/embedding.cpp).
+// embedding, embedding_bag and index_select on a GPU (kernels/embedding.cu), with the
+// CPU's attributes and checks (backends/cpu/ops/embedding.cpp).
 //
 // Bad indices and offsets are found by the kernels themselves (they read nothing out of
 // bounds and record the first bad position); forward then waits for its stream and reads
@@ -161,7 +161,50 @@ class EmbeddingBagKernel final : public Kernel {
   BadInputSlots bad_;
 };
 
+class IndexSelectKernel final : public Kernel {
+ public:
+  IndexSelectKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx), bad_(ctx) {
+    const Shape& source = spec.inputs.at(0).shape;
+    const int64_t rank = static_cast<int64_t>(source.size());
+    int64_t dim = spec.attrs->get_int("dim");
+    if (dim < 0) dim += rank;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d < dim) shape_.outer *= source[static_cast<size_t>(d)];
+      if (d > dim) shape_.inner *= source[static_cast<size_t>(d)];
+    }
+    shape_.size = source[static_cast<size_t>(dim)];
+    shape_.count = shape_numel(spec.inputs.at(1).shape);
+  }
+
+  void forward(const KernelArgs& args) override {
+    const cudaStream_t stream = ctx_.stream().get();
+    const int64_t* idx = args.inputs[1].data<int64_t>();
+    bad_.reset(stream);
+    index_select_forward(shape_, idx, args.inputs[0].data<float>(), args.outputs[0].data<float>(), bad_.device(),
+                         stream);
+    const auto [bad_index, unused] = bad_.read(stream);
+    if (bad_index != kNoBadInput) throw_bad_index("index_select", idx, bad_index, shape_.size, stream);
+  }
+
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    index_select_backward(shape_, args.inputs[1].data<int64_t>(), args.grad_outputs[0].data<float>(),
+                          args.grad_inputs[0].data<float>(), ctx_.stream().get());
+  }
+
+ private:
+  CudaContext& ctx_;
+  IndexSelectShape shape_;
+  BadInputSlots bad_;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_index_select_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<IndexSelectKernel>(ctx, spec);
+}
 
 std::unique_ptr<Kernel> make_embedding_kernel(CudaContext& ctx, const KernelSpec& spec) {
   return std::make_unique<EmbeddingKernel>(ctx, spec);

@@ -24,6 +24,7 @@ std::unique_ptr<Kernel> make_linear_kernel(CudaContext& ctx, const KernelSpec& s
 std::unique_ptr<Kernel> make_matmul_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_embedding_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_embedding_bag_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_index_select_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_relu_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_gelu_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_tanh_kernel(CudaContext& ctx, const KernelSpec& spec);
@@ -44,6 +45,7 @@ std::unique_ptr<Kernel> make_dropout_kernel(CudaContext& ctx, const KernelSpec& 
 std::unique_ptr<Kernel> make_add_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mul_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_expand_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_scale_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_parameter_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_cat_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_narrow_kernel(CudaContext& ctx, const KernelSpec& spec);

@@ -1,5 +1,5 @@
-// parameter on a GPU: () -> the learned tensor [shape]; the layer's one input only places
-// and orders it (graph/ops/parameter.cpp).
+// parameter (and buffer, a copy of any dtype with no gradient) on a GPU: () -> the tensor
+// [shape]; the layer's one input only places and orders it (graph/ops/parameter.cpp).
 //
 // Forward: y = w (a device copy). Backward: dw += dy (accumulated, kernels/pointwise.cu);
 // dx = 0 (assigned).

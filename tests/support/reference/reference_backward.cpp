@@ -312,6 +312,34 @@ void parameter_backward(const BackwardArgs& args) {
     assign_input(args, 0, zeros_like(args.inputs[0]));
 }
 
+/// scale: dx = dy * factor.
+void scale_backward(const KernelSpec& spec, const BackwardArgs& args) {
+  const double factor = static_cast<float>(spec.attrs->get_float("factor"));
+  auto dy = args.grad_outputs[0].span<float>();
+  Acc dx(dy.size());
+  for (size_t e = 0; e < dy.size(); ++e) dx[e] = dy[e] * factor;
+  assign_input(args, 0, dx);
+}
+
+/// index_select: dsource[.., idx[i], ..] += dy[.., i, ..]; the indices get none.
+void index_select_backward(const KernelSpec& spec, const BackwardArgs& args) {
+  const Shape& in = args.inputs[0].shape();
+  const Shape& out = args.grad_outputs[0].shape();
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t dim = (spec.attrs->get_int("dim") + rank) % rank;
+  const int64_t* idx = args.inputs[1].data<int64_t>();
+  const float* dy = args.grad_outputs[0].data<float>();
+  Acc dx = zeros_like(args.inputs[0]);
+  for (int64_t e = 0; e < args.grad_outputs[0].numel(); ++e) {
+    std::vector<int64_t> c = coords_of(out, e);
+    c[static_cast<size_t>(dim)] = idx[c[static_cast<size_t>(dim)]];
+    int64_t off = 0;
+    for (int64_t d = 0; d < rank; ++d) off = off * in[static_cast<size_t>(d)] + c[static_cast<size_t>(d)];
+    dx[static_cast<size_t>(off)] += dy[e];
+  }
+  assign_input(args, 0, dx);
+}
+
 void cat_backward(const KernelSpec& spec, const BackwardArgs& args) {
   const Shape& out = args.grad_outputs[0].shape();
   int64_t dim = spec.attrs->get_int("dim");
@@ -375,7 +403,9 @@ void backward(const KernelSpec& spec, const BackwardArgs& args) {
   if (op == "permute") return permute_backward(spec, args);
   if (op == "pad" || op == "roll" || op == "interpolate") return resample_backward(spec, args);
   if (op == "expand") return expand_backward(args);
-  if (op == "parameter") return parameter_backward(args);
+  if (op == "parameter" || op == "buffer") return parameter_backward(args);
+  if (op == "scale") return scale_backward(spec, args);
+  if (op == "index_select") return index_select_backward(spec, args);
   TANDEM_ASSERT(false, "reference::backward: no reference for op " + op);
 }
 

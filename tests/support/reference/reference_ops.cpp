@@ -18,7 +18,9 @@ void forward(const KernelSpec& spec, const KernelArgs& args) {
   if (op == "permute") return permute(spec, args);
   if (op == "pad" || op == "roll" || op == "interpolate") return resample(spec, args);
   if (op == "expand") return expand(spec, args);
-  if (op == "parameter") return parameter(spec, args);
+  if (op == "parameter" || op == "buffer") return parameter(spec, args);
+  if (op == "scale") return scale(spec, args);
+  if (op == "index_select") return index_select(spec, args);
   TANDEM_ASSERT(false, "reference::forward: no reference for op " + op);
 }
 

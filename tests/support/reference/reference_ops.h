@@ -39,8 +39,12 @@ void resample(const KernelSpec& spec, const KernelArgs& args);
 void resample_backward(const KernelSpec& spec, const BackwardArgs& args);
 /// expand: each output element is the input's at its coordinates, 0 along a size-1 dim.
 void expand(const KernelSpec& spec, const KernelArgs& args);
-/// parameter: the output is the parameter; the input is not read.
+/// parameter: the output is the parameter; the input is not read. buffer: the same, bytes.
 void parameter(const KernelSpec& spec, const KernelArgs& args);
+/// scale: y = x * factor.
+void scale(const KernelSpec& spec, const KernelArgs& args);
+/// index_select: y[o, i, r] = source[o, idx[i], r] around dim.
+void index_select(const KernelSpec& spec, const KernelArgs& args);
 
 /// The backward of spec.op (reference_backward.cpp), with Kernel::backward's contract:
 /// defined input gradients assigned, defined parameter gradients accumulated (+=).

@@ -145,9 +145,36 @@ void expand(const KernelSpec&, const KernelArgs& args) {
 }
 
 void parameter(const KernelSpec&, const KernelArgs& args) {
-  const float* w = args.params[0].data<float>();
+  const auto* w = static_cast<const unsigned char*>(args.params[0].raw_data());
+  auto* y = static_cast<unsigned char*>(args.outputs[0].raw_data());
+  for (size_t b = 0; b < args.outputs[0].nbytes(); ++b) y[b] = w[b];
+}
+
+void scale(const KernelSpec& spec, const KernelArgs& args) {
+  const float factor = static_cast<float>(spec.attrs->get_float("factor"));
+  const float* x = args.inputs[0].data<float>();
   float* y = args.outputs[0].data<float>();
-  for (int64_t e = 0; e < args.outputs[0].numel(); ++e) y[e] = w[e];
+  for (int64_t e = 0; e < args.outputs[0].numel(); ++e) y[e] = x[e] * factor;
+}
+
+void index_select(const KernelSpec& spec, const KernelArgs& args) {
+  const Shape& in = args.inputs[0].shape();
+  const Shape& out = args.outputs[0].shape();
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t dim = (spec.attrs->get_int("dim") + rank) % rank;
+  const int64_t* idx = args.inputs[1].data<int64_t>();
+  const float* x = args.inputs[0].data<float>();
+  float* y = args.outputs[0].data<float>();
+  for (int64_t e = 0; e < args.outputs[0].numel(); ++e) {
+    int64_t rest = e, off = 0, stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {  // innermost first
+      const int64_t c = rest % out[static_cast<size_t>(d)];
+      rest /= out[static_cast<size_t>(d)];
+      off += (d == dim ? idx[c] : c) * stride;
+      stride *= in[static_cast<size_t>(d)];
+    }
+    y[e] = x[off];
+  }
 }
 
 void cat(const KernelSpec& spec, const KernelArgs& args) {
