@@ -156,16 +156,19 @@ def test_a_training_step_matches_torch(name, seed):
     cancels digits: mobilenet_v2's first one is 5e-4 from exact in torch's float32 too).
     A ReLU whose input is within rounding of 0 may fall the other way in Tandem, which
     changes that gradient for real (5e-2 seen); such a draw, seen by torch's inputs to the
-    ReLUs being that close (1e-5 of their largest), is drawn again, at most three times."""
+    ReLUs being that close (1e-5 of their largest), is drawn again, at most ten times: with
+    a batch of 3 and three draws, mobilenet_v2 met a kink in every draw for about one seed
+    in three; a batch of 2 has a third fewer ReLU inputs to meet one. (At 32 pixels the
+    batch norms' statistics over a few pixels make torch's own float32 2.5e-2 from exact.)"""
     module = fresh_model(name)
     model = tandem.from_torch(module, torch.randn(2, 3, 64, 64), check=False)
     start = {key: numpy.array(value) for key, value in model.state_dict().items()}  # a copy: the step updates them
     failures = []
-    for _ in range(3):
+    for _ in range(10):
         model.load_state_dict(start)  # the running statistics of the draw before
         torch_module = fresh_model_like(module)
         exact_module = fresh_model_like(module).double()
-        x = torch.randn(3, 3, 64, 64)
+        x = torch.randn(2, 3, 64, 64)
         errors = gradient_errors(name, torch_module, model, exact_module, x)
         if not errors:
             return
@@ -173,7 +176,7 @@ def test_a_training_step_matches_torch(name, seed):
         failures.append("a draw whose nearest ReLU input is %.1g from its kink: %d differ: %s" % (
             nearest, len(errors), "; ".join(errors[:3])))
         assert nearest < 1e-5, failures[-1]
-    raise AssertionError("three draws near a ReLU's kink:\n" + "\n".join(failures))
+    raise AssertionError("ten draws near a ReLU's kink:\n" + "\n".join(failures))
 
 
 def test_to_torch_gives_back_torchs_names_and_outputs(seed):
