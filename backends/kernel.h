@@ -112,6 +112,15 @@ class Kernel {
   /// device's memory as the tensors are: an inference region's tensors between its
   /// layers. Default: none.
   virtual size_t workspace_bytes() const { return 0; }
+  /// (optional) Whether the kernel is a lookup of its parameter 0's rows (an embedding
+  /// table) that look_up_again() can redo for some rows. Default: no.
+  virtual bool looks_up_rows() const { return false; }
+  /// (optional, where looks_up_rows()) Rewrites every output element that forward(args)
+  /// computed from a row `rows` lists (ascending, within the table), as forward(args)
+  /// writes it now, to the same bits; the others stay as they are. For a batch looked up
+  /// before an optimizer update changed those rows (Note [the next batch ahead] in
+  /// runtime/exec/training_executor.h). Default: a bug to call.
+  virtual void look_up_again(const KernelArgs& args, std::span<const int64_t> rows);
 };
 
 }  // namespace tandem

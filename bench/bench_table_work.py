@@ -15,8 +15,10 @@ four. From each trace, per step after the warm-up: the table layers' backward sp
 parameters, some microseconds). The configs run alternated, `--rounds` times; medians.
 Then the step time of the split (`--sim-gpus 1 --placement embeddings-on-cpu`) against the
 cpu alone for the recommender and bench/configs/dlrm_split_train.yaml (8 tables,
-rowwise_adagrad), the split also with its batches pipelined in micro-batches
-(`--micro-batches M` for each M of `--micro-batches`, default 2,4). On a machine without a
+rowwise_adagrad), the split also without starting on the next batch during a step's
+backward (`--no-overlap-next-batch`; the split's default starts on it, docs/training.md) and
+with its batches pipelined in micro-batches (`--micro-batches M` for each M of
+`--micro-batches`, default 2,4). On a machine without a
 GPU the GPU is simulated, computing on the same cores. Take it with nothing else running.
 """
 import argparse
@@ -79,6 +81,7 @@ def main():
     work = {name: [] for name in CONFIGS}
     split = {"recommender, rowwise_adagrad": ([], []), "dlrm_split (8 tables)": ([], [])}
     pipelined = {(name, m): [] for name in split for m in micro}
+    serial = {name: [] for name in split}  # the split without the next batch ahead
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(a.rounds):
             for name, config in ({} if a.split_only else CONFIGS).items():
@@ -90,6 +93,7 @@ def main():
                     "dlrm_split (8 tables)": ("bench/configs/dlrm_split_train.yaml", ["--batch", "2048"])}.items():
                 split[name][0].append(run(a.tandem, config, a.steps, extra + SPLIT))
                 split[name][1].append(run(a.tandem, config, a.steps, extra))
+                serial[name].append(run(a.tandem, config, a.steps, extra + SPLIT + ["--no-overlap-next-batch"]))
                 for m in micro:
                     pipelined[(name, m)].append(run(a.tandem, config, a.steps, extra + SPLIT + ["--micro-batches", str(m)]))
     result = {"table_work_ms": {}, "split": {}}
@@ -100,6 +104,9 @@ def main():
         s, c = statistics.median(placed), statistics.median(alone)
         result["split"][name] = {"split_ms": s, "cpu_alone_ms": c, "ratio": s / c}
         print("  %-30s %7.2f / %7.2f = %.2fx" % (name, s, c, s / c))
+        n_ms = statistics.median(serial[name])
+        result["split"][name]["no_overlap_next_batch_ms"] = n_ms
+        print("  %-30s %7.2f / %7.2f = %.2fx   (--no-overlap-next-batch)" % ("", n_ms, c, n_ms / c))
         for m in micro:
             p_ms = statistics.median(pipelined[(name, m)])
             result["split"][name]["micro_batches_%d_ms" % m] = p_ms

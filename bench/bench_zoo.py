@@ -10,7 +10,8 @@ has no `loss:` (it is a module to build models from, not a model to train). Each
 (in a temporary directory) whose `train:` is the recipe's optimizer and clip_grad_norm at
 the measured batch, without schedule or data: a step is zero_grad + forward (train mode:
 batch_norm2d on the batch's statistics) + loss + backward + clipping + optimizer update, on
-one random batch of the declared shapes (class targets uniform over the classes).
+random batches of the declared shapes (class targets uniform over the classes; Tandem's
+`--bench-steps` takes two in turn, each step given the other as its next).
 PyTorch: the model built by tests/oracle/tandem_torch.py from the same YAML, 2 threads.
 Tandem: `tandem train COPY --bench-steps R --batch B --json` with OMP_NUM_THREADS=2.
 Time: the median per-step time over R steps, alternating rounds, median over the rounds.

@@ -84,21 +84,23 @@ class SectionReader : public YamlReader {
     if (n["schedule"]) t.schedule = load_schedule(n["schedule"]);
     if (n["loss_scaling"]) t.loss_scaling = load_loss_scaling(n["loss_scaling"]);
     if (n["data"]) t.data = load_data_spec(n["data"]);
-    if (const YAML::Node p = n["pipeline"]) t.micro_batches = load_pipeline(p);
+    if (const YAML::Node p = n["pipeline"]) load_pipeline(p, t);
     return t;
   }
 
-  // `pipeline: {micro_batches: M}` (runtime/exec/pipeline.h): refused where micro-batches
-  // would train another model (graph/pipeline_check.h).
-  int64_t load_pipeline(const YAML::Node& n) {
+  // `pipeline: {micro_batches: M, overlap_next_batch: B}` (runtime/exec/pipeline.h): micro
+  // batches are refused where they would train another model (graph/pipeline_check.h).
+  void load_pipeline(const YAML::Node& n, TrainingSpec& t) {
     if (!n.IsMap()) fail(n, "", "pipeline must be a mapping such as {micro_batches: 4}; got " + kind_of(n));
-    check_keys(n, {"micro_batches"}, "", "key of pipeline");
-    const YAML::Node m = require(n, "micro_batches", "");
+    check_keys(n, {"micro_batches", "overlap_next_batch"}, "", "key of pipeline");
+    if (const YAML::Node o = n["overlap_next_batch"]) t.overlap_next_batch = scalar_bool(o, "", "pipeline overlap_next_batch");
+    const YAML::Node m = n["micro_batches"];
+    if (!m) return;
     const int64_t micro_batches = scalar_int(m, "", "pipeline micro_batches");
     if (micro_batches < 1) fail(m, "", "pipeline micro_batches must be at least 1");
     if (micro_batches > 1)
       if (const Node* node = layer_refusing_micro_batches(graph_)) fail(n, "", micro_batch_refusal(*node, "train: pipeline"));
-    return micro_batches;
+    t.micro_batches = micro_batches;
   }
 
   // `optimizer:`, or with `group` an entry of `optimizer_groups:`, whose hyperparameters

@@ -95,6 +95,11 @@ struct TrainingSpec {
   /// micro-batches that flow through the plan's devices one behind the other, so that the
   /// devices work at once (runtime/exec/pipeline.h); one optimizer step, the same gradients.
   int64_t micro_batches = 1;
+  /// `pipeline: {overlap_next_batch: B}`: whether a placed step starts on the next batch
+  /// (its uploads and the cpu's lookups of tables whose update changes only the rows their
+  /// gradient lists) while its own backward runs, looking changed rows up again after the
+  /// update: the same bits (Note [the next batch ahead] in runtime/exec/training_executor.h).
+  bool overlap_next_batch = true;
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;

@@ -14,7 +14,10 @@
 // ahead of the GPU's queue, so all may be held at once); on the cpu a buffer is freed after
 // its last reader, and the activations are its largest live set over the steps. Every
 // tensor is counted as the pools round it (core/storage.h: allocation_bytes); kernels'
-// workspaces are not counted.
+// workspaces are not counted. A training step may hold the next batch's uploads and the
+// cpu's lookups of its tables beside its own (Note [the next batch ahead] in
+// runtime/exec/training_executor.h): counted on each device, whether that overlap is on or
+// not (the plan does not know the optimizer, which decides which tables go ahead).
 #include <algorithm>
 #include <map>
 
@@ -71,6 +74,24 @@ std::vector<Buffer> buffers(const PlaceContext& ctx) {
   std::vector<Buffer> result;
   for (auto& [key, b] : live) result.push_back(b);
   return result;
+}
+
+/// What a training step may hold of the next batch on `device` (Note [the next batch
+/// ahead]): on a GPU the graph inputs uploaded to it, on the cpu the outputs of its lookups
+/// of graph inputs (embedding tables).
+size_t next_batch_bytes(const PlaceContext& ctx, Device device) {
+  const Graph& g = ctx.graph;
+  auto is_input = [&](int value) { return g.values[value].producer < 0; };
+  size_t bytes = 0;
+  for (const CopyStep& c : ctx.plan.copies)
+    if (c.forward && c.to == device && is_input(c.value)) bytes += allocation_bytes(ctx.value_bytes[c.value]);
+  if (device != Device::cpu()) return bytes;
+  for (const OpStep& s : ctx.plan.steps) {
+    const Node& n = g.nodes[s.node];
+    if (s.device != device || (n.op != "embedding" && n.op != "embedding_bag")) continue;
+    if (std::all_of(n.inputs.begin(), n.inputs.end(), is_input)) bytes += allocation_bytes(ctx.value_bytes[n.output]);
+  }
+  return bytes;
 }
 
 /// The gradient a row-gradient table holds (core/touched_rows.h): a row for each id a batch
@@ -259,7 +280,7 @@ void pass5_estimate(PlaceContext& ctx) {
     if (ctx.policy.training && host) {
       // the activations and their gradients as the step holds them (cpu_training_memory.cpp)
       const CpuTrainingLiveBytes live = cpu_training_live_bytes(ctx);
-      e.activation_bytes = live.activations;
+      e.activation_bytes = live.activations + next_batch_bytes(ctx, info.device);
       e.gradient_bytes = host_gradient_bytes() + gpu_gradients + live.gradients;
       e.optimizer_bytes = static_cast<size_t>(sum(every, true) * ctx.optimizer_factor);
     } else if (ctx.policy.training) {
@@ -272,6 +293,7 @@ void pass5_estimate(PlaceContext& ctx) {
           if (b.bytes > largest) second = largest, largest = b.bytes;
           else if (b.bytes > second) second = b.bytes;
         }
+      e.activation_bytes += next_batch_bytes(ctx, info.device);
       e.gradient_bytes = (on_device.count(info.device) ? sum(on_device[info.device], true) : 0) + largest + second;
       e.optimizer_bytes = held_state(info.device);
     } else if (!host) {

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "backends/compute_ops.h"
@@ -33,6 +34,16 @@ class ParameterDevices;
 class PlacedParameterDevices;
 class TrainingExecutor;
 struct MicroBatch;
+
+/// The next step's batch, which a placed step starts on while its own backward runs
+/// (Note [the next batch ahead] in runtime/exec/training_executor.h): its uploads, and the
+/// lookups on the cpu of the tables whose parameters `tables` names, those whose update
+/// changes only the rows their gradient lists. After the update between the two steps,
+/// Model::look_up_changed_rows() must follow parameters_changed() for them to be used.
+struct NextBatch {
+  const TensorMap* batch = nullptr;
+  const std::set<std::string>* tables = nullptr;
+};
 
 class Model {
  public:
@@ -124,8 +135,17 @@ class Model {
   /// `loss_scale` multiplies the loss's gradient before backward, as torch's
   /// `(loss * scale).backward()`: fp16 loss scaling (runtime/optim/loss_scaler.h). The
   /// returned loss is unscaled.
+  /// With `next` (NextBatch), the placed step starts on the next batch meanwhile.
   LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready = nullptr,
-                              float loss_scale = 1.0f);
+                              float loss_scale = 1.0f, const NextBatch& next = {});
+  /// After the one update (parameters_changed()) that followed a loss_and_backward() given a
+  /// next batch, made by an optimizer that changed only the rows each table's gradient lists
+  /// (touched rows, still as backward left them): the next batch's lookups read those rows
+  /// again, so the next step computes what it would have without looking ahead. Without
+  /// it, or after other changes, that step looks its batch up anew.
+  void look_up_changed_rows();
+  /// How many steps took up work submitted ahead (NextBatch), since the model was placed.
+  int64_t steps_looked_ahead() const { return steps_looked_ahead_; }
   /// loss_and_backward() of a batch cut into micro-batches (`parts`, each with its share of
   /// the batch's loss and its dropout seed in `seeds`), pipelined through the devices: every
   /// forward, then every loss, then every backward submitted before the host waits once
@@ -133,7 +153,8 @@ class Model {
   /// sums; the returned loss is the batch's. `ready` hears of the gradients during the last
   /// micro-batch's backward.
   LossValue pipelined_loss_and_backward(const std::vector<MicroBatch>& parts, const std::vector<uint64_t>& seeds,
-                                        const GradientReady* ready = nullptr, float loss_scale = 1.0f);
+                                        const GradientReady* ready = nullptr, float loss_scale = 1.0f,
+                                        const NextBatch& next = {});
   /// The loss of the batch in inference mode (no gradients).
   LossValue evaluate_loss(const TensorMap& batch);
   /// Parameters were updated in place (an optimizer step, through parameter_devices()):
@@ -278,6 +299,15 @@ class Model {
   std::vector<DeviceReport> device_totals_;
   ForwardHook forward_hook_;
   bool inference_regions_ = true;
+  // The next batch ahead (NextBatch): whole-batch steps alternate between two executors,
+  // passes 0 and 1, so that one takes the next batch while the other's step runs.
+  int step_pass_ = 0;                          // the pass the next whole-batch step runs on
+  TrainingExecutor* ahead_ = nullptr;          // the executor holding the next batch's work, if any
+  uint64_t ahead_version_ = 0;                 // params_version_ when it was submitted
+  int64_t steps_looked_ahead_ = 0;
+  /// Submits `next`'s work ahead on the executor of pass `pass`; whether it did.
+  bool look_ahead(const NextBatch& next, int pass);
+  void drop_ahead() noexcept;
 };
 
 }  // namespace tandem

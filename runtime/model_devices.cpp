@@ -63,6 +63,8 @@ void Model::leave_devices() {
   sync_parameters();  // masters on GPUs come home before the GPUs go
   if (parameter_devices_) parameter_devices_->sync_state_to_host();
   last_pass_ = nullptr;
+  ahead_ = nullptr;
+  step_pass_ = 0;
   passes_.clear();  // compiled for the old devices: drain their lanes while they exist
   parameter_devices_.reset();
   device_params_.reset();
@@ -253,7 +255,8 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
   return input_grads;
 }
 
-LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale) {
+LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale,
+                                   const NextBatch& next) {
   if (runs_placed()) {
     // Several devices: submitted as a pipelined step of one micro-batch, so that the host
     // waits for the lanes once, at the end, not after forward and again after the loss
@@ -261,7 +264,7 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const 
     // kernels on the same values: the same bits.
     // It makes the checks and binds the batch itself.
     std::vector<MicroBatch> whole{MicroBatch{batch, 1.0}};
-    return pipelined_loss_and_backward(whole, {seed}, ready, loss_scale);
+    return pipelined_loss_and_backward(whole, {seed}, ready, loss_scale, next);
   }
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
@@ -280,28 +283,88 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const 
 }
 
 LossValue Model::pipelined_loss_and_backward(const std::vector<MicroBatch>& parts, const std::vector<uint64_t>& seeds,
-                                             const GradientReady* ready, float loss_scale) {
+                                             const GradientReady* ready, float loss_scale, const NextBatch& next) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   check_loss_reaches_parameters(*graph_);
   TANDEM_ASSERT(!parts.empty() && seeds.size() == parts.size(), "a pipelined step without micro-batches");
   const LossSpec& loss = *graph_->loss;
   if (graph_->values[loss.input].producer < 0)
     throw UserError("the loss scores graph input '" + graph_->values[loss.input].name + "': nothing to train");
+  // A whole batch runs on pass step_pass_, where the last step may have submitted its work
+  // ahead (the executor takes it up if it is this batch's); micro-batch k on pass k.
+  const bool whole = parts.size() == 1;
+  if (!whole) drop_ahead();
+  const int first_pass = whole ? step_pass_ : 0;
   std::vector<PipelinedMicroBatch> micro;
   for (size_t k = 0; k < parts.size(); ++k) {
     const TensorMap& batch = parts[k].batch;
     PipelinedMicroBatch& m = micro.emplace_back();
-    m.executor = pass_for({bind_batch(batch), true, false, static_cast<int>(k)}).training.get();
+    m.executor = pass_for({bind_batch(batch), true, false, first_pass + static_cast<int>(k)}).training.get();
     m.inputs = ordered_inputs(batch);
     m.target = batch.at(graph_->values[loss.target].name);
     m.seed = seeds[k];
     m.weight = parts[k].weight;
   }
+  if (ahead_) {
+    if (ahead_ == micro.front().executor && ahead_->ahead_for(micro.front().inputs, params_version_))
+      ++steps_looked_ahead_;  // this forward takes it up
+    else
+      ahead_->drop_ahead();  // another batch, or changes since that were not looked up again
+    ahead_ = nullptr;
+  }
+  // the next batch on the other pass, while this step's backward runs
+  const int next_pass = 1 - first_pass;
+  std::function<void()> meanwhile;
+  if (whole && next.batch && next.tables && placed())  // on the cpu alone nothing runs meanwhile
+    meanwhile = [this, &next, next_pass] {
+      if (look_ahead(next, next_pass)) step_pass_ = next_pass;
+    };
+  const Pass* this_pass = last_pass_;
   std::vector<DeviceReport> report;
-  LossValue value = run_pipelined_step(micro, loss, params_version_, ready, loss_scale, report);
+  LossValue value;
+  try {
+    value = run_pipelined_step(micro, loss, params_version_, ready, loss_scale, report, meanwhile);
+  } catch (...) {
+    drop_ahead();
+    throw;
+  }
   add_to_totals(device_totals_, report);
   pipelined_report_ = std::move(report);
+  last_pass_ = this_pass;  // not the next batch's
   return value;
+}
+
+bool Model::look_ahead(const NextBatch& next, int pass) {
+  Bindings bindings;
+  try {
+    bindings = bind_batch(*next.batch);  // a batch that does not fit is refused at its own step
+  } catch (const UserError&) {
+    return false;
+  }
+  TrainingExecutor& t = *pass_for({bindings, true, false, pass}).training;
+  if (!t.look_ahead(ordered_inputs(*next.batch), *next.tables, params_version_)) return false;
+  ahead_ = &t;
+  ahead_version_ = params_version_;
+  return true;
+}
+
+void Model::look_up_changed_rows() {
+  if (!ahead_) return;
+  if (params_version_ != ahead_version_ + 1) {  // not one update since: what changed is unknown
+    drop_ahead();
+    return;
+  }
+  ahead_->look_up_again(
+      [this](const std::string& name) -> const TouchedRows* {
+        auto it = grad_rows_.find(name);
+        return it == grad_rows_.end() ? nullptr : &it->second;
+      },
+      params_version_);
+}
+
+void Model::drop_ahead() noexcept {
+  if (ahead_) ahead_->drop_ahead();
+  ahead_ = nullptr;
 }
 
 LossValue Model::evaluate_loss(const TensorMap& batch) {

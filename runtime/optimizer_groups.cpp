@@ -1,5 +1,6 @@
 #include "runtime/optimizer_groups.h"
 
+#include <algorithm>
 #include <set>
 
 #include "placement/place.h"
@@ -112,6 +113,13 @@ void OptimizerGroups::load_state(const TensorMap& state) {
   for (const auto& [name, t] : state)
     if (!kept.count(name))
       throw UserError("optimizer state: unexpected tensor '" + name + "' (no parameter this run trains keeps it)");
+}
+
+bool OptimizerGroups::updates_listed_rows_only(const std::string& name) const {
+  for (const Group& group : groups_)
+    if (std::find(group.names.begin(), group.names.end(), name) != group.names.end())
+      return group.optimizer && group.optimizer->takes_row_gradients();
+  return false;
 }
 
 }  // namespace tandem

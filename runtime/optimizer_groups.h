@@ -30,6 +30,10 @@ class OptimizerGroups {
   /// One update of every parameter; group g's learning rate is the schedule's at `step` from
   /// its own base lr.
   void step(ParameterDevices& devices, const ScheduleConfig& schedule, int64_t step, int64_t total_steps);
+  /// Whether the update of parameter `name` changes only the rows its gradient lists
+  /// (core/touched_rows.h): its optimizer is the identity where the gradient is zero
+  /// (Optimizer::takes_row_gradients()). False for a parameter no group updates.
+  bool updates_listed_rows_only(const std::string& name) const;
   /// Every group's state: "<param>.<buffer>" and one "step" (the groups step together).
   TensorMap state() const;
   /// Restores what state() returned; UserError for a tensor no group keeps.

@@ -114,6 +114,14 @@ Trainer::Trainer(Model& model, TrainingSpec spec)
   updated_ = {names_, params_, grads_, rows_};
   // refuses what cannot update a row gradient, naming the parameter
   optimizer_ = std::make_unique<OptimizerGroups>(spec_, updated_.names, updated_.params, updated_.grads, updated_.rows);
+  for (const std::string& name : names_)
+    if (optimizer_->updates_listed_rows_only(name)) ahead_tables_.insert(name);
+}
+
+bool Trainer::looks_ahead() const {
+  // Accumulated parts and micro-batches run on executors of their own, and under mpirun the
+  // rows an update changes are the ranks' together: not (yet) looked ahead.
+  return spec_.overlap_next_batch && spec_.accumulate == 1 && spec_.micro_batches == 1 && !ddp_;
 }
 
 bool Trainer::scales_loss() const {
@@ -180,8 +188,13 @@ std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, 
   return {loss, parts.back().weight};
 }
 
-LossValue Trainer::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale) {
-  if (spec_.micro_batches == 1) return model_.loss_and_backward(batch, seed, ready, loss_scale);
+LossValue Trainer::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale,
+                                     const TensorMap* next) {
+  if (spec_.micro_batches == 1) {
+    NextBatch ahead;
+    if (next && looks_ahead()) ahead = {next, &ahead_tables_};
+    return model_.loss_and_backward(batch, seed, ready, loss_scale, ahead);
+  }
   std::vector<MicroBatch> parts = split_micro_batches(batch, spec_.micro_batches, model_.graph());
   std::erase_if(parts, [](const MicroBatch& m) { return m.weight == 0; });  // all its targets ignored: adds nothing
   std::vector<uint64_t> seeds;  // the first micro-batch draws dropout as the batch would; the others their own streams
@@ -201,7 +214,9 @@ void Trainer::set_batch(int64_t batch) {
   spec_.batch = batch;
 }
 
-double Trainer::step(const TensorMap& batch) {
+double Trainer::step(const TensorMap& batch) { return step(batch, nullptr); }
+
+double Trainer::step(const TensorMap& batch, const TensorMap* next) {
   // Zeroing, clipping and the update read the rows backward touched: on an embedding table
   // only its lookups' rows where that gives the dense result's bits (core/touched_rows.h).
   {
@@ -217,7 +232,7 @@ double Trainer::step(const TensorMap& batch) {
       std::tie(loss, weight_left) = accumulate_gradients(batch, seed, loss_scale);
     } else {
       const GradientReady* ready = ddp_ ? ddp_->start_backward(step_) : nullptr;
-      loss = loss_and_backward(batch, micro_seed(seed, rank(), 0), ready, loss_scale).loss;
+      loss = loss_and_backward(batch, micro_seed(seed, rank(), 0), ready, loss_scale, next).loss;
     }
   } catch (const OutOfMemory& e) {
     // Nothing of the step was applied: the model returned its buffers as the error left it
@@ -260,6 +275,9 @@ double Trainer::step(const TensorMap& batch) {
   if (sharding_) sharding_->share_parameters(params_, "the parameters each rank updated");
   if (ddp_) ddp_->share_buffers();
   model_.parameters_changed();
+  // the next batch's lookups made ahead read the rows this update changed again: the rows
+  // each table's gradient lists, still as backward left them
+  model_.look_up_changed_rows();
   ++step_;
   last_loss_ = loss;
   return loss;
@@ -403,11 +421,25 @@ void Trainer::fit(const Dataset& train, const Dataset* validation, const std::st
     std::vector<double> step_weights;
     EpochReport report;
     const int64_t skipped_before = skipped_steps_;
-    while (auto batch = loader.next()) {
-      const int64_t n = batch->begin()->second.size(0);  // before the layout moves the sample dimension
+    // Each step is given the next batch of the epoch, which it may start on (step(batch, next)).
+    struct Loaded {
+      int64_t samples = 0;  // before the layout moves the sample dimension
+      TensorMap batch;
+    };
+    auto load = [&]() -> std::optional<Loaded> {
+      std::optional<TensorMap> b = loader.next();
+      if (!b) return std::nullopt;
+      const int64_t n = b->begin()->second.size(0);
+      return Loaded{n, to_model_layout(std::move(*b), columns, batch_memory)};
+    };
+    std::optional<Loaded> next = load();
+    while (next) {
+      const Loaded current = std::move(*next);
+      next = load();
+      const int64_t n = current.samples;
       samples += n;
       last_samples_ = n * ranks();
-      report.step_losses.push_back(step(to_model_layout(std::move(*batch), columns, batch_memory)));
+      report.step_losses.push_back(step(current.batch, next ? &next->batch : nullptr));
       step_weights.push_back(by_samples ? static_cast<double>(n) : 1.0);
       loss_sum += step_weights.back() * report.step_losses.back();
       weight_sum += step_weights.back();

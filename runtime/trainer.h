@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,12 @@ class Trainer {
   /// may go on with a smaller batch (set_batch() for fit()); one process only: under
   /// distribute() the other ranks are inside the step's collectives.
   double step(const TensorMap& batch);
+  /// step(batch), and with `next` (the batch of the step after, or null) that step's
+  /// uploads and table lookups started while this one's backward runs, when
+  /// spec().overlap_next_batch and the model is placed (Note [the next batch ahead] in
+  /// runtime/exec/training_executor.h): the same bits as without. fit() gives each step the
+  /// next batch of its epoch.
+  double step(const TensorMap& batch, const TensorMap* next);
   /// The batch of fit()'s next epoch, e.g. a smaller one after an OutOfMemory (fit() then
   /// starts the epoch it was in again). UserError below 1.
   void set_batch(int64_t batch);
@@ -180,6 +187,12 @@ class Trainer {
   int64_t last_samples_ = 0;
   std::vector<std::string> unreached_;  // parameters with a gradient that the loss does not reach
   std::unique_ptr<DistributedDataParallel> ddp_;
+  /// The parameters whose update changes only the rows their gradient lists: tables whose
+  /// next batch may be looked up ahead (Model::NextBatch).
+  std::set<std::string> ahead_tables_;
+  /// Whether steps start on the next batch (step(batch, next)): spec().overlap_next_batch,
+  /// a step of one part (no accumulation or micro-batches), one process.
+  bool looks_ahead() const;
 
   /// Forward and backward of each micro-batch of `batch`, their gradients summed with their
   /// weights but for the last one's, which the step applies once the ranks' are averaged.
@@ -188,7 +201,8 @@ class Trainer {
   std::pair<double, double> accumulate_gradients(const TensorMap& batch, uint64_t seed, float loss_scale);
   /// The model's loss_and_backward() of `batch`, pipelined in spec().micro_batches
   /// micro-batches when there are more than one (runtime/exec/pipeline.h).
-  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale);
+  LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale,
+                              const TensorMap* next = nullptr);
   /// Zeroes the gradients of a step that failed; never throws (an error is on its way).
   void forget_gradients() noexcept;
   /// Unscales this step's gradients; whether the step must be skipped (they overflowed), in

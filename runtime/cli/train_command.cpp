@@ -34,7 +34,7 @@ namespace {
 struct TrainOptions {
   std::string precision;  // --precision, checked by parse_precision_option
   std::string model, data, save, resume, weights, optimizer, save_weights;
-  std::optional<bool> shuffle, drop_last;
+  std::optional<bool> shuffle, drop_last, overlap_next_batch;
   std::optional<int64_t> epochs, batch, accumulate, micro_batches;
   std::optional<double> lr, validation_split;
   std::optional<uint64_t> seed;
@@ -68,6 +68,7 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   if (o.lr) spec.optimizer.lr = *o.lr;
   if (o.shuffle) spec.shuffle = *o.shuffle;
   if (o.drop_last) spec.drop_last = *o.drop_last;
+  if (o.overlap_next_batch) spec.overlap_next_batch = *o.overlap_next_batch;
   if (o.validation_split) spec.validation_split = *o.validation_split;
   if (!o.data.empty()) {
     DataSpec d = spec.data.value_or(DataSpec{});
@@ -99,7 +100,7 @@ std::string precision_text(const Graph& graph) {
   return others.empty() ? text : text + " (some layers " + listed + ")";
 }
 
-// Times `steps` optimizer steps on one random batch: the training benchmark's half.
+// Times `steps` optimizer steps on two random batches in turn: the training benchmark's half.
 int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Bindings b = parse_bind_options(o.binds, model.graph());
   b["batch"] = spec.batch;
@@ -111,12 +112,21 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
   Trainer trainer(model, spec);
   trainer.distribute(std::move(group), distributed_options(o.distributed));  // each rank its own random batch
   trainer.set_total_steps(o.bench_steps + 3);
-  for (int i = 0; i < 3; ++i) trainer.step(batch);
+  // two batches in turn, each step given the other as its next (Trainer::step(batch, next)),
+  // as fit() gives each step the next of its epoch
+  TensorMap other;
+  {
+    TensorMap drawn_other = model.random_inputs(b, spec.seed + 1);
+    drawn_other.merge(model.random_targets(b, spec.seed + 1));
+    for (const auto& [name, t] : drawn_other) other.emplace(name, t.clone(model.batch_memory()));
+  }
+  const TensorMap* batches[2] = {&batch, &other};
+  for (int i = 0; i < 3; ++i) trainer.step(*batches[i % 2], batches[(i + 1) % 2]);
   std::vector<double> ms;
   double loss = 0;
-  for (int i = 0; i < o.bench_steps; ++i) {
+  for (int i = 3; i < o.bench_steps + 3; ++i) {
     auto start = std::chrono::steady_clock::now();
-    loss = trainer.step(batch);
+    loss = trainer.step(*batches[i % 2], i + 1 < o.bench_steps + 3 ? batches[(i + 1) % 2] : nullptr);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(ms.begin(), ms.end());
@@ -453,12 +463,19 @@ Command add_train_command(CLI::App& app) {
                   "write a checkpoint here after every epoch (atomically); with --resume: default the resumed file");
   sub->add_flag("--no-save", o->no_save, "with --resume: write no checkpoint (by default it goes on saving there)");
   sub->add_option("--save-weights", o->save_weights, "write the final weights alone (a state_dict) here");
+  add_override_flags(*sub,
+                     {"--overlap-next-batch",
+                      "placed: start the next batch's uploads and cpu table lookups during this step's backward, "
+                      "looking rows the update changed up again: the same bits (default: train: pipeline: "
+                      "overlap_next_batch, else on)"},
+                     {"--no-overlap-next-batch", "placed: each step starts its batch after the update before it"},
+                     o->overlap_next_batch);
   add_override_flags(*sub, {"--shuffle", "shuffle the training set each epoch (default: train: shuffle, else true)"},
                      {"--no-shuffle", "train on the data in its order"}, o->shuffle);
   add_override_flags(*sub, {"--drop-last", "drop an epoch's last, smaller batch (default: train: drop_last, else false)"},
                      {"--keep-last", "train on an epoch's last, smaller batch too"}, o->drop_last);
   sub->add_option("--resume", o->resume, "continue the run saved in this checkpoint");
-  sub->add_option("--bench-steps", o->bench_steps, "time this many steps on one random batch instead of training")
+  sub->add_option("--bench-steps", o->bench_steps, "time this many steps on two random batches in turn instead of training")
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--bind", o->binds, "with --bench-steps: value of a symbol other than batch, NAME=VALUE");
   sub->add_flag("--json", o->json,

@@ -80,7 +80,8 @@ class StepMembership {
 }  // namespace
 
 LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const LossSpec& loss, uint64_t params_version,
-                             const GradientReady* ready, float loss_scale, std::vector<DeviceReport>& report) {
+                             const GradientReady* ready, float loss_scale, std::vector<DeviceReport>& report,
+                             const std::function<void()>& meanwhile) {
   PipelineWindow window;
   for (const PipelinedMicroBatch& p : parts) p.executor->add_to_window(window);
   StepMembership membership(parts, window);
@@ -96,6 +97,10 @@ LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const Loss
       // the micro-batch's gradient as its share of the step's: the sum is the whole batch's
       const float factor = static_cast<float>(parts[k].weight) * loss_scale;
       if (factor != 1.0f) t.scale_loss_gradients(factor);
+      if (meanwhile && k + 1 == parts.size()) {
+        HostSpan span("submitted meanwhile");
+        meanwhile();
+      }
       HostSpan span("micro-batch backward submitted");
       // every earlier micro-batch's contribution is ahead of the last one's on each lane
       t.backward(t.loss_seeds(), k + 1 == parts.size() ? ready : nullptr);

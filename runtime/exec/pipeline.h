@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "backends/loss_value.h"
@@ -63,8 +64,12 @@ struct PipelinedMicroBatch {
 /// `ready` (data parallelism over processes) hears of each gradient during the last
 /// micro-batch's backward. `loss_scale` multiplies every loss gradient (fp16 loss scaling).
 /// Returns the step's loss (each micro-batch's weighted by its share), and in `report` what
-/// the devices did during the step.
+/// the devices did during the step. `meanwhile`, when given, is called once the last
+/// micro-batch's loss is submitted, before its backward: what the host submits there runs
+/// on lanes that would otherwise wait for that backward (the next batch's lookups on the cpu,
+/// Note [the next batch ahead] in training_executor.h).
 LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const LossSpec& loss, uint64_t params_version,
-                             const GradientReady* ready, float loss_scale, std::vector<DeviceReport>& report);
+                             const GradientReady* ready, float loss_scale, std::vector<DeviceReport>& report,
+                             const std::function<void()>& meanwhile = {});
 
 }  // namespace tandem

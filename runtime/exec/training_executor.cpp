@@ -78,6 +78,7 @@ TrainingExecutor::~TrainingExecutor() { clear(); }
 void TrainingExecutor::clear() noexcept {
   drain_devices(schedule_->devices);  // an error is already on its way from the call that failed
   if (gradient_return_) gradient_return_->abandon();
+  ahead_.reset();
   for (Tensor& t : values_) t = Tensor();
   for (Tensor& t : grads_) t = Tensor();
 }
@@ -156,13 +157,20 @@ void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed,
   seed_ = seed;
   training_ = training;
   params_version_ = params_version;
+  // what look_ahead() submitted of these inputs' forward is done (Note [the next batch ahead])
+  std::vector<bool> done_ahead;
+  if (training && ahead_for(inputs, params_version)) done_ahead = std::move(ahead_->done);
+  ahead_.reset();
   {  // on an error, every buffer of the step goes back to its pool
     ReleaseOnError release(*this);
-    for (Tensor& t : values_) t = Tensor();
-    for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[s.input_slots[i]] = inputs[i];
+    if (done_ahead.empty()) {
+      for (Tensor& t : values_) t = Tensor();
+      for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[s.input_slots[i]] = inputs[i];
+    }
     s.replica_groups.start_pass();
     for (size_t i = 0; i < s.actions.size(); ++i) {
       const ScheduleAction& a = s.actions[i];
+      if (!done_ahead.empty() && done_ahead[i]) continue;  // its releases too
       if (a.kind == ScheduleAction::Kind::copy) {
         values_[a.dst_slot] = copy_between(values_[a.src_slot], a.from_device, a.device, a.context);
       } else if (!a.kernel) {

@@ -31,10 +31,27 @@
 // the one copy of each parameter on that device (DeviceParameterCache, shared by every
 // executor of the model). Where each gradient goes as backward completes it, and when
 // data parallelism over processes hears of it: gradient_return.h.
+//
+// Note [the next batch ahead]: a placed training step leaves the cpu idle while a GPU runs
+// its loss and backward. The step's executor is then busy, so another executor of the same
+// model takes the next batch (look_ahead(), training_ahead.cpp): it submits what of that
+// batch's forward depends on nothing this step's update changes, or on rows it can look up
+// again: the uploads of the graph inputs (and views of them), and on the cpu the lookups of
+// tables (kernels that looks_up_rows()) whose update changes only the rows their gradient
+// lists (Optimizer::takes_row_gradients(): sgd without momentum and weight decay, adagrad
+// without weight decay, rowwise_adagrad, sparse_adam). After the update, look_up_again()
+// recomputes on the cpu's lane every looked-up entry or bag that reads a row the gradient
+// lists, with forward's own code, so the outputs hold the bits a forward after the update
+// writes. The next forward() of the same inputs takes the rest up from there. Copies of
+// looked-up values wait for forward(): a copy would have to be redone. A table whose update
+// moves every row (adam, momentum, weight decay), or that another layer reads, waits too.
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,6 +156,24 @@ class TrainingExecutor {
   /// Closes it: report() covers what the lanes ran since begin_report().
   void finish_report();
 
+  /// Note [the next batch ahead]: submits the work of a forward of `inputs` that the
+  /// update due before it cannot change, or whose changes look_up_again() redoes: uploads of
+  /// the inputs, and on the cpu the lookups of tables whose parameters `tables` names.
+  /// `params_version` is the weights' now. Whether anything was submitted (else nothing is
+  /// held).
+  bool look_ahead(const std::vector<Tensor>& inputs, const std::set<std::string>& tables, uint64_t params_version);
+  /// After an update (the weights now at `params_version`): looks up again, in each table
+  /// looked up ahead, the entries and bags that read a row `changed_rows(parameter)` lists
+  /// (null: none changed; all(): every row).
+  void look_up_again(const std::function<const TouchedRows*(const std::string&)>& changed_rows, uint64_t params_version);
+  /// Whether a forward() of `inputs` at `params_version` takes up the work submitted ahead:
+  /// the same tensors, and no update since that look_up_again() did not follow.
+  bool ahead_for(const std::vector<Tensor>& inputs, uint64_t params_version) const;
+  /// Whether work is held ahead (look_ahead() submitted some, forward() has not taken it up).
+  bool holds_ahead() const { return ahead_.has_value(); }
+  /// Lets go of the work submitted ahead, once the lanes have run it.
+  void drop_ahead() noexcept;
+
   /// One entry per device the plan uses (the cpu first), from the last forward to now.
   const std::vector<DeviceReport>& report() const { return report_; }
   /// Of report(), what this executor counted itself (the host's side of copies, uploads):
@@ -173,6 +208,20 @@ class TrainingExecutor {
   /// Waits for every lane, unless a pipelined step will.
   void synchronize_unless_pipelined();
   void clear() noexcept;
+
+  /// What look_ahead() submitted (Note [the next batch ahead]).
+  struct Ahead {
+    std::vector<Tensor> inputs;  // the batch it is for
+    std::vector<bool> done;      // per action: submitted ahead
+    struct Lookup {
+      int action = -1;
+      std::vector<Tensor> inputs;  // the kernel's, as forward gave them
+      Tensor out;
+    };
+    std::vector<Lookup> lookups;
+    uint64_t params_version = 0;  // the weights the outputs hold
+  };
+  std::optional<Ahead> ahead_;
 
   const Plan plan_;
   const Graph& graph_;

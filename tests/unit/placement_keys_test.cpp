@@ -47,14 +47,15 @@ TEST_CASE("placement: policy from the file, or --placement over it", "[placement
 TEST_CASE("placement: max_memory from the file, or --max-memory over it", "[placement][keys]") {
   // In training with plain sgd at batch 4, fc needs 448 bytes on its GPU (weights,
   // gradients, its input and output and their gradients, each rounded to the pool's size
-  // classes), act 128 more: 600 bytes a GPU puts act on cuda:1, 1 KiB keeps both on cuda:0
-  // (`tandem plan --train --batch 4 --placement balanced --max-memory 600` shows the sums).
+  // classes) and the next batch's input uploaded during the step, act 128 more: 700 bytes a
+  // GPU puts act on cuda:1, 1 KiB keeps both on cuda:0 (`tandem plan --train --batch 4
+  // --placement balanced --max-memory 700` shows the sums).
   KeyFixture fixture("placement: max_memory");
   const Devices split{"cpu", "cuda:0", "cuda:1"}, on_cuda0{"cpu", "cuda:0"};
-  CHECK(placed_devices(fixture, "{policy: balanced, max_memory: 600}", "") == split);
+  CHECK(placed_devices(fixture, "{policy: balanced, max_memory: 700}", "") == split);
   CHECK(placed_devices(fixture, "{policy: balanced, max_memory: 1KiB}", "") == on_cuda0);
-  CHECK(placed_devices(fixture, "{policy: balanced, max_memory: 600}", "--max-memory 1KiB") == on_cuda0);
-  CHECK(placed_devices(fixture, "{policy: balanced, max_memory: 1KiB}", "--max-memory 600") == split);
+  CHECK(placed_devices(fixture, "{policy: balanced, max_memory: 700}", "--max-memory 1KiB") == on_cuda0);
+  CHECK(placed_devices(fixture, "{policy: balanced, max_memory: 1KiB}", "--max-memory 700") == split);
 }
 
 TEST_CASE("placement: in the file places tandem train and run with no device flag", "[placement][keys]") {

@@ -18,6 +18,9 @@
 //                  max:  per column, dy[bag] goes to the entry forward chose (the first
 //                        maximal one), found again from the weight in backward, so that
 //                        forward stores nothing. The indices are those forward checked.
+// look_up_again (a batch looked up before an update changed some rows): the entries
+// (embedding) or whole bags (embedding_bag) that read a changed row are computed again by
+// forward's own code, entry by entry or bag by bag, so they hold forward's bits.
 // scale_grad_by_freq (torch's): each entry's gradient is divided by the number of times
 // its index occurs among the batch's indices (all of them, across bags), so a frequent
 // word's row is not pushed harder than a rare one's; max bags refuse it (schema).
@@ -119,6 +122,13 @@ inline void prefetch_destination(const Destinations& dst, int64_t entry, int64_t
   for (int64_t d = begin; d < end; d += 16) __builtin_prefetch(row + d, /*write=*/1);
 }
 
+/// A mark per row of a `num`-row table: those `rows` lists.
+std::vector<uint8_t> marked_rows(std::span<const int64_t> rows, int64_t num) {
+  std::vector<uint8_t> marked(static_cast<size_t>(num), 0);
+  for (int64_t r : rows) marked[static_cast<size_t>(r)] = 1;
+  return marked;
+}
+
 /// scale_grad_by_freq: per entry, 1 / (occurrences of its index among all `count`), as
 /// torch's embedding_dense_backward scales each addition.
 std::vector<float> inverse_frequencies(const int64_t* idx, int64_t count) {
@@ -167,6 +177,20 @@ class EmbeddingKernel final : public Kernel {
     const int64_t dim = dim_;
     cpu::parallel_for(count_, dim, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) std::memcpy(out + i * dim, w + idx[i] * dim, sizeof(float) * dim);
+    });
+  }
+
+  bool looks_up_rows() const override { return true; }
+
+  void look_up_again(const KernelArgs& args, std::span<const int64_t> rows) override {
+    const int64_t* idx = args.inputs[0].data<int64_t>();  // those forward checked
+    const float* w = args.params[0].data<float>();
+    float* out = args.outputs[0].data<float>();
+    const std::vector<uint8_t> changed = marked_rows(rows, num_);
+    const int64_t dim = dim_;
+    cpu::parallel_for(count_, dim, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        if (changed[static_cast<size_t>(idx[i])]) std::memcpy(out + i * dim, w + idx[i] * dim, sizeof(float) * dim);
     });
   }
 
@@ -221,6 +245,27 @@ class EmbeddingBagKernel final : public Kernel {
                           int64_t first = offsets ? offsets[b] : b * bag_len_;
                           int64_t last = offsets ? bag_end(offsets, b) : first + bag_len_;
                           reduce_bag(idx + first, last - first, w, out + b * dim_);
+                        }
+                      });
+  }
+
+  bool looks_up_rows() const override { return true; }
+
+  void look_up_again(const KernelArgs& args, std::span<const int64_t> rows) override {
+    const int64_t* idx = args.inputs[0].data<int64_t>();  // those forward checked
+    const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
+    const float* w = args.params[0].data<float>();
+    float* out = args.outputs[0].data<float>();
+    const std::vector<uint8_t> changed = marked_rows(rows, num_);
+    cpu::parallel_for(bags_, dim_ * std::max<int64_t>(1, count_ / std::max<int64_t>(bags_, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t b = begin; b < end; ++b) {
+                          const int64_t first = offsets ? offsets[b] : b * bag_len_;
+                          const int64_t last = offsets ? bag_end(offsets, b) : first + bag_len_;
+                          bool reads_changed = false;
+                          for (int64_t i = first; i < last && !reads_changed; ++i)
+                            reads_changed = changed[static_cast<size_t>(idx[i])] != 0;
+                          if (reads_changed) reduce_bag(idx + first, last - first, w, out + b * dim_);
                         }
                       });
   }
