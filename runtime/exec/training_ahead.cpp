@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "runtime/exec/node_kernels.h"
 #include "runtime/exec/schedule.h"
-#include "runtime/exec/trace_args.h"
 #include "runtime/exec/training_executor.h"
 
 namespace tandem {
@@ -70,28 +69,12 @@ bool TrainingExecutor::look_ahead(const std::vector<Tensor>& inputs, const std::
     for (size_t i = 0; i < graph_.inputs.size(); ++i) values_[s.input_slots[i]] = inputs[i];
     for (size_t i = 0; i < s.actions.size(); ++i) {
       if (!ahead.done[i]) continue;
-      const ScheduleAction& a = s.actions[i];
-      if (a.kind == ScheduleAction::Kind::copy) {
-        values_[a.dst_slot] = copy_between(values_[a.src_slot], a.from_device, a.device, a.context);
-      } else if (!a.kernel) {
-        values_[a.out_slot] = values_[a.in_slots[0]].view(shapes_[a.node->output]);
-      } else {
-        const Node& node = *a.node;
+      // a lookup draws nothing at random: no seed
+      const Tensor out = run_forward_action(i, "forward ahead", /*training=*/true, 0, params_version, nullptr);
+      if (out.defined()) {  // a lookup: kept, with what it read, to look up again after the update
         std::vector<Tensor> in;
-        for (int slot : a.in_slots) in.push_back(values_[slot]);
-        Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context,
-                                 &s.allocator_for(a.out_slot, a.device));
-        values_[a.out_slot] = out;
-        ahead.lookups.push_back({static_cast<int>(i), in, out});
-        TraceLabel label(a.context, "forward ahead");
-        TraceArgs args(Trace::active() ? layer_trace_args(node, s.devices[a.device]->device, in, out.shape(), out.dtype())
-                                       : std::string());
-        // a lookup draws nothing at random: no seed
-        s.compute_lane(a).submit([&a, in = std::move(in), out, params_version]() mutable {
-          forward_naming_layer(*a.kernel, KernelArgs{in, a.params, {&out, 1}, /*training=*/true, 0, params_version},
-                               a.context);
-        });
-        after_submit();
+        for (int slot : s.actions[i].in_slots) in.push_back(values_[slot]);
+        ahead.lookups.push_back({static_cast<int>(i), std::move(in), out});
       }
       for (int slot : release_after_forward_[i]) values_[slot] = Tensor();
     }

@@ -144,6 +144,38 @@ Tensor TrainingExecutor::copy_between(const Tensor& src, int from, int to, const
   return dst;
 }
 
+Tensor TrainingExecutor::run_forward_action(size_t i, const char* label, bool training, uint64_t seed,
+                                            uint64_t params_version, std::shared_ptr<TaskGroup> group) {
+  Schedule& s = *schedule_;
+  const ScheduleAction& a = s.actions[i];
+  if (a.kind == ScheduleAction::Kind::copy) {
+    values_[a.dst_slot] = copy_between(values_[a.src_slot], a.from_device, a.device, a.context);
+    return Tensor();
+  }
+  const Node& node = *a.node;
+  if (!a.kernel) {
+    values_[a.out_slot] = values_[a.in_slots[0]].view(shapes_[node.output]);
+    return Tensor();
+  }
+  std::vector<Tensor> inputs;
+  inputs.reserve(a.in_slots.size());
+  for (int slot : a.in_slots) inputs.push_back(values_[slot]);
+  Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context,
+                           &s.allocator_for(a.out_slot, a.device));
+  values_[a.out_slot] = out;
+  TraceLabel trace_label(a.context, label);
+  TraceArgs args(Trace::active() ? layer_trace_args(node, s.devices[a.device]->device, inputs, out.shape(), out.dtype())
+                                 : std::string());
+  s.compute_lane(a).submit(
+      [&a, inputs = std::move(inputs), out, training, seed, params_version]() mutable {
+        forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, training, seed, params_version},
+                             a.context);
+      },
+      std::move(group));
+  after_submit();
+  return out;
+}
+
 void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed, uint64_t params_version,
                                bool training) {
   Schedule& s = *schedule_;
@@ -171,30 +203,9 @@ void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed,
     for (size_t i = 0; i < s.actions.size(); ++i) {
       const ScheduleAction& a = s.actions[i];
       if (!done_ahead.empty() && done_ahead[i]) continue;  // its releases too
-      if (a.kind == ScheduleAction::Kind::copy) {
-        values_[a.dst_slot] = copy_between(values_[a.src_slot], a.from_device, a.device, a.context);
-      } else if (!a.kernel) {
-        values_[a.out_slot] = values_[a.in_slots[0]].view(shapes_[a.node->output]);
-      } else {
-        const Node& node = *a.node;
-        std::vector<Tensor> inputs;
-        inputs.reserve(a.in_slots.size());
-        for (int slot : a.in_slots) inputs.push_back(values_[slot]);
-        Tensor out = allocate_on(a.device, shapes_[node.output], graph_.values[node.output].type.dtype, a.context,
-                                 &s.allocator_for(a.out_slot, a.device));
-        values_[a.out_slot] = out;
-        const uint64_t step_seed = layer_seed(seed, a.step);
-        TraceLabel label(a.context, "forward");
-        TraceArgs args(Trace::active() ? layer_trace_args(node, s.devices[a.device]->device, inputs, out.shape(), out.dtype())
-                                       : std::string());
-        s.compute_lane(a).submit(
-            [&a, inputs = std::move(inputs), out, training, step_seed, params_version]() mutable {
-              forward_naming_layer(*a.kernel, KernelArgs{inputs, a.params, {&out, 1}, training, step_seed, params_version},
-                                   a.context);
-            },
-            s.replica_groups.group_of(static_cast<int>(i)));
-        after_submit();
-      }
+      run_forward_action(i, "forward", training, layer_seed(seed, a.step), params_version,
+                         a.kind == ScheduleAction::Kind::op && a.kernel ? s.replica_groups.group_of(static_cast<int>(i))
+                                                                        : nullptr);
       for (int slot : release_after_forward_[i]) values_[slot] = Tensor();
     }
     std::vector<std::pair<Tensor, Tensor>> updated_buffers;  // (master, its copy on the host)

@@ -199,6 +199,11 @@ class TrainingExecutor {
   LossValue parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
   /// In lockstep (the first step), waits for every device after each submission.
   void after_submit();
+  /// Runs forward action `i` of the schedule: a copy, a view, or a kernel submitted on its
+  /// device's compute lane (under `label`, with `seed`, in task group `group`) into an
+  /// output allocated now. Returns a kernel's output; undefined for a copy or a view.
+  Tensor run_forward_action(size_t i, const char* label, bool training, uint64_t seed, uint64_t params_version,
+                            std::shared_ptr<TaskGroup> group);
   /// `from`'s gradient into slot `slot`: assigned when it has none yet, else added on `device`.
   void assign_or_add(int slot, int device, Tensor from);
   /// From `memory` when given (host memory a GPU copies with fastest), else the device's own;
