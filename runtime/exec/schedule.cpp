@@ -75,7 +75,7 @@ void Schedule::make_kernels(const Graph& graph, const std::vector<Shape>& shapes
       last.params = std::move(params);
       last.in_slots = std::move(inputs);
       last.region_size = r.last - r.first + 1;
-      last.context = "layers " + actions[r.first].context.substr(6) + " to " + last.context.substr(6) + " (" +
+      last.context = "layers '" + actions[r.first].node->path + "' to '" + last.node->path + "' (" +
                      std::to_string(last.region_size) + " layers fused)";
     }
   }
