@@ -44,7 +44,7 @@ class SectionReader : public YamlReader {
     if (!n.IsMap()) fail(n, "", "train must be a mapping such as {epochs: 10, batch: 32, optimizer: {name: adam}}");
     check_keys(n, {"epochs", "batch", "accumulate", "shuffle", "drop_last", "seed", "validation_split", "optimizer",
                    "optimizer_groups", "schedule", "clip_grad_norm", "loss_scaling", "data", "keep_best",
-                   "early_stop", "pipeline"},
+                   "early_stop", "pipeline", "update_tables_in_backward"},
                "", "key of train");
     TrainingSpec t;
     auto positive = [&](const char* key, int64_t& out) {
@@ -66,6 +66,8 @@ class SectionReader : public YamlReader {
     }
     if (n["shuffle"]) t.shuffle = scalar_bool(n["shuffle"], "", "shuffle");
     if (n["drop_last"]) t.drop_last = scalar_bool(n["drop_last"], "", "drop_last");
+    if (const YAML::Node u = n["update_tables_in_backward"])
+      t.update_tables_in_backward = scalar_bool(u, "", "train update_tables_in_backward");
     if (n["seed"]) {
       int64_t seed = scalar_int(n["seed"], "", "seed");
       if (seed < 0) fail(n["seed"], "", "seed must not be negative");

@@ -100,6 +100,11 @@ struct TrainingSpec {
   /// gradient lists) while its own backward runs, looking changed rows up again after the
   /// update: the same bits (Note [the next batch ahead] in runtime/exec/training_executor.h).
   bool overlap_next_batch = true;
+  /// `update_tables_in_backward: B`: whether a `sparse: true` table whose optimizer takes
+  /// its row gradient is updated in the task of the backward that completes that gradient,
+  /// where the step allows (Note [a table updated in its backward] in
+  /// runtime/exec/table_updates.h): the same bits as after backward.
+  bool update_tables_in_backward = true;
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;

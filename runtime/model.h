@@ -24,6 +24,7 @@
 #include "runtime/devices/device_report.h"
 #include "runtime/forward_hook.h"
 #include "runtime/exec/gradient_ready.h"
+#include "runtime/exec/table_updates.h"
 
 namespace tandem {
 
@@ -135,9 +136,13 @@ class Model {
   /// `loss_scale` multiplies the loss's gradient before backward, as torch's
   /// `(loss * scale).backward()`: fp16 loss scaling (runtime/optim/loss_scaler.h). The
   /// returned loss is unscaled.
-  /// With `next` (NextBatch), the placed step starts on the next batch meanwhile.
+  /// With `next` (NextBatch), the placed step starts on the next batch meanwhile. With
+  /// `tables`, backward updates those tables as it completes their gradients (Note [a
+  /// table updated in its backward] in runtime/exec/table_updates.h): none when the loss
+  /// is not finite.
   LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready = nullptr,
-                              float loss_scale = 1.0f, const NextBatch& next = {});
+                              float loss_scale = 1.0f, const NextBatch& next = {},
+                              const TableUpdates* tables = nullptr);
   /// After the one update (parameters_changed()) that followed a loss_and_backward() given a
   /// next batch, made by an optimizer that changed only the rows each table's gradient lists
   /// (touched rows, still as backward left them): the next batch's lookups read those rows
@@ -154,7 +159,7 @@ class Model {
   /// micro-batch's backward.
   LossValue pipelined_loss_and_backward(const std::vector<MicroBatch>& parts, const std::vector<uint64_t>& seeds,
                                         const GradientReady* ready = nullptr, float loss_scale = 1.0f,
-                                        const NextBatch& next = {});
+                                        const NextBatch& next = {}, const TableUpdates* tables = nullptr);
   /// The loss of the batch in inference mode (no gradients).
   LossValue evaluate_loss(const TensorMap& batch);
   /// Parameters were updated in place (an optimizer step, through parameter_devices()):

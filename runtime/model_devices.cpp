@@ -3,6 +3,7 @@
 // calling thread) or placed over the cpu and GPUs (use_devices, to(), a model file that
 // names GPUs). Either way the same two executors run them (runtime/exec/).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -256,7 +257,7 @@ TensorMap Model::backward(const TensorMap& inputs, const TensorMap& grad_outputs
 }
 
 LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale,
-                                   const NextBatch& next) {
+                                   const NextBatch& next, const TableUpdates* tables) {
   if (runs_placed()) {
     // Several devices: submitted as a pipelined step of one micro-batch, so that the host
     // waits for the lanes once, at the end, not after forward and again after the loss
@@ -264,7 +265,7 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const 
     // kernels on the same values: the same bits.
     // It makes the checks and binds the batch itself.
     std::vector<MicroBatch> whole{MicroBatch{batch, 1.0}};
-    return pipelined_loss_and_backward(whole, {seed}, ready, loss_scale, next);
+    return pipelined_loss_and_backward(whole, {seed}, ready, loss_scale, next, tables);
   }
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   check_loss_reaches_parameters(*graph_);  // else the loss's input has no gradient to seed
@@ -277,13 +278,15 @@ LossValue Model::loss_and_backward(const TensorMap& batch, uint64_t seed, const 
   t.forward(ordered_inputs(batch), seed, params_version_);
   LossValue value = t.loss(loss, batch.at(graph_->values[loss.target].name), /*with_gradient=*/true);
   if (loss_scale != 1.0f) t.scale_loss_gradients(loss_scale);
-  t.backward(t.loss_seeds(), ready);  // names each gradient as backward completes it
+  // names each gradient as backward completes it; a loss that is not finite updates nothing
+  t.backward(t.loss_seeds(), ready, std::isfinite(value.loss) ? tables : nullptr);
   add_to_totals(device_totals_, t.report());
   return value;
 }
 
 LossValue Model::pipelined_loss_and_backward(const std::vector<MicroBatch>& parts, const std::vector<uint64_t>& seeds,
-                                             const GradientReady* ready, float loss_scale, const NextBatch& next) {
+                                             const GradientReady* ready, float loss_scale, const NextBatch& next,
+                                             const TableUpdates* tables) {
   if (!graph_->loss) throw UserError("model '" + graph_->name + "' has no loss: add a loss: section to train it");
   check_loss_reaches_parameters(*graph_);
   TANDEM_ASSERT(!parts.empty() && seeds.size() == parts.size(), "a pipelined step without micro-batches");
@@ -323,7 +326,7 @@ LossValue Model::pipelined_loss_and_backward(const std::vector<MicroBatch>& part
   std::vector<DeviceReport> report;
   LossValue value;
   try {
-    value = run_pipelined_step(micro, loss, params_version_, ready, loss_scale, report, meanwhile);
+    value = run_pipelined_step(micro, loss, params_version_, ready, loss_scale, report, meanwhile, tables);
   } catch (...) {
     drop_ahead();
     throw;

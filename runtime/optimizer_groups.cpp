@@ -88,6 +88,42 @@ void OptimizerGroups::step(ParameterDevices& devices, const ScheduleConfig& sche
   }
 }
 
+TableUpdates OptimizerGroups::prepare_table_updates(const ScheduleConfig& schedule, int64_t step,
+                                                   int64_t total_steps) {
+  TableUpdates tables;
+  step_lr_.assign(groups_.size(), 0.0);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    if (!group.optimizer || !group.optimizer->takes_row_gradients()) continue;
+    bool any = false;
+    for (size_t i = 0; i < group.names.size(); ++i)
+      if (group.rows[i] && group.rows[i]->holds_values()) {
+        tables.params.insert(group.names[i]);
+        any = true;
+      }
+    if (!any) continue;
+    group.optimizer->prepare_early(group.params);
+    step_lr_[g] = scheduled_lr(schedule, group.config.lr, step, total_steps);
+  }
+  if (!tables.params.empty())
+    tables.update = [this](const std::string& name) { update_table(name); };
+  return tables;
+}
+
+void OptimizerGroups::update_table(const std::string& name) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    const auto it = std::find(group.names.begin(), group.names.end(), name);
+    if (it == group.names.end()) continue;
+    const size_t i = static_cast<size_t>(it - group.names.begin());
+    TouchedRows& rows = *group.rows[i];
+    // this runs on the cpu's lane, whose thread's team is the cpu kernels' own
+    group.optimizer->update_early(group.params, i, rows, step_lr_[g], host_parameter_devices(HostThreads::team));
+    ++updated_in_backward_;
+    return;
+  }
+}
+
 TensorMap OptimizerGroups::state() const {
   TensorMap out;
   for (const Group& g : groups_)

@@ -6,6 +6,7 @@
 // a torch scheduler moves every param group's.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/tensor.h"
 #include "core/touched_rows.h"
 #include "graph/training_spec.h"
+#include "runtime/exec/table_updates.h"
 #include "runtime/optim/optimizer.h"
 
 namespace tandem {
@@ -34,6 +36,13 @@ class OptimizerGroups {
   /// (core/touched_rows.h): its optimizer is the identity where the gradient is zero
   /// (Optimizer::takes_row_gradients()). False for a parameter no group updates.
   bool updates_listed_rows_only(const std::string& name) const;
+  /// Note [a table updated in its backward] (runtime/exec/table_updates.h): readies, for
+  /// the step at `step`, the update in backward of each parameter with a row gradient whose
+  /// optimizer takes it, and returns them with the update to run; the next step() leaves
+  /// each one that update reached as it is. Empty when none can.
+  TableUpdates prepare_table_updates(const ScheduleConfig& schedule, int64_t step, int64_t total_steps);
+  /// How many table updates ran in backward (the test's and the report's count).
+  int64_t tables_updated_in_backward() const { return updated_in_backward_.load(); }
   /// Every group's state: "<param>.<buffer>" and one "step" (the groups step together).
   TensorMap state() const;
   /// Restores what state() returned; UserError for a tensor no group keeps.
@@ -48,6 +57,11 @@ class OptimizerGroups {
     std::vector<TouchedRows*> rows;
   };
   std::vector<Group> groups_;  // [0]: train: optimizer:; then optimizer_groups in order
+  // prepare_table_updates(): each group's learning rate for the step, and the count
+  std::vector<double> step_lr_;
+  std::atomic<int64_t> updated_in_backward_{0};
+  /// Updates table `name` now (on the cpu's lane): TableUpdates::update.
+  void update_table(const std::string& name);
 };
 
 }  // namespace tandem

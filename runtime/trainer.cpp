@@ -124,6 +124,14 @@ bool Trainer::looks_ahead() const {
   return spec_.overlap_next_batch && spec_.accumulate == 1 && spec_.micro_batches == 1 && !ddp_;
 }
 
+bool Trainer::updates_tables_in_backward() const {
+  // Note [a table updated in its backward]: only where the update cannot depend on the rest
+  // of the step: the rows summed over ranks (mpirun), gradient accumulation's later parts
+  // and rescaling, a norm over every gradient (clipping), fp16's skipped steps
+  return spec_.update_tables_in_backward && spec_.accumulate == 1 && !ddp_ && !sharding_ && !spec_.clip_grad_norm &&
+         !scales_loss();
+}
+
 bool Trainer::scales_loss() const {
   if (!spec_.loss_scaling.enabled) return false;
   const Graph& g = model_.graph();
@@ -189,17 +197,17 @@ std::pair<double, double> Trainer::accumulate_gradients(const TensorMap& batch, 
 }
 
 LossValue Trainer::loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale,
-                                     const TensorMap* next) {
+                                     const TensorMap* next, const TableUpdates* tables) {
   if (spec_.micro_batches == 1) {
     NextBatch ahead;
     if (next && looks_ahead()) ahead = {next, &ahead_tables_};
-    return model_.loss_and_backward(batch, seed, ready, loss_scale, ahead);
+    return model_.loss_and_backward(batch, seed, ready, loss_scale, ahead, tables);
   }
   std::vector<MicroBatch> parts = split_micro_batches(batch, spec_.micro_batches, model_.graph());
   std::erase_if(parts, [](const MicroBatch& m) { return m.weight == 0; });  // all its targets ignored: adds nothing
   std::vector<uint64_t> seeds;  // the first micro-batch draws dropout as the batch would; the others their own streams
   for (size_t k = 0; k < parts.size(); ++k) seeds.push_back(micro_seed(seed, 0, static_cast<int64_t>(k)));
-  return model_.pipelined_loss_and_backward(parts, seeds, ready, loss_scale);
+  return model_.pipelined_loss_and_backward(parts, seeds, ready, loss_scale, {}, tables);
 }
 
 void Trainer::forget_gradients() noexcept {
@@ -232,7 +240,12 @@ double Trainer::step(const TensorMap& batch, const TensorMap* next) {
       std::tie(loss, weight_left) = accumulate_gradients(batch, seed, loss_scale);
     } else {
       const GradientReady* ready = ddp_ ? ddp_->start_backward(step_) : nullptr;
-      loss = loss_and_backward(batch, micro_seed(seed, rank(), 0), ready, loss_scale, next).loss;
+      TableUpdates tables;
+      if (updates_tables_in_backward())
+        tables = optimizer_->prepare_table_updates(spec_.schedule, step_, std::max<int64_t>(total_steps_, 1));
+      loss = loss_and_backward(batch, micro_seed(seed, rank(), 0), ready, loss_scale, next,
+                               tables.params.empty() ? nullptr : &tables)
+                 .loss;
     }
   } catch (const OutOfMemory& e) {
     // Nothing of the step was applied: the model returned its buffers as the error left it

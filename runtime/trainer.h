@@ -96,6 +96,9 @@ class Trainer {
   /// runtime/exec/training_executor.h): the same bits as without. fit() gives each step the
   /// next batch of its epoch.
   double step(const TensorMap& batch, const TensorMap* next);
+  /// How many table updates ran inside backward so far (Note [a table updated in its
+  /// backward] in runtime/exec/table_updates.h).
+  int64_t tables_updated_in_backward() const { return optimizer_->tables_updated_in_backward(); }
   /// The batch of fit()'s next epoch, e.g. a smaller one after an OutOfMemory (fit() then
   /// starts the epoch it was in again). UserError below 1.
   void set_batch(int64_t batch);
@@ -193,6 +196,9 @@ class Trainer {
   /// Whether steps start on the next batch (step(batch, next)): spec().overlap_next_batch,
   /// a step of one part (no accumulation or micro-batches), one process.
   bool looks_ahead() const;
+  /// Whether this step's backward updates the tables whose optimizer takes their row
+  /// gradient (Note [a table updated in its backward] in runtime/exec/table_updates.h).
+  bool updates_tables_in_backward() const;
 
   /// Forward and backward of each micro-batch of `batch`, their gradients summed with their
   /// weights but for the last one's, which the step applies once the ranks' are averaged.
@@ -201,8 +207,9 @@ class Trainer {
   std::pair<double, double> accumulate_gradients(const TensorMap& batch, uint64_t seed, float loss_scale);
   /// The model's loss_and_backward() of `batch`, pipelined in spec().micro_batches
   /// micro-batches when there are more than one (runtime/exec/pipeline.h).
+  /// `tables`: as Model::loss_and_backward's.
   LossValue loss_and_backward(const TensorMap& batch, uint64_t seed, const GradientReady* ready, float loss_scale,
-                              const TensorMap* next = nullptr);
+                              const TensorMap* next = nullptr, const TableUpdates* tables = nullptr);
   /// Zeroes the gradients of a step that failed; never throws (an error is on its way).
   void forget_gradients() noexcept;
   /// Unscales this step's gradients; whether the step must be skipped (they overflowed), in

@@ -34,7 +34,7 @@ namespace {
 struct TrainOptions {
   std::string precision;  // --precision, checked by parse_precision_option
   std::string model, data, save, resume, weights, optimizer, save_weights;
-  std::optional<bool> shuffle, drop_last, overlap_next_batch;
+  std::optional<bool> shuffle, drop_last, overlap_next_batch, update_tables_in_backward;
   std::optional<int64_t> epochs, batch, accumulate, micro_batches;
   std::optional<double> lr, validation_split;
   std::optional<uint64_t> seed;
@@ -69,6 +69,7 @@ TrainingSpec training_spec(const Graph& graph, const TrainOptions& o) {
   if (o.shuffle) spec.shuffle = *o.shuffle;
   if (o.drop_last) spec.drop_last = *o.drop_last;
   if (o.overlap_next_batch) spec.overlap_next_batch = *o.overlap_next_batch;
+  if (o.update_tables_in_backward) spec.update_tables_in_backward = *o.update_tables_in_backward;
   if (o.validation_split) spec.validation_split = *o.validation_split;
   if (!o.data.empty()) {
     DataSpec d = spec.data.value_or(DataSpec{});
@@ -470,6 +471,12 @@ Command add_train_command(CLI::App& app) {
                       "overlap_next_batch, else on)"},
                      {"--no-overlap-next-batch", "placed: each step starts its batch after the update before it"},
                      o->overlap_next_batch);
+  add_override_flags(*sub,
+                     {"--update-tables-in-backward",
+                      "update each sparse: true table in the backward that completes its row gradient, where the "
+                      "step allows: the same bits (default: train: update_tables_in_backward, else on)"},
+                     {"--no-update-tables-in-backward", "update every parameter in the optimizer step after backward"},
+                     o->update_tables_in_backward);
   add_override_flags(*sub, {"--shuffle", "shuffle the training set each epoch (default: train: shuffle, else true)"},
                      {"--no-shuffle", "train on the data in its order"}, o->shuffle);
   add_override_flags(*sub, {"--drop-last", "drop an epoch's last, smaller batch (default: train: drop_last, else false)"},

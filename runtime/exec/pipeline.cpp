@@ -81,7 +81,7 @@ class StepMembership {
 
 LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const LossSpec& loss, uint64_t params_version,
                              const GradientReady* ready, float loss_scale, std::vector<DeviceReport>& report,
-                             const std::function<void()>& meanwhile) {
+                             const std::function<void()>& meanwhile, const TableUpdates* tables) {
   PipelineWindow window;
   for (const PipelinedMicroBatch& p : parts) p.executor->add_to_window(window);
   StepMembership membership(parts, window);
@@ -103,7 +103,16 @@ LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const Loss
       }
       HostSpan span("micro-batch backward submitted");
       // every earlier micro-batch's contribution is ahead of the last one's on each lane
-      t.backward(t.loss_seeds(), k + 1 == parts.size() ? ready : nullptr);
+      // (so the last one's backward completes each gradient, and may update its table)
+      const bool last = k + 1 == parts.size();
+      if (!last || !tables) return t.backward(t.loss_seeds(), last ? ready : nullptr);
+      // the tables' updates read every micro-batch's loss, written on the loss's lane
+      TableUpdates step_tables = *tables;
+      for (PipelinedMicroBatch& part : parts) {
+        step_tables.losses.push_back(&part.executor->last_loss());
+        step_tables.loss_written.push_back(part.executor->loss_written());
+      }
+      t.backward(t.loss_seeds(), ready, &step_tables);
     };
     // 1F1B: as many micro-batches in flight as the plan has segments, then each backward
     // submitted makes room for the next forward

@@ -30,6 +30,7 @@
 #include "graph/training_spec.h"
 #include "runtime/devices/device_report.h"
 #include "runtime/exec/gradient_ready.h"
+#include "runtime/exec/table_updates.h"
 
 namespace tandem {
 
@@ -67,9 +68,11 @@ struct PipelinedMicroBatch {
 /// the devices did during the step. `meanwhile`, when given, is called once the last
 /// micro-batch's loss is submitted, before its backward: what the host submits there runs
 /// on lanes that would otherwise wait for that backward (the next batch's lookups on the cpu,
-/// Note [the next batch ahead] in training_executor.h).
+/// Note [the next batch ahead] in training_executor.h). `tables`: the tables the last
+/// micro-batch's backward updates as it completes their gradients, if every micro-batch's
+/// loss is finite (table_updates.h).
 LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const LossSpec& loss, uint64_t params_version,
                              const GradientReady* ready, float loss_scale, std::vector<DeviceReport>& report,
-                             const std::function<void()>& meanwhile = {});
+                             const std::function<void()>& meanwhile = {}, const TableUpdates* tables = nullptr);
 
 }  // namespace tandem

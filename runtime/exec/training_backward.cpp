@@ -2,6 +2,7 @@
 // layer's backward on its device's lane, the gradients of forward copies sent back, and
 // each parameter's gradient handed on as it completes (gradient_return.h).
 #include <algorithm>
+#include <cmath>
 
 #include "backends/trace.h"
 #include "core/error.h"
@@ -26,7 +27,7 @@ void TrainingExecutor::assign_or_add(int slot, int device, Tensor from) {
   grad_ready_[slot] = true;
 }
 
-void TrainingExecutor::backward_step(int step) {
+void TrainingExecutor::backward_step(int step, const TableUpdates* tables) {
   Schedule& s = *schedule_;
   const int index = s.step_action[step];
   const ScheduleAction& a = s.actions[index];
@@ -68,19 +69,39 @@ void TrainingExecutor::backward_step(int step) {
       written_now[k] = true;
     }
   }
+  // the tables whose gradient this backward completes, updated in the same task
+  std::vector<std::string> update_now;
+  if (tables)
+    for (const std::string& p : targets.completed_on_cpu)
+      if (tables->params.count(p)) update_now.push_back(p);
+  std::function<void(const std::string&)> update_table;
+  std::vector<const LossValue*> losses;
+  if (!update_now.empty()) {
+    update_table = tables->update;
+    losses = tables->losses;
+    // the losses are read on this lane: after the work that writes them
+    for (const DeviceEvent& written : tables->loss_written) dev.compute->wait(written);
+  }
   {
-    TraceLabel label(a.context, "backward");
+    TraceLabel label(a.context, update_now.empty() ? "backward" : "backward and table update");
     TraceArgs args(Trace::active() ? layer_trace_args(node, dev.device, in_values, shapes_[node.output], DType::float32)
                                    : std::string());
     dev.compute->submit(
         [&a, &targets, in_values = std::move(in_values), out_value = values_[out], out_grad = grads_[out], grad_inputs,
-         training = training_, step_seed = layer_seed(seed_, a.step), version = params_version_]() mutable {
+         training = training_, step_seed = layer_seed(seed_, a.step), version = params_version_,
+         update_now = std::move(update_now), update_table = std::move(update_table),
+         losses = std::move(losses)]() mutable {
           BackwardArgs args{in_values,           a.params, {&out_value, 1}, {&out_grad, 1},     grad_inputs,
                             targets.param_grads, training, step_seed,       version, targets.recorded_rows};
           // first: a backward may throw. Only cpu layers have touched rows, and the cpu's
           // lane runs on the host.
           for (TouchedRows* rows : targets.unrecorded_rows) rows->mark_all();
           backward_naming_layer(*a.kernel, args, a.context);
+          // a loss that is not finite stops the run before the update: nothing moves
+          const bool finite = std::all_of(losses.begin(), losses.end(),
+                                          [](const LossValue* loss) { return std::isfinite(loss->loss); });
+          if (finite)
+            for (const std::string& table : update_now) update_table(table);
         },
         s.replica_groups.group_of(index));
   }
@@ -112,7 +133,8 @@ void TrainingExecutor::return_copy_gradients(int step) {
   }
 }
 
-void TrainingExecutor::backward(const std::vector<int>& seeded, const GradientReady* ready) {
+void TrainingExecutor::backward(const std::vector<int>& seeded, const GradientReady* ready,
+                                const TableUpdates* tables) {
   Schedule& s = *schedule_;
   std::fill(grad_ready_.begin(), grad_ready_.end(), false);
   for (int v : seeded) grad_ready_[s.home_slot[v]] = true;
@@ -123,7 +145,7 @@ void TrainingExecutor::backward(const std::vector<int>& seeded, const GradientRe
     gradient_return_->begin(ready);
     s.replica_groups.start_pass();
     for (size_t i = plan_.steps.size(); i-- > 0;) {
-      backward_step(static_cast<int>(i));
+      backward_step(static_cast<int>(i), tables);
       gradient_return_->step_done(static_cast<int>(i));  // overlapped with the rest of backward
       return_copy_gradients(static_cast<int>(i));
     }

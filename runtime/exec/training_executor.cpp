@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "backends/trace.h"
 #include "core/error.h"
@@ -40,6 +41,7 @@ TrainingExecutor::TrainingExecutor(const Graph& given, const Plan& plan, const B
   Schedule& s = *schedule_;
   requires_grad_ = values_requiring_grad(graph, s, input_grads);
   targets_.resize(s.actions.size());
+  std::set<std::string> used_before;  // parameters an earlier step (in forward order) uses
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const int index = s.step_action[i];
     const ScheduleAction& a = s.actions[index];
@@ -48,6 +50,9 @@ TrainingExecutor::TrainingExecutor(const Graph& given, const Plan& plan, const B
     for (size_t k = 0; k < a.node->params.size(); ++k) {
       const ParamSpec& p = a.node->params[k];
       t.param_grads.push_back(p.trainable ? cache_.gradient(p.name, device, a.context) : Tensor());
+      // backward runs the steps in reverse: the first to use a parameter completes its gradient
+      if (p.trainable && used_before.insert(p.name).second && device == Device::cpu() && a.kernel)
+        t.completed_on_cpu.push_back(p.name);
       if (!a.kernel) continue;
       TouchedRows* rows = p.trainable ? cache_.gradient_rows(p.name, device) : nullptr;
       const bool recorded = rows && a.kernel->records_touched_rows(k);
@@ -240,6 +245,7 @@ LossValue TrainingExecutor::loss(const LossSpec& spec, const Tensor& target, boo
   const int device = s.slot_keys[slot].second;
   const std::string context = "the loss (" + spec.op + ")";
   loss_value_ = LossValue{};
+  loss_device_ = -1;
   {  // on an error, every buffer of the step goes back to its pool
     ReleaseOnError release(*this);
     Tensor on_device_target = device == 0 ? target : copy_between(target, 0, device, context);
@@ -257,9 +263,16 @@ LossValue TrainingExecutor::loss(const LossSpec& spec, const Tensor& target, boo
   }
   // In a pipelined step the lane may still be writing the value: the step reads it
   // (last_loss()) once it has waited for the lanes.
-  if (window_) return LossValue{};
+  if (window_) {
+    loss_device_ = device;
+    return LossValue{};
+  }
   finish_report();
   return loss_value_;
+}
+
+DeviceEvent TrainingExecutor::loss_written() {
+  return loss_device_ < 0 ? DeviceEvent() : schedule_->devices[loss_device_]->compute->record();
 }
 
 LossValue TrainingExecutor::parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient) {
@@ -268,6 +281,7 @@ LossValue TrainingExecutor::parallel_loss(const LossSpec& spec, const Tensor& ta
   const size_t n = parallel.parts.size();
   std::vector<LossValue> values(n);
   std::vector<int> slots(n), devices(n);
+  loss_device_ = -1;  // the host waits for every replica's below
   loss_seeds_.clear();
   {  // on an error, every buffer of the step goes back to its pool
     ReleaseOnError release(*this);

@@ -64,6 +64,7 @@
 #include "placement/plan.h"
 #include "runtime/devices/device_report.h"
 #include "runtime/exec/gradient_ready.h"
+#include "runtime/exec/table_updates.h"
 #include "runtime/params/device_parameter_cache.h"
 
 namespace tandem {
@@ -96,6 +97,9 @@ class TrainingExecutor {
   /// The last loss() computed: what it returned, or in a pipelined step (join_pipeline) the
   /// value once the step has waited for the lanes.
   const LossValue& last_loss() const { return loss_value_; }
+  /// An event reached once the lane that computes the last loss() has written last_loss()
+  /// (already reached where the host has waited for it).
+  DeviceEvent loss_written();
   /// The values loss() wrote gradient seeds for: the loss's input, or with a parallel loss
   /// each replica's share of it. What backward() starts from.
   const std::vector<int>& loss_seeds() const { return loss_seeds_; }
@@ -111,7 +115,11 @@ class TrainingExecutor {
   /// gradients are added to the model's gradients. With `ready`, each trainable parameter
   /// is named once its gradient in the model (or, held by GPUs, among them) is complete,
   /// while backward goes on where the devices allow (gradient_return.h).
-  void backward(const std::vector<int>& seeded, const GradientReady* ready = nullptr);
+  /// With `tables`, each table it names is updated right after the backward that completes
+  /// its gradient, in the same task on the cpu's lane (Note [a table updated in its
+  /// backward] in table_updates.h).
+  void backward(const std::vector<int>& seeded, const GradientReady* ready = nullptr,
+                const TableUpdates* tables = nullptr);
   /// After backward: dLoss/dInput for graph input `index`, on the cpu (undefined if not requested).
   Tensor input_gradient(size_t index) const;
 
@@ -188,15 +196,19 @@ class TrainingExecutor {
     // cpu layers: per parameter, the touched rows its kernel records (else null), and those
     // of the gradients it writes without recording (marked whole after its backward)
     std::vector<TouchedRows*> recorded_rows, unrecorded_rows;
+    // cpu layers: the parameters whose gradient this backward completes (no earlier layer
+    // uses them), which a table update may follow in the same task (table_updates.h)
+    std::vector<std::string> completed_on_cpu;
   };
 
   /// Submits the backward of op step `step`: its kernel's, then the sums of its inputs'
   /// gradients where an input already had one.
-  void backward_step(int step);
+  void backward_step(int step, const TableUpdates* tables);
   /// The gradients of the forward copies before `step`, back to their sources.
   void return_copy_gradients(int step);
   Tensor copy_between(const Tensor& src, int from, int to, const std::string& context);
   LossValue parallel_loss(const LossSpec& spec, const Tensor& target, bool with_gradient);
+  int loss_device_ = -1;  // the schedule's device of the last loss(), while a lane may write it
   /// In lockstep (the first step), waits for every device after each submission.
   void after_submit();
   /// Runs forward action `i` of the schedule: a copy, a view, or a kernel submitted on its

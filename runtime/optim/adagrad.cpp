@@ -36,23 +36,14 @@ class Adagrad final : public BufferedOptimizer {
   void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
                  double lr) override {
     begin_step(params, grads);
-    // torch: clr = lr / (1 + (step - 1) * lr_decay) in python floats, a float32 scalar in the kernel
-    const float neg_clr = static_cast<float>(-(lr / (1 + static_cast<double>(steps_ - 1) * config_.lr_decay)));
-    const float eps = static_cast<float>(config_.eps);
-    const float wd = static_cast<float>(config_.weight_decay);
-    const bool lazy = config_.weight_decay == 0;
-    for (size_t i = 0; i < params.size(); ++i) {
-      TouchedRows* touched = rows.empty() ? nullptr : rows[i];
-      const bool row_gradient = touched && touched->holds_values();
-      float* sum = buffers_[0][i].data<float>();
-      for_each_updated_row(kind_, *devices_, params[i], grads[i], touched, lazy,
-                           [&](int64_t r, float* p, const float* g, int64_t n) {
-                             if (rowwise_) return rowwise_row(sum + r, p, g, n, neg_clr, eps);
-                             float* s = sum + r * n;
-                             if (row_gradient) return sparse_row(s, p, g, n, neg_clr, eps);
-                             dense_row(s, p, g, n, neg_clr, eps, wd);
-                           });
-    }
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!updated_early(i)) update(i, params[i], grads[i], rows.empty() ? nullptr : rows[i], lr, steps_, *devices_);
+    end_early();
+  }
+
+  void update_row_gradient(size_t i, const Tensor& param, TouchedRows& rows, double lr, int64_t step,
+                           ParameterDevices& devices) override {
+    update(i, param, Tensor(), &rows, lr, step, devices);
   }
 
  protected:
@@ -63,6 +54,24 @@ class Adagrad final : public BufferedOptimizer {
   float buffer_start(size_t) const override { return static_cast<float>(config_.initial_accumulator_value); }
 
  private:
+  // Parameter i's update at optimizer step `step` (from 1).
+  void update(size_t i, const Tensor& param, const Tensor& grad, TouchedRows* touched, double lr, int64_t step,
+              ParameterDevices& devices) {
+    // torch: clr = lr / (1 + (step - 1) * lr_decay) in python floats, a float32 scalar in the kernel
+    const float neg_clr = static_cast<float>(-(lr / (1 + static_cast<double>(step - 1) * config_.lr_decay)));
+    const float eps = static_cast<float>(config_.eps);
+    const float wd = static_cast<float>(config_.weight_decay);
+    const bool lazy = config_.weight_decay == 0;
+    const bool row_gradient = touched && touched->holds_values();
+    float* sum = buffers_[0][i].data<float>();
+    for_each_updated_row(kind_, devices, param, grad, touched, lazy, [&](int64_t r, float* p, const float* g, int64_t n) {
+      if (rowwise_) return rowwise_row(sum + r, p, g, n, neg_clr, eps);
+      float* s = sum + r * n;
+      if (row_gradient) return sparse_row(s, p, g, n, neg_clr, eps);
+      dense_row(s, p, g, n, neg_clr, eps, wd);
+    });
+  }
+
   // torch's dense path: grad += wd * p; sum.addcmul_(g, g); std = sqrt(sum) + eps;
   // p.addcdiv_(g, std, value=-clr)
   static void dense_row(float* s, float* p, const float* g, int64_t n, float neg_clr, float eps, float wd) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,23 @@ class Optimizer {
   /// the identity where the gradient is zero can: SGD without momentum and weight decay.
   /// (torch's SGD refuses weight decay on sparse gradients, its Adam refuses them all.)
   virtual bool takes_row_gradients() const { return false; }
+  /// Note [a table updated in its backward]: a row gradient is its table's alone, so its
+  /// update needs nothing else of the step and can run as soon as the table's backward has
+  /// written it, on the lane that ran that backward, while the rest of backward goes on.
+  /// prepare_early() readies the state (the first step allocates it) on the host before
+  /// that backward is submitted; update_early() then updates params[i] from its row
+  /// gradient `rows` as the next step_rows() would at `lr` (the same arithmetic on the
+  /// same values: the same bits), through `devices`, and that step_rows() leaves it as it
+  /// is. Only where takes_row_gradients() and `rows` holds values. update_early() may run
+  /// on a lane's thread: it writes params[i], its state and its own mark only, and the host
+  /// waits for the lane before the step.
+  virtual void prepare_early(std::span<Tensor> params) {
+    throw std::logic_error("this optimizer does not update a table in its backward");
+  }
+  virtual void update_early(std::span<Tensor> params, size_t i, TouchedRows& rows, double lr,
+                            ParameterDevices& devices) {
+    throw std::logic_error("this optimizer does not update a table in its backward");
+  }
   /// The state as tensors named "<names[i]>.<buffer>" (momentum_buffer, exp_avg,
   /// exp_avg_sq) plus "step" (int64 [1]); empty before the first step.
   virtual TensorMap state(std::span<const std::string> names) const = 0;

@@ -1,7 +1,9 @@
 // Private to runtime/optim: the state bookkeeping SGD and Adam share, and their factories.
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,6 +30,22 @@ class BufferedOptimizer : public Optimizer {
   /// first step, when the buffers hold no history yet.
   bool begin_step(std::span<Tensor> params, std::span<const Tensor> grads);
 
+  /// Note [a table updated in its backward] (optimizer.h), for an optimizer that takes row
+  /// gradients: update_row_gradient() is its update of one parameter from its row gradient
+  /// at optimizer step `step` (counted from 1), which its step_rows() calls too, for each
+  /// parameter that updated_early() does not name.
+  void prepare_early(std::span<Tensor> params) override;
+  void update_early(std::span<Tensor> params, size_t i, TouchedRows& rows, double lr,
+                    ParameterDevices& devices) override;
+  virtual void update_row_gradient(size_t i, const Tensor& param, TouchedRows& rows, double lr, int64_t step,
+                                   ParameterDevices& devices) {
+    throw std::logic_error(kind_ + " does not update a table in its backward");
+  }
+  /// Whether update_early() updated parameter i since the last step: step_rows() then
+  /// leaves it, and calls end_early() when done.
+  bool updated_early(size_t i) const { return i < early_.size() && early_[i] != 0; }
+  void end_early() { std::fill(early_.begin(), early_.end(), char{0}); }
+
   /// The shape of buffer `b` of `param`: the parameter's own by default (rowwise_adagrad's
   /// holds one value per row).
   virtual Shape buffer_shape(size_t b, const Tensor& param) const { return param.shape(); }
@@ -40,6 +58,11 @@ class BufferedOptimizer : public Optimizer {
   std::string kind_;
   std::vector<std::string> buffer_names_;
   std::vector<std::vector<Tensor>> buffers_;  // [buffer][param]; empty before the first step
+  std::vector<char> early_;                   // [param]: update_early() updated it this step
+
+ private:
+  /// The buffers, zeroed (or at buffer_start()), once: by the first step or prepare_early().
+  void allocate_state(std::span<Tensor> params);
 };
 
 /// Note [rows ahead]: the rows a batch looked up lie anywhere in a table of megabytes, so

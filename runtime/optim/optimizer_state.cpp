@@ -108,20 +108,8 @@ bool BufferedOptimizer::begin_step(std::span<Tensor> params, std::span<const Ten
     TANDEM_ASSERT(p.shape() == g.shape(), kind_ + " step: parameter " + std::to_string(i) + " has shape " +
                                               shape_str(p.shape()) + ", its gradient " + shape_str(g.shape()));
   }
-  bool first = steps_ == 0;
-  if (first) {
-    buffers_.assign(buffer_names_.size(), {});
-    for (size_t b = 0; b < buffers_.size(); ++b)
-      for (const Tensor& p : params) {
-        if (!host_state_) {
-          buffers_[b].push_back(devices_->zeros_like(p));
-          continue;
-        }
-        Tensor t = Tensor::zeros(buffer_shape(b, p), DType::float32);
-        if (const float start = buffer_start(b); start != 0.0f) std::fill_n(t.data<float>(), t.numel(), start);
-        buffers_[b].push_back(std::move(t));
-      }
-  }
+  const bool first = steps_ == 0;
+  if (first && buffers_.empty()) allocate_state(params);  // prepare_early() may have
   for (size_t b = 0; b < buffers_.size(); ++b) {
     auto& buffer = buffers_[b];
     TANDEM_ASSERT(buffer.size() == params.size(), kind_ + " step: " + std::to_string(params.size()) +
@@ -144,6 +132,33 @@ bool BufferedOptimizer::begin_step(std::span<Tensor> params, std::span<const Ten
   }
   ++steps_;
   return first;
+}
+
+void BufferedOptimizer::allocate_state(std::span<Tensor> params) {
+  buffers_.assign(buffer_names_.size(), {});
+  for (size_t b = 0; b < buffers_.size(); ++b)
+    for (const Tensor& p : params) {
+      if (!host_state_) {
+        buffers_[b].push_back(devices_->zeros_like(p));
+        continue;
+      }
+      Tensor t = Tensor::zeros(buffer_shape(b, p), DType::float32);
+      if (const float start = buffer_start(b); start != 0.0f) std::fill_n(t.data<float>(), t.numel(), start);
+      buffers_[b].push_back(std::move(t));
+    }
+}
+
+void BufferedOptimizer::prepare_early(std::span<Tensor> params) {
+  TANDEM_ASSERT(takes_row_gradients(), kind_ + " cannot update a table in its backward");
+  if (steps_ == 0 && buffers_.empty()) allocate_state(params);
+  early_.assign(params.size(), 0);
+}
+
+void BufferedOptimizer::update_early(std::span<Tensor> params, size_t i, TouchedRows& rows, double lr,
+                                     ParameterDevices& devices) {
+  TANDEM_ASSERT(i < early_.size() && rows.holds_values(), kind_ + ": update_early() without prepare_early()");
+  update_row_gradient(i, params[i], rows, lr, steps_ + 1, devices);  // the step step_rows() will count
+  early_[i] = 1;
 }
 
 }  // namespace tandem::optim_detail

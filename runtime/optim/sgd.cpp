@@ -34,6 +34,7 @@ class Sgd final : public BufferedOptimizer {
     bool first = begin_step(params, grads);
     const SgdScalars s = sgd_scalars(config_, lr);
     for (size_t i = 0; i < params.size(); ++i) {
+      if (updated_early(i)) continue;
       TouchedRows* touched = rows[i];
       if (devices_->holds(params[i]) || params[i].device() != Device::cpu() || !touched || touched->all() ||
           touched->rows() <= 0) {
@@ -48,6 +49,14 @@ class Sgd final : public BufferedOptimizer {
                              plain_sgd_row(s.neg_lr, p, g, width);
                            });
     }
+    end_early();
+  }
+
+  void update_row_gradient(size_t, const Tensor& param, TouchedRows& rows, double lr, int64_t,
+                           ParameterDevices& devices) override {
+    const float neg_lr = sgd_scalars(config_, lr).neg_lr;
+    for_each_updated_row(kind_, devices, param, Tensor(), &rows, /*lazy=*/true,
+                         [&](int64_t, float* p, const float* g, int64_t width) { plain_sgd_row(neg_lr, p, g, width); });
   }
 
  private:

@@ -33,31 +33,40 @@ class SparseAdam final : public BufferedOptimizer {
   void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
                  double lr) override {
     begin_step(params, grads);
-    const double step = static_cast<double>(steps_);
-    const double bias_correction1 = 1 - std::pow(config_.beta1, step);
-    const double bias_correction2 = 1 - std::pow(config_.beta2, step);
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!updated_early(i)) update(i, params[i], grads[i], rows.empty() ? nullptr : rows[i], lr, steps_, *devices_);
+    end_early();
+  }
+
+  void update_row_gradient(size_t i, const Tensor& param, TouchedRows& rows, double lr, int64_t step,
+                           ParameterDevices& devices) override {
+    update(i, param, Tensor(), &rows, lr, step, devices);
+  }
+
+  // Parameter i's update at optimizer step `step` (from 1).
+  void update(size_t i, const Tensor& param, const Tensor& grad, TouchedRows* rows, double lr, int64_t step,
+              ParameterDevices& devices) {
+    const double bias_correction1 = 1 - std::pow(config_.beta1, static_cast<double>(step));
+    const double bias_correction2 = 1 - std::pow(config_.beta2, static_cast<double>(step));
     const float neg_step_size = static_cast<float>(-(lr * std::sqrt(bias_correction2) / bias_correction1));
     const float one_minus_beta1 = static_cast<float>(1 - config_.beta1);
     const float one_minus_beta2 = static_cast<float>(1 - config_.beta2);
     const float eps = static_cast<float>(config_.eps);
-    for (size_t i = 0; i < params.size(); ++i) {
-      float* exp_avg = buffers_[0][i].data<float>();
-      float* exp_avg_sq = buffers_[1][i].data<float>();
-      for_each_updated_row(kind_, *devices_, params[i], grads[i], rows.empty() ? nullptr : rows[i], true,
-                           [&](int64_t r, float* p, const float* g, int64_t n) {
-                             float* m = exp_avg + r * n;
-                             float* v = exp_avg_sq + r * n;
-                             for (int64_t k = 0; k < n; ++k) {
-                               const float m_old = m[k], v_old = v[k];
-                               const float m_upd = (g[k] - m_old) * one_minus_beta1;
-                               const float v_upd = (g[k] * g[k] - v_old) * one_minus_beta2;
-                               m[k] = m_old + m_upd;
-                               v[k] = v_old + v_upd;
-                               const float denom = std::sqrt(v_upd + v_old) + eps;
-                               p[k] = p[k] + neg_step_size * ((m_upd + m_old) / denom);
-                             }
-                           });
-    }
+    float* exp_avg = buffers_[0][i].data<float>();
+    float* exp_avg_sq = buffers_[1][i].data<float>();
+    for_each_updated_row(kind_, devices, param, grad, rows, true, [&](int64_t r, float* p, const float* g, int64_t n) {
+      float* m = exp_avg + r * n;
+      float* v = exp_avg_sq + r * n;
+      for (int64_t k = 0; k < n; ++k) {
+        const float m_old = m[k], v_old = v[k];
+        const float m_upd = (g[k] - m_old) * one_minus_beta1;
+        const float v_upd = (g[k] * g[k] - v_old) * one_minus_beta2;
+        m[k] = m_old + m_upd;
+        v[k] = v_old + v_upd;
+        const float denom = std::sqrt(v_upd + v_old) + eps;
+        p[k] = p[k] + neg_step_size * ((m_upd + m_old) / denom);
+      }
+    });
   }
 
  private:
