@@ -59,6 +59,16 @@ bool TrainingExecutor::look_ahead(const std::vector<Tensor>& inputs, const std::
     any = true;
   }
   if (!any) return false;
+  // A value whose last reader runs ahead may still have a reader that does not (an upload
+  // of a lookup, beside a view of it that runs ahead): it stays for forward to read.
+  std::vector<bool> read_in_forward(s.slot_keys.size(), false);
+  for (size_t i = 0; i < s.actions.size(); ++i) {
+    if (ahead.done[i]) continue;
+    const ScheduleAction& a = s.actions[i];
+    if (a.kind == ScheduleAction::Kind::copy) read_in_forward[a.src_slot] = true;
+    else
+      for (int slot : a.in_slots) read_in_forward[slot] = true;
+  }
 
   {  // on an error, every buffer of the step goes back to its pool
     ReleaseOnError release(*this);
@@ -76,7 +86,8 @@ bool TrainingExecutor::look_ahead(const std::vector<Tensor>& inputs, const std::
         for (int slot : s.actions[i].in_slots) in.push_back(values_[slot]);
         ahead.lookups.push_back({static_cast<int>(i), std::move(in), out});
       }
-      for (int slot : release_after_forward_[i]) values_[slot] = Tensor();
+      for (int slot : release_after_forward_[i])
+        if (!read_in_forward[slot]) values_[slot] = Tensor();
     }
   }
   ahead_ = std::move(ahead);

@@ -207,7 +207,11 @@ void TrainingExecutor::forward(const std::vector<Tensor>& inputs, uint64_t seed,
     s.replica_groups.start_pass();
     for (size_t i = 0; i < s.actions.size(); ++i) {
       const ScheduleAction& a = s.actions[i];
-      if (!done_ahead.empty() && done_ahead[i]) continue;  // its releases too
+      if (!done_ahead.empty() && done_ahead[i]) {
+        // run ahead, which let go of what it alone read; what a reader here needed goes now
+        for (int slot : release_after_forward_[i]) values_[slot] = Tensor();
+        continue;
+      }
       run_forward_action(i, "forward", training, layer_seed(seed, a.step), params_version,
                          a.kind == ScheduleAction::Kind::op && a.kernel ? s.replica_groups.group_of(static_cast<int>(i))
                                                                         : nullptr);

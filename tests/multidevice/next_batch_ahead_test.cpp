@@ -225,3 +225,39 @@ TEST_CASE("overlap_next_batch: false (or --no-overlap-next-batch) runs each step
   std::filesystem::remove(yaml);
   std::filesystem::remove(bad);
 }
+
+TEST_CASE("a lookup that a view on the cpu reads after its upload is kept for the forward that takes the work ahead up",
+          "[multidevice][train][ahead]") {
+  // `items` goes up to the GPU for `features`, and then a view on the cpu (`col`) reads it
+  // too: the view runs ahead and is its last reader, but the upload runs in forward
+  // (DLRM's interaction reads each table's output twice so: bench/configs/dlrm_split_train.yaml)
+  const std::string yaml = write("view.yaml", R"(name: view_ahead
+inputs:
+  dense: {shape: [batch, 6]}
+  item_ids: {shape: [batch, 4], dtype: int64}
+  tag_ids: {shape: [tags], dtype: int64}
+  tag_offsets: {shape: [batch], dtype: int64}
+  user: {shape: [batch], dtype: int64}
+targets:
+  label: {shape: [batch], dtype: int64}
+layers:
+  - {name: items, op: embedding_bag, inputs: item_ids, num_embeddings: 40, embedding_dim: 8, mode: sum, device: cpu, sparse: true}
+  - {name: bottom, op: linear, inputs: dense, in_features: 6, out_features: 8, device: "cuda:0"}
+  - {name: features, op: cat, inputs: [bottom, items], dim: 1, device: "cuda:0"}
+  - {name: col, op: reshape, inputs: items, shape: [batch, 8, 1], device: cpu}
+  - {name: flat, op: flatten, inputs: col, device: "cuda:0"}
+  - {name: both, op: cat, inputs: [features, flat], dim: 1, device: "cuda:0"}
+  - {name: fc, op: linear, in_features: 24, out_features: 3, device: "cuda:0"}
+loss: {op: cross_entropy, input: fc, target: label}
+train:
+  optimizer: {name: adam, lr: 0.01}
+  optimizer_groups:
+    - {params: [items], name: rowwise_adagrad, lr: 0.3}
+)");
+  const int steps = 4;
+  const Trained serial = train(yaml, false, steps);
+  const Trained ahead = train(yaml, true, steps);
+  CHECK(ahead.steps_looked_ahead == steps - 1);
+  check_same_bits(ahead.weights, serial.weights);
+  std::filesystem::remove(yaml);
+}
