@@ -10,7 +10,9 @@ Each run is `tandem train CONFIG --bench-steps N --trace T` on the bench recomme
 bench/configs/gpu_recommender_train_dense_sgd.yaml (dense tables, SGD),
 ..._sparse_sgd.yaml (`sparse: true`, SGD), gpu_recommender_train.yaml (dense, Adam) and
 ..._sparse_rowwise_adagrad.yaml (`sparse: true`, rowwise_adagrad); the MLPs take Adam in all
-four. From each trace, per step after the warm-up: the table layers' backward spans, the
+four; the two sparse ones run again with `--no-update-tables-in-backward` (their tables
+updated in the optimizer step, not in their backward). From each trace, per step after the
+warm-up: the table layers' backward spans (with the update when it runs in them), the
 "gradients zeroed" span and the "optimizer step" span (the MLPs' Adam is in it: 10,000
 parameters, some microseconds). The configs run alternated, `--rounds` times; medians.
 Then the step time of the split (`--sim-gpus 1 --placement embeddings-on-cpu`) against the
@@ -36,6 +38,11 @@ CONFIGS = {
     "dense adam": "bench/configs/gpu_recommender_train.yaml",
     "sparse rowwise_adagrad": "bench/configs/gpu_recommender_train_sparse_rowwise_adagrad.yaml",
 }
+# the sparse configs again, their tables updated in the step after backward, not in it
+AFTER_BACKWARD = ["--no-update-tables-in-backward"]
+RUNS = {**{name: (config, []) for name, config in CONFIGS.items()},
+        "sparse sgd, after backward": (CONFIGS["sparse sgd"], AFTER_BACKWARD),
+        "sparse rowwise_adagrad, after backward": (CONFIGS["sparse rowwise_adagrad"], AFTER_BACKWARD)}
 TABLES = ("'items'", "'tags'")
 SPLIT = ["--sim-gpus", "1", "--placement", "embeddings-on-cpu"]
 
@@ -58,8 +65,10 @@ def table_work_ms(trace, skip=3):
     parts = {"backward": [], "zeroing": [], "update": []}
     for lo, hi in zip(steps[skip:], steps[skip + 1:]):
         inside = [e for e in events if lo < e["ts"] <= hi]
+        # a sparse table's update runs in its backward's span (docs/training.md)
         parts["backward"].append(sum(e["dur"] for e in inside
-                                     if e["name"].endswith(" backward") and any(t in e["name"] for t in TABLES)))
+                                     if e["name"].endswith((" backward", " backward and table update"))
+                                     and any(t in e["name"] for t in TABLES)))
         parts["zeroing"].append(sum(e["dur"] for e in inside if e["name"] == "gradients zeroed"))
         parts["update"].append(sum(e["dur"] for e in inside if e["name"] == "optimizer step"))
     out = {k: statistics.median(v) / 1000 for k, v in parts.items()}
@@ -78,15 +87,15 @@ def main():
     a = p.parse_args()
     micro = [int(m) for m in a.micro_batches.split(",") if m]
     common = ["--batch", "2048", "--bind", "tags=16384"]
-    work = {name: [] for name in CONFIGS}
+    work = {name: [] for name in RUNS}
     split = {"recommender, rowwise_adagrad": ([], []), "dlrm_split (8 tables)": ([], [])}
     pipelined = {(name, m): [] for name in split for m in micro}
     serial = {name: [] for name in split}  # the split without the next batch ahead
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(a.rounds):
-            for name, config in ({} if a.split_only else CONFIGS).items():
+            for name, (config, extra) in ({} if a.split_only else RUNS).items():
                 trace = os.path.join(tmp, "trace.json")
-                run(a.tandem, config, a.steps, common, trace)
+                run(a.tandem, config, a.steps, common + extra, trace)
                 work[name].append(table_work_ms(trace))
             for name, (config, extra) in {
                     "recommender, rowwise_adagrad": (CONFIGS["sparse rowwise_adagrad"], common),
@@ -117,11 +126,12 @@ def main():
 
 
 def print_table_work(work, rounds, result):
-    print("table work a step, ms (medians of %d rounds): backward + zeroing + update = total" % rounds)
+    print("table work a step, ms (medians of %d rounds): backward (+ update in it) + zeroing + update = total"
+          % rounds)
     for name, runs in work.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         result["table_work_ms"][name] = med
-        print("  %-24s %6.2f + %5.2f + %5.2f = %6.2f" % (name, med["backward"], med["zeroing"], med["update"],
+        print("  %-40s %6.2f + %5.2f + %5.2f = %6.2f" % (name, med["backward"], med["zeroing"], med["update"],
                                                         med["total"]))
     t = result["table_work_ms"]
     ratios = {"sparse sgd / dense sgd": t["sparse sgd"]["total"] / t["dense sgd"]["total"],
