@@ -35,15 +35,7 @@ class Adagrad final : public BufferedOptimizer {
 
   void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
                  double lr) override {
-    begin_step(params, grads);
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!updated_early(i)) update(i, params[i], grads[i], rows.empty() ? nullptr : rows[i], lr, steps_, *devices_);
-    end_early();
-  }
-
-  void update_row_gradient(size_t i, const Tensor& param, TouchedRows& rows, double lr, int64_t step,
-                           ParameterDevices& devices) override {
-    update(i, param, Tensor(), &rows, lr, step, devices);
+    step_each(params, grads, rows, lr);
   }
 
  protected:
@@ -54,9 +46,8 @@ class Adagrad final : public BufferedOptimizer {
   float buffer_start(size_t) const override { return static_cast<float>(config_.initial_accumulator_value); }
 
  private:
-  // Parameter i's update at optimizer step `step` (from 1).
-  void update(size_t i, const Tensor& param, const Tensor& grad, TouchedRows* touched, double lr, int64_t step,
-              ParameterDevices& devices) {
+  void update_parameter(size_t i, const Tensor& param, const Tensor& grad, TouchedRows* touched, double lr, int64_t step,
+                        ParameterDevices& devices) override {
     // torch: clr = lr / (1 + (step - 1) * lr_decay) in python floats, a float32 scalar in the kernel
     const float neg_clr = static_cast<float>(-(lr / (1 + static_cast<double>(step - 1) * config_.lr_decay)));
     const float eps = static_cast<float>(config_.eps);

@@ -30,17 +30,23 @@ class BufferedOptimizer : public Optimizer {
   /// first step, when the buffers hold no history yet.
   bool begin_step(std::span<Tensor> params, std::span<const Tensor> grads);
 
+  /// Parameter i's update at optimizer step `step` (counted from 1), from its gradient
+  /// `grad` or, undefined, its row gradient `rows`, through `devices`: the one update that
+  /// step_each() makes of each parameter, and update_early() of a table's.
+  virtual void update_parameter(size_t i, const Tensor& param, const Tensor& grad, TouchedRows* rows, double lr,
+                                int64_t step, ParameterDevices& devices) {
+    throw std::logic_error(kind_ + " does not update a table in its backward");
+  }
+  /// A step_rows() that is update_parameter() of each parameter but those update_early()
+  /// updated.
+  void step_each(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
+                 double lr);
+
   /// Note [a table updated in its backward] (optimizer.h), for an optimizer that takes row
-  /// gradients: update_row_gradient() is its update of one parameter from its row gradient
-  /// at optimizer step `step` (counted from 1), which its step_rows() calls too, for each
-  /// parameter that updated_early() does not name.
+  /// gradients.
   void prepare_early(std::span<Tensor> params) override;
   void update_early(std::span<Tensor> params, size_t i, TouchedRows& rows, double lr,
                     ParameterDevices& devices) override;
-  virtual void update_row_gradient(size_t i, const Tensor& param, TouchedRows& rows, double lr, int64_t step,
-                                   ParameterDevices& devices) {
-    throw std::logic_error(kind_ + " does not update a table in its backward");
-  }
   /// Whether update_early() updated parameter i since the last step: step_rows() then
   /// leaves it, and calls end_early() when done.
   bool updated_early(size_t i) const { return i < early_.size() && early_[i] != 0; }

@@ -157,8 +157,16 @@ void BufferedOptimizer::prepare_early(std::span<Tensor> params) {
 void BufferedOptimizer::update_early(std::span<Tensor> params, size_t i, TouchedRows& rows, double lr,
                                      ParameterDevices& devices) {
   TANDEM_ASSERT(i < early_.size() && rows.holds_values(), kind_ + ": update_early() without prepare_early()");
-  update_row_gradient(i, params[i], rows, lr, steps_ + 1, devices);  // the step step_rows() will count
+  update_parameter(i, params[i], Tensor(), &rows, lr, steps_ + 1, devices);  // the step step_rows() will count
   early_[i] = 1;
+}
+
+void BufferedOptimizer::step_each(std::span<Tensor> params, std::span<const Tensor> grads,
+                                  std::span<TouchedRows* const> rows, double lr) {
+  begin_step(params, grads);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!updated_early(i)) update_parameter(i, params[i], grads[i], rows.empty() ? nullptr : rows[i], lr, steps_, *devices_);
+  end_early();
 }
 
 }  // namespace tandem::optim_detail

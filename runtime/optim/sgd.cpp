@@ -52,10 +52,12 @@ class Sgd final : public BufferedOptimizer {
     end_early();
   }
 
-  void update_row_gradient(size_t, const Tensor& param, TouchedRows& rows, double lr, int64_t,
-                           ParameterDevices& devices) override {
+  // a table's row gradient only (update_early()): step_rows() above makes the other updates
+  void update_parameter(size_t, const Tensor& param, const Tensor& grad, TouchedRows* rows, double lr, int64_t,
+                        ParameterDevices& devices) override {
+    TANDEM_ASSERT(!grad.defined() && rows && rows->holds_values(), "sgd: update_parameter() of a row gradient only");
     const float neg_lr = sgd_scalars(config_, lr).neg_lr;
-    for_each_updated_row(kind_, devices, param, Tensor(), &rows, /*lazy=*/true,
+    for_each_updated_row(kind_, devices, param, Tensor(), rows, /*lazy=*/true,
                          [&](int64_t, float* p, const float* g, int64_t width) { plain_sgd_row(neg_lr, p, g, width); });
   }
 

@@ -32,20 +32,11 @@ class SparseAdam final : public BufferedOptimizer {
 
   void step_rows(std::span<Tensor> params, std::span<const Tensor> grads, std::span<TouchedRows* const> rows,
                  double lr) override {
-    begin_step(params, grads);
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!updated_early(i)) update(i, params[i], grads[i], rows.empty() ? nullptr : rows[i], lr, steps_, *devices_);
-    end_early();
+    step_each(params, grads, rows, lr);
   }
 
-  void update_row_gradient(size_t i, const Tensor& param, TouchedRows& rows, double lr, int64_t step,
-                           ParameterDevices& devices) override {
-    update(i, param, Tensor(), &rows, lr, step, devices);
-  }
-
-  // Parameter i's update at optimizer step `step` (from 1).
-  void update(size_t i, const Tensor& param, const Tensor& grad, TouchedRows* rows, double lr, int64_t step,
-              ParameterDevices& devices) {
+  void update_parameter(size_t i, const Tensor& param, const Tensor& grad, TouchedRows* rows, double lr, int64_t step,
+                        ParameterDevices& devices) override {
     const double bias_correction1 = 1 - std::pow(config_.beta1, static_cast<double>(step));
     const double bias_correction2 = 1 - std::pow(config_.beta2, static_cast<double>(step));
     const float neg_step_size = static_cast<float>(-(lr * std::sqrt(bias_correction2) / bias_correction1));

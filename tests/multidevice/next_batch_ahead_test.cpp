@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "graph/load_graph.h"
 #include "multidevice_support.h"
+#include "table_split_support.h"
 #include "runtime/model.h"
 #include "runtime/trainer.h"
 
@@ -30,54 +31,8 @@ using namespace tandem::testing;
 
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("tandem_ahead_" + std::to_string(getpid()) + "_" + name)).string();
-}
-
-std::string write(const std::string& name, const std::string& text) {
-  const std::string path = temp_path(name);
-  std::ofstream(path) << text;
-  return path;
-}
-
-/// A recommender's shape: four small tables on the cpu (embedding_bags of fixed bags, sum and
-/// max, one with ids and offsets, mean, and an embedding with a padding_idx: 25 to 40 rows, so
-/// consecutive batches share many ids), the dense features' layer and the MLP on cuda:0.
-/// `sparse` on the tables, `train:` as given.
 std::string split_yaml(const std::string& name, const std::string& sparse, const std::string& train) {
-  return write(name + ".yaml", R"(name: ahead
-inputs:
-  dense: {shape: [batch, 6]}
-  item_ids: {shape: [batch, 4], dtype: int64}
-  tag_ids: {shape: [tags], dtype: int64}
-  tag_offsets: {shape: [batch], dtype: int64}
-  user: {shape: [batch], dtype: int64}
-targets:
-  label: {shape: [batch], dtype: int64}
-layers:
-  - {name: items, op: embedding_bag, inputs: item_ids, num_embeddings: 40, embedding_dim: 8, mode: sum, device: cpu)" +
-                                    sparse + R"(}
-  - {name: tags, op: embedding_bag, inputs: [tag_ids, tag_offsets], num_embeddings: 30, embedding_dim: 8, mode: mean, device: cpu)" +
-                                    sparse + R"(}
-  - {name: users, op: embedding, inputs: user, num_embeddings: 25, embedding_dim: 8, padding_idx: 0, device: cpu)" +
-                                    sparse + R"(}
-  - {name: shops, op: embedding_bag, inputs: item_ids, num_embeddings: 40, embedding_dim: 8, mode: max, device: cpu)" +
-                                    sparse + R"(}
-  - {name: bottom, op: linear, inputs: dense, in_features: 6, out_features: 8, device: "cuda:0"}
-  - {name: features, op: cat, inputs: [bottom, items, tags, users, shops], dim: 1, device: "cuda:0"}
-  - {name: fc1, op: linear, in_features: 40, out_features: 16, device: "cuda:0"}
-  - {name: act, op: relu, device: "cuda:0"}
-  - {name: fc2, op: linear, in_features: 16, out_features: 3, device: "cuda:0"}
-loss: {op: cross_entropy, input: fc2, target: label}
-train:
-)" + train);
-}
-
-TensorMap batch_of(Model& model, uint64_t seed) {
-  Bindings b{{"batch", 24}, {"tags", 60}};
-  TensorMap data = model.random_inputs(b, seed);
-  data.merge(model.random_targets(b, seed));
-  return data;
+  return table_split_yaml(name, sparse, "cuda:0", train);
 }
 
 struct Trained {
@@ -93,28 +48,13 @@ Trained train(const std::string& yaml, bool overlap, int steps) {
   model.use_devices(sim_gpus(1), policy());
   Trainer trainer(model);
   std::vector<TensorMap> batches;
-  for (int s = 0; s <= steps; ++s) batches.push_back(batch_of(model, 100 + static_cast<uint64_t>(s)));
+  for (int s = 0; s <= steps; ++s) batches.push_back(table_split_batch(model, 100 + static_cast<uint64_t>(s)));
   Trained out;
   for (int s = 0; s < steps; ++s)
     out.losses.push_back(overlap && s + 1 < steps ? trainer.step(batches[s], &batches[s + 1]) : trainer.step(batches[s]));
-  for (const auto& [name, t] : model.parameters()) {
-    Tensor copy = Tensor::empty(t.shape(), t.dtype());
-    std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
-    out.weights.emplace(name, std::move(copy));
-  }
+  out.weights = bit_copy(model.parameters());
   out.steps_looked_ahead = model.steps_looked_ahead();
   return out;
-}
-
-/// Whether `a` and `b` hold the same parameters with the same bits.
-void check_same_bits(const TensorMap& a, const TensorMap& b) {
-  REQUIRE(a.size() == b.size());
-  for (const auto& [name, t] : a) {
-    INFO("parameter " << name);
-    const Tensor& u = b.at(name);
-    REQUIRE(t.shape() == u.shape());
-    CHECK(std::memcmp(t.raw_data(), u.raw_data(), t.nbytes()) == 0);
-  }
 }
 
 struct Variant {
@@ -158,7 +98,7 @@ TEST_CASE("looking the next batch up ahead trains a split model to the serial ru
 
 TEST_CASE("the next batch's lookups run on the cpu while the GPU runs this step's backward, and look changed rows up again",
           "[multidevice][train][ahead]") {
-  const std::string trace = temp_path("trace.json");
+  const std::string trace = write_temp_file("trace.json", "");
   Trace::start(trace, "the test");
   const std::string yaml = split_yaml("trace", ", sparse: true",
                                       "  optimizer: {name: adam, lr: 0.01}\n  optimizer_groups:\n    - {params: [items, "
@@ -231,16 +171,7 @@ TEST_CASE("a lookup that a view on the cpu reads after its upload is kept for th
   // `items` goes up to the GPU for `features`, and then a view on the cpu (`col`) reads it
   // too: the view runs ahead and is its last reader, but the upload runs in forward
   // (DLRM's interaction reads each table's output twice so: bench/configs/dlrm_split_train.yaml)
-  const std::string yaml = write("view.yaml", R"(name: view_ahead
-inputs:
-  dense: {shape: [batch, 6]}
-  item_ids: {shape: [batch, 4], dtype: int64}
-  tag_ids: {shape: [tags], dtype: int64}
-  tag_offsets: {shape: [batch], dtype: int64}
-  user: {shape: [batch], dtype: int64}
-targets:
-  label: {shape: [batch], dtype: int64}
-layers:
+  const std::string yaml = write_temp_file("view.yaml", std::string("name: view_ahead\n") + kTableInputs + R"(layers:
   - {name: items, op: embedding_bag, inputs: item_ids, num_embeddings: 40, embedding_dim: 8, mode: sum, device: cpu, sparse: true}
   - {name: bottom, op: linear, inputs: dense, in_features: 6, out_features: 8, device: "cuda:0"}
   - {name: features, op: cat, inputs: [bottom, items], dim: 1, device: "cuda:0"}

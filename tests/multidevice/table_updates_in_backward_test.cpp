@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "multidevice_support.h"
+#include "table_split_support.h"
 #include "runtime/model.h"
 #include "runtime/trainer.h"
 
@@ -28,61 +29,8 @@ using namespace tandem::testing;
 
 namespace {
 
-std::string write(const std::string& name, const std::string& text) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("tandem_table_updates_" + std::to_string(getpid()) + "_" + name))
-          .string();
-  std::ofstream(path) << text;
-  return path;
-}
-
-/// Four small `sparse: true` tables on the cpu (embedding_bags of sum, mean with offsets and
-/// max, an embedding with a padding_idx: 25 to 40 rows, so a batch repeats ids and
-/// consecutive batches share rows), the dense layers on `mlp_device`; `train:` as given.
 std::string yaml_of(const std::string& name, const std::string& mlp_device, const std::string& train) {
-  return write(name + ".yaml", R"(name: table_updates
-inputs:
-  dense: {shape: [batch, 6]}
-  item_ids: {shape: [batch, 4], dtype: int64}
-  tag_ids: {shape: [tags], dtype: int64}
-  tag_offsets: {shape: [batch], dtype: int64}
-  user: {shape: [batch], dtype: int64}
-targets:
-  label: {shape: [batch], dtype: int64}
-layers:
-  - {name: items, op: embedding_bag, inputs: item_ids, num_embeddings: 40, embedding_dim: 8, mode: sum, device: cpu, sparse: true}
-  - {name: tags, op: embedding_bag, inputs: [tag_ids, tag_offsets], num_embeddings: 30, embedding_dim: 8, mode: mean, device: cpu, sparse: true}
-  - {name: users, op: embedding, inputs: user, num_embeddings: 25, embedding_dim: 8, padding_idx: 0, device: cpu, sparse: true}
-  - {name: shops, op: embedding_bag, inputs: item_ids, num_embeddings: 40, embedding_dim: 8, mode: max, device: cpu, sparse: true}
-  - {name: bottom, op: linear, inputs: dense, in_features: 6, out_features: 8, device: ")" +
-                                    mlp_device + R"("}
-  - {name: features, op: cat, inputs: [bottom, items, tags, users, shops], dim: 1, device: ")" +
-                                    mlp_device + R"("}
-  - {name: fc1, op: linear, in_features: 40, out_features: 16, device: ")" +
-                                    mlp_device + R"("}
-  - {name: act, op: relu, device: ")" + mlp_device + R"("}
-  - {name: fc2, op: linear, in_features: 16, out_features: 3, device: ")" +
-                                    mlp_device + R"("}
-loss: {op: cross_entropy, input: fc2, target: label}
-train:
-)" + train);
-}
-
-TensorMap batch_of(Model& model, uint64_t seed) {
-  Bindings b{{"batch", 24}, {"tags", 60}};
-  TensorMap data = model.random_inputs(b, seed);
-  data.merge(model.random_targets(b, seed));
-  return data;
-}
-
-TensorMap copy_of(const TensorMap& tensors) {
-  TensorMap out;
-  for (const auto& [name, t] : tensors) {
-    Tensor copy = Tensor::empty(t.shape(), t.dtype());
-    std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
-    out.emplace(name, std::move(copy));
-  }
-  return out;
+  return table_split_yaml(name, ", sparse: true", mlp_device, train);
 }
 
 struct Trained {
@@ -97,19 +45,9 @@ Trained train_model(const std::string& yaml, bool placed, int steps) {
   if (placed) model.use_devices(sim_gpus(1), policy());
   Trainer trainer(model);
   std::vector<TensorMap> batches;
-  for (int s = 0; s <= steps; ++s) batches.push_back(batch_of(model, 200 + static_cast<uint64_t>(s)));
+  for (int s = 0; s <= steps; ++s) batches.push_back(table_split_batch(model, 200 + static_cast<uint64_t>(s)));
   for (int s = 0; s < steps; ++s) trainer.step(batches[s], &batches[s + 1]);
-  return {copy_of(model.parameters()), trainer.tables_updated_in_backward()};
-}
-
-void check_same_bits(const TensorMap& a, const TensorMap& b) {
-  REQUIRE(a.size() == b.size());
-  for (const auto& [name, t] : a) {
-    INFO("parameter " << name);
-    const Tensor& u = b.at(name);
-    REQUIRE(t.shape() == u.shape());
-    CHECK(std::memcmp(t.raw_data(), u.raw_data(), t.nbytes()) == 0);
-  }
+  return {bit_copy(model.parameters()), trainer.tables_updated_in_backward()};
 }
 
 struct Setup {
@@ -196,12 +134,12 @@ TEST_CASE("a step whose loss is not finite leaves the tables it would have updat
     Model model = Model::load(yaml);
     if (setup.placed) model.use_devices(sim_gpus(1), policy());
     Trainer trainer(model);
-    trainer.step(batch_of(model, 300));  // the state exists: a later update would move the tables
-    TensorMap batch = batch_of(model, 301);
+    trainer.step(table_split_batch(model, 300));  // the state exists: a later update would move the tables
+    TensorMap batch = table_split_batch(model, 301);
     batch.at("dense").data<float>()[5] = std::numeric_limits<float>::quiet_NaN();  // a NaN loss, NaN gradients
-    const TensorMap before = copy_of(model.parameters());
+    const TensorMap before = bit_copy(model.parameters());
     CHECK_THROWS_WITH(trainer.step(batch), Catch::Contains("the training loss is NaN"));
-    check_same_bits(copy_of(model.parameters()), before);
+    check_same_bits(bit_copy(model.parameters()), before);
     CHECK(trainer.tables_updated_in_backward() == 4);  // the first step's
     std::filesystem::remove(yaml);
   }
