@@ -10,7 +10,7 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 39> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 42> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
@@ -25,8 +25,11 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"hardsigmoid", make_hardsigmoid_kernel},
       {"silu", make_silu_kernel},
       {"mish", make_mish_kernel},
+      {"exp", make_exp_kernel},
+      {"clamp", make_clamp_kernel},
       {"softmax", make_softmax_kernel},
       {"log_softmax", make_log_softmax_kernel},
+      {"normalize", make_normalize_kernel},
       {"layer_norm", make_layer_norm_kernel},
       {"batch_norm2d", make_batch_norm2d_kernel},
       {"conv2d", make_conv2d_kernel},

@@ -12,7 +12,7 @@ using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
 // Every CPU op has one (docs/cuda-backend.md says which limits remain).
-constexpr std::array<std::pair<std::string_view, Factory>, 39> kTable{{
+constexpr std::array<std::pair<std::string_view, Factory>, 42> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
@@ -27,8 +27,11 @@ constexpr std::array<std::pair<std::string_view, Factory>, 39> kTable{{
     {"hardsigmoid", make_hardsigmoid_kernel},
     {"silu", make_silu_kernel},
     {"mish", make_mish_kernel},
+    {"exp", make_exp_kernel},
+    {"clamp", make_clamp_kernel},
     {"softmax", make_softmax_kernel},
     {"log_softmax", make_log_softmax_kernel},
+    {"normalize", make_normalize_kernel},
     {"layer_norm", make_layer_norm_kernel},
     {"batch_norm2d", make_batch_norm2d_kernel},
     {"conv2d", make_conv2d_kernel},

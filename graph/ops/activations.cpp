@@ -1,5 +1,5 @@
 // Elementwise activations: relu, gelu, tanh, sigmoid, relu6, hardswish, hardsigmoid, silu,
-// mish; the output has the input's type.
+// mish, exp, and clamp between optional bounds; the output has the input's type.
 #include "graph/ops/op_schemas.h"
 
 namespace tandem {
@@ -19,6 +19,19 @@ OpSchema unary(std::string name, std::string summary, std::vector<AttrSpec> attr
   return s;
 }
 
+/// clamp: min(max(x, min), max), each bound optional (null), as torch.clamp; swin v2's
+/// clamp(logit_scale, max=log(100)).
+OpSchema clamp() {
+  OpSchema s = unary("clamp", "x bounded to [min, max], either optional (torch.clamp)",
+                     {{"min", AttrType::number, {}, false, true}, {"max", AttrType::number, {}, false, true}});
+  s.infer = [](const std::vector<TensorType>& in, const Attributes& a) {
+    require_dtype(in[0], DType::float32, "the input");
+    if (a.is_null("min") && a.is_null("max")) throw SchemaError("clamp needs min, max or both: both are null");
+    return in[0];
+  };
+  return s;
+}
+
 }  // namespace
 
 std::vector<OpSchema> activation_schemas() {
@@ -33,6 +46,8 @@ std::vector<OpSchema> activation_schemas() {
       unary("hardsigmoid", "relu6(x + 3) / 6 (torch.nn.Hardsigmoid)", {{"inplace", AttrType::boolean, false}}),
       unary("silu", "x sigmoid(x), swish (torch.nn.SiLU)", {{"inplace", AttrType::boolean, false}}),
       unary("mish", "x tanh(softplus(x)) (torch.nn.Mish)", {{"inplace", AttrType::boolean, false}}),
+      unary("exp", "e^x (torch.exp)"),
+      clamp(),
   };
 }
 

@@ -12,8 +12,8 @@ namespace tandem {
 std::vector<OpSchema> linear_schemas();      // linear
 std::vector<OpSchema> matmul_schemas();      // matmul
 std::vector<OpSchema> embedding_schemas();   // embedding, embedding_bag, index_select
-std::vector<OpSchema> activation_schemas();  // relu, gelu, tanh, sigmoid, relu6, hardswish, ...
-std::vector<OpSchema> softmax_schemas();     // softmax, log_softmax
+std::vector<OpSchema> activation_schemas();  // relu, gelu, tanh, sigmoid, relu6, hardswish, ..., exp, clamp
+std::vector<OpSchema> softmax_schemas();     // softmax, log_softmax, normalize
 std::vector<OpSchema> dropout_schemas();     // dropout
 std::vector<OpSchema> layer_norm_schemas();  // layer_norm
 std::vector<OpSchema> batch_norm_schemas();  // batch_norm2d

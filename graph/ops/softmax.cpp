@@ -1,5 +1,5 @@
-// softmax (torch.nn.Softmax) and log_softmax (torch.nn.LogSoftmax) along `dim`: the output
-// has the input's type.
+// softmax (torch.nn.Softmax), log_softmax (torch.nn.LogSoftmax) and normalize
+// (torch.nn.functional.normalize, p = 2) along `dim`: the output has the input's type.
 #include "graph/ops/op_schemas.h"
 
 namespace tandem {
@@ -18,12 +18,22 @@ OpSchema softmax_like(std::string name, std::string summary) {
   return s;
 }
 
+/// normalize: x / max(||x||_2, eps) along dim (F.normalize; swin v2's cosine attention).
+OpSchema normalize() {
+  OpSchema s = softmax_like("normalize", "x / max(||x||_p, eps) along dim, p = 2 (torch.nn.functional.normalize)");
+  s.attrs = {{"p", AttrType::number, 2.0, false, false, {}, 2.0, 2.0},
+             {"dim", AttrType::integer, int64_t{1}},
+             {"eps", AttrType::number, 1e-12, false, false, {}, 0.0}};
+  return s;
+}
+
 }  // namespace
 
 std::vector<OpSchema> softmax_schemas() {
   return {
       softmax_like("softmax", "softmax along dim (torch.nn.Softmax)"),
       softmax_like("log_softmax", "log of softmax along dim (torch.nn.LogSoftmax)"),
+      normalize(),
   };
 }
 

@@ -8,6 +8,7 @@ Pieces (the tuple chunk and split give: a narrow per element read) or SCALAR (a 
 computed from a shape, which only reshapes read). Anything else raises
 Unsupported with what Tandem lacks; from_torch adds where it was called."""
 import inspect
+import math
 import operator
 
 import torch
@@ -783,6 +784,32 @@ def _softmax(op):
     return convert
 
 
+def _normalize(node, ctx):
+    """F.normalize(x, p, dim, eps): Tandem's normalize, the Euclidean norm only."""
+    a = _args(node, ["input", "p", "dim", "eps", "out"], {"p": 2.0, "dim": 1, "eps": 1e-12, "out": None})
+    if a["p"] != 2:
+        raise Unsupported("F.normalize with p=%r: Tandem's normalize divides by the Euclidean norm (p=2) only" % a["p"])
+    if a["out"] is not None:
+        raise Unsupported("F.normalize with out=: Tandem's layers write their own outputs")
+    return Op("normalize", {"dim": _constant(ctx, a["dim"], "dim"), "eps": float(_constant(ctx, a["eps"], "eps"))},
+              [_tensor(node, a["input"], "the input")])
+
+
+def _clamp(node, ctx):
+    """torch.clamp(x, min, max) and x.clamp(...), x.clamp_min / clamp_max (fx passes the
+    method's name: the bound it sets), between numbers: Tandem's clamp."""
+    names = {"clamp_min": ["input", "min"], "clamp_max": ["input", "max"]}.get(node.target, ["input", "min", "max"])
+    a = _args(node, names, {"min": None, "max": None})
+    bounds = {}
+    for key in ("min", "max"):
+        if _is_node(a[key]) and ctx.is_tensor(a[key]):
+            raise Unsupported("clamp with a tensor %s: Tandem's clamp takes numbers" % key)
+        bounds[key] = None if a[key] is None else float(_constant(ctx, a[key], key))
+    if bounds["min"] is None and bounds["max"] is None:
+        raise Unsupported("clamp without min or max: give it a bound")
+    return Op("clamp", bounds, [_tensor(node, a["input"], "the input")])
+
+
 def _pool(op):
     """F.max_pool2d / F.avg_pool2d: the modules' attributes, by the functions' arguments."""
     def convert(node, ctx):
@@ -968,9 +995,12 @@ def _shifted_window_attention(node, ctx):
     a = _args(node, ["input", "qkv_weight", "proj_weight", "relative_position_bias", "window_size", "num_heads",
                      "shift_size", "attention_dropout", "dropout", "qkv_bias", "proj_bias", "logit_scale"],
               {"attention_dropout": 0.0, "dropout": 0.0, "qkv_bias": None, "proj_bias": None, "logit_scale": None})
-    if a["logit_scale"] is not None:
-        raise Unsupported("shifted_window_attention with logit_scale (swin v2's cosine attention): Tandem has no "
-                          "normalize or clamp ops")
+    logit_scale = a["logit_scale"]
+    if logit_scale is not None:
+        logit_scale = _tensor(node, logit_scale, "logit_scale")
+        if list(ctx.value(logit_scale).shape) != [_constant(ctx, a["num_heads"], "num_heads"), 1, 1]:
+            raise Unsupported("logit_scale of shape %s: Tandem's swin v2 attention takes [num_heads, 1, 1]"
+                              % list(ctx.value(logit_scale).shape))
     for key in ("attention_dropout", "dropout"):
         if _constant(ctx, a[key], key):
             raise Unsupported("shifted_window_attention with %s=%g: torchvision applies that dropout even in eval "
@@ -1009,7 +1039,12 @@ def _shifted_window_attention(node, ctx):
     y = add("partition", Op("reshape", {"shape": [batch, rows, window[0], cols, window[1], c]}, [y]))
     y = add("partition_order", Op("permute", {"dims": [0, 1, 3, 2, 4, 5]}, [y]))
     y = add("windows", Op("reshape", {"shape": [-1, n, c]}, [y]))
-    y = add("qkv", Op("linear", {"in_features": c, "out_features": 3 * c, "bias": a["qkv_bias"] is not None}, [y]))
+    owned = {"qkv": qkv, "proj": proj}
+    if logit_scale is not None and a["qkv_bias"] is not None:
+        y = _qkv_with_zero_k_bias(add, owned, qkv, c, y)
+    else:
+        y = add("qkv", Op("linear", {"in_features": c, "out_features": 3 * c, "bias": a["qkv_bias"] is not None},
+                          [y]))
     y = add("heads", Op("reshape", {"shape": [-1, n, 3, heads, d]}, [y]))
     y = add("heads_order", Op("permute", {"dims": [2, 0, 3, 1, 4]}, [y]))
     parts = []
@@ -1017,9 +1052,18 @@ def _shifted_window_attention(node, ctx):
         piece = add(name + "_slice", Op("narrow", {"dim": 0, "start": k, "length": 1}, [y]))
         parts.append(add(name, Op("reshape", {"shape": [-1, heads, n, d]}, [piece])))
     q, k, v = parts
-    q = add("q_scaled", Op("scale", {"factor": float(d ** -0.5)}, [q]))
-    k = add("k_t", Op("permute", {"dims": [0, 1, 3, 2]}, [k]))
-    y = add("scores", Op("matmul", {}, [q, k]))
+    if logit_scale is not None:  # cosine attention: unit q and k, times a learned scale per head up to 100
+        q = add("q_unit", Op("normalize", {"dim": -1, "eps": 1e-12}, [q]))
+        k = add("k_unit", Op("normalize", {"dim": -1, "eps": 1e-12}, [k]))
+        k = add("k_t", Op("permute", {"dims": [0, 1, 3, 2]}, [k]))
+        y = add("cosines", Op("matmul", {}, [q, k]))
+        s = add("logit_scale_bounded", Op("clamp", {"min": None, "max": math.log(100.0)}, [logit_scale]))
+        s = add("logit_scale_exp", Op("exp", {}, [s]))
+        y = add("scores", Op("mul", {}, [y, s]))
+    else:
+        q = add("q_scaled", Op("scale", {"factor": float(d ** -0.5)}, [q]))
+        k = add("k_t", Op("permute", {"dims": [0, 1, 3, 2]}, [k]))
+        y = add("scores", Op("matmul", {}, [q, k]))
     y = add("biased", Op("add", {}, [y, bias]))
     if sum(shift) > 0:
         mask = _swin_attention_mask(pad_h, pad_w, window, shift)
@@ -1041,7 +1085,27 @@ def _shifted_window_attention(node, ctx):
         y = add("crop_h", Op("narrow", {"dim": 1, "start": 0, "length": h}, [y]))
     if pad_r:
         y = add("crop_w", Op("narrow", {"dim": 2, "start": 0, "length": w}, [y]))
-    return Composite(layers, scoped=True, owned={"qkv": qkv, "proj": proj})
+    return Composite(layers, scoped=True, owned=owned)
+
+
+def _qkv_with_zero_k_bias(add, owned, qkv, c, x):
+    """swin v2's qkv projection: F.linear(x, weight, bias) with the bias's middle third (k's)
+    zeroed on a clone, so that k has no bias and that third's gradient is 0. Written as the
+    linear's own arithmetic in a block at the module's path (attn.qkv), so its weight and bias
+    keep their state_dict names: x times the weight's transpose, plus the bias times a fixed
+    mask (1, 0 over k's third, 1), a buffer, which passes no gradient to the zeroed entries."""
+    def own(name, op, inputs, value=None):
+        owned["qkv_" + name] = qkv + "." + name
+        return add("qkv_" + name, Op(op["op"], op.get("attrs"), inputs, value=value))
+    weight = own("weight", {"op": "parameter", "attrs": {"shape": [3 * c, c]}}, [x])
+    weight_t = own("weight_t", {"op": "permute", "attrs": {"dims": [1, 0]}}, [weight])
+    product = own("product", {"op": "matmul"}, [x, weight_t])
+    bias = own("bias", {"op": "parameter", "attrs": {"shape": [3 * c]}}, [x])
+    mask = torch.ones(3 * c)
+    mask[c:2 * c] = 0
+    mask = own("k_bias_mask", {"op": "buffer", "attrs": {"shape": [3 * c]}}, [x], value=mask)
+    bias = own("bias_without_k", {"op": "mul"}, [bias, mask])
+    return own("output", {"op": "add"}, [product, bias])
 
 
 def _same(node, ctx):
@@ -1100,6 +1164,7 @@ FUNCTIONS = {
     F.pad: _pad, torch.roll: _roll, F.interpolate: _interpolate,
     torch.squeeze: _reshape, torch.unsqueeze: _reshape, F.layer_norm: _layer_norm_function,
     torch.einsum: _einsum,
+    F.normalize: _normalize, torch.clamp: _clamp, torch.clip: _clamp, torch.exp: _activation("exp"),
 }
 
 METHODS = {
@@ -1115,6 +1180,7 @@ METHODS = {
     "to": _moved, "cuda": _moved, "cpu": _moved,
     "float": _cast(torch.float32), "long": _cast(torch.int64),
     "roll": _roll,
+    "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp, "clamp_max": _clamp, "exp": _activation("exp"),
 }
 
 

@@ -43,6 +43,15 @@ inline Attributes op_attrs(const std::string& op, const std::map<std::string, At
   }
   if (op == "relu" || op == "dropout") a.set("inplace", false);
   if (op == "gelu") a.set("approximate", std::string("none"));
+  if (op == "clamp") {
+    a.set("min", null);
+    a.set("max", null);
+  }
+  if (op == "normalize") {
+    a.set("p", 2.0);
+    a.set("dim", int64_t{1});
+    a.set("eps", 1e-12);
+  }
   if (op == "layer_norm") {
     a.set("eps", 1e-5);
     a.set("elementwise_affine", true);

@@ -28,7 +28,8 @@ TEST_CASE("activation backward matches the reference", "[cpu][backward][activati
   std::vector<std::pair<std::string, std::map<std::string, AttrValue>>> ops = {
       {"relu", {}}, {"tanh", {}}, {"sigmoid", {}},
       {"gelu", {{"approximate", std::string("none")}}}, {"gelu", {{"approximate", std::string("tanh")}}},
-      {"relu6", {}}, {"hardswish", {}}, {"hardsigmoid", {}}, {"silu", {}}, {"mish", {}}};
+      {"relu6", {}}, {"hardswish", {}}, {"hardsigmoid", {}}, {"silu", {}}, {"mish", {}}, {"exp", {}},
+      {"clamp", {{"min", -3.0}, {"max", 3.0}}}, {"clamp", {{"max", 0.0}}}};  // bounds at kinks away_from_kinks knows
   for (const auto& [op, attrs] : ops)
     for (Shape shape : {Shape{1}, Shape{7, 3}, Shape{}, Shape{0, 4}, Shape{64, 128}, Shape{5001}}) {
       INFO(op << " " << shape_str(shape));
@@ -78,7 +79,7 @@ TEST_CASE("relu6, hardswish and hardsigmoid backward at their bounds are torch's
     }
 }
 
-TEST_CASE("softmax and log_softmax backward match the reference", "[cpu][backward][softmax]") {
+TEST_CASE("softmax, log_softmax and normalize backward match the reference", "[cpu][backward][softmax]") {
   uint32_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
@@ -91,10 +92,42 @@ TEST_CASE("softmax and log_softmax backward match the reference", "[cpu][backwar
       INFO(op << " " << shape_str(k.shape) << " dim " << k.dim);
       check_backward(unary_case(gen, op, k.shape, {{"dim", k.dim}}), gen);
     }
-  for (const char* op : {"softmax", "log_softmax"}) {
+  for (const char* op : {"softmax", "log_softmax", "normalize"}) {
     check_finite_differences(unary_case(gen, op, {3, 4}, {{"dim", int64_t{-1}}}), gen);
     check_finite_differences(unary_case(gen, op, {2, 3, 2}, {{"dim", int64_t{1}}}), gen);
   }
+  for (const Case& k : cases) {
+    INFO("normalize " << shape_str(k.shape) << " dim " << k.dim);
+    check_backward(unary_case(gen, "normalize", k.shape, {{"dim", k.dim}}), gen);
+  }
+}
+
+TEST_CASE("clamp passes the gradient at its bounds and normalize below eps, as torch", "[cpu][backward][activation]") {
+  OpCase c{"clamp", op_attrs("clamp", {{"min", -1.0}, {"max", 2.0}})};
+  c.inputs = {Tensor::from_vector<float>({5}, {-2.f, -1.f, 0.f, 2.f, 3.f})};
+  c.out_shape = {5};
+  auto kernel = make_kernel(c);
+  Tensor out = run_kernel(c, *kernel);
+  CHECK(out.to_vector<float>() == std::vector<float>{-1.f, -1.f, 0.f, 2.f, 2.f});
+  Grads g = make_grads(c, NAN);
+  run_backward(c, *kernel, out, Tensor::from_vector<float>({5}, {5.f, 6.f, 7.f, 8.f, 9.f}), g);
+  CHECK(g.inputs[0].to_vector<float>() == std::vector<float>{0.f, 6.f, 7.f, 8.f, 0.f});
+  // a row whose norm (5e-13) is below eps (1e-12): y = x / eps, dx = dy / eps
+  OpCase n{"normalize", op_attrs("normalize", {{"dim", int64_t{-1}}})};
+  n.inputs = {Tensor::from_vector<float>({2, 2}, {3e-13f, 4e-13f, 3.f, 4.f})};
+  n.out_shape = {2, 2};
+  auto nk = make_kernel(n);
+  Tensor ny = run_kernel(n, *nk);
+  std::vector<float> y = ny.to_vector<float>();
+  CHECK(y[0] == Approx(0.3f));
+  CHECK(y[3] == Approx(0.8f));
+  Grads ng = make_grads(n, NAN);
+  run_backward(n, *nk, ny, Tensor::from_vector<float>({2, 2}, {1.f, 2.f, 1.f, 0.f}), ng);
+  std::vector<float> dx = ng.inputs[0].to_vector<float>();
+  CHECK(dx[0] == Approx(1e12f));
+  CHECK(dx[1] == Approx(2e12f));
+  CHECK(dx[2] == Approx((1.f - 0.6f * 0.6f) / 5.f));  // (dy - y (dy . y)) / ||x||
+  CHECK(dx[3] == Approx(-0.8f * 0.6f / 5.f));
 }
 
 OpCase layer_norm_case(std::mt19937& gen, Shape shape, std::vector<int64_t> normalized, bool affine, bool bias) {

@@ -135,8 +135,8 @@ TEST_CASE("matmul refuses mismatched shapes", "[cpu][matmul][errors]") {
 
 TEST_CASE("find_cpu_kernel knows every documented op and nothing else", "[cpu]") {
   for (const char* op : {"linear", "matmul", "embedding", "embedding_bag", "index_select", "relu", "gelu", "tanh",
-                         "sigmoid", "relu6", "hardswish", "hardsigmoid", "silu", "mish",
-                         "softmax", "log_softmax", "layer_norm", "dropout", "add", "mul", "expand", "scale", "parameter",
+                         "sigmoid", "relu6", "hardswish", "hardsigmoid", "silu", "mish", "exp", "clamp",
+                         "softmax", "log_softmax", "normalize", "layer_norm", "dropout", "add", "mul", "expand", "scale", "parameter",
                          "buffer", "cat",
                          "narrow", "flatten", "reshape", "permute", "pad", "roll", "interpolate", "conv2d", "max_pool2d",
                          "avg_pool2d", "batch_norm2d", "gru", "lstm",

@@ -1,4 +1,4 @@
-// Activations, softmax / log_softmax, layer_norm and dropout against the reference;
+// Activations (exp and clamp among them), softmax / log_softmax / normalize, layer_norm and dropout against the reference;
 // dropout's statistics and determinism.
 #include "kernel_test_util.h"
 
@@ -26,8 +26,11 @@ TEST_CASE("activations match the reference", "[cpu][activations]") {
     check_against_reference(unary_case(gen, "sigmoid", s, {}, 20.f));
     check_against_reference(unary_case(gen, "gelu", s));
     check_against_reference(unary_case(gen, "gelu", s, {{"approximate", std::string("tanh")}}));
-    for (const char* op : {"relu6", "hardswish", "hardsigmoid", "silu", "mish"})
+    for (const char* op : {"relu6", "hardswish", "hardsigmoid", "silu", "mish", "exp"})
       check_against_reference(unary_case(gen, op, s, {}, 10.f));
+    check_against_reference(unary_case(gen, "clamp", s, {{"min", -0.5}, {"max", 0.7}}));
+    check_against_reference(unary_case(gen, "clamp", s, {{"max", 0.3}}));
+    check_against_reference(unary_case(gen, "clamp", s, {{"min", 0.1}}));
   }
 }
 
@@ -37,7 +40,7 @@ TEST_CASE("gelu refuses an unknown approximation", "[cpu][activations][errors]")
   REQUIRE_THROWS_WITH(make_kernel(c), Catch::Contains("approximate 'fast'"));
 }
 
-TEST_CASE("softmax and log_softmax match the reference on every dim", "[cpu][softmax]") {
+TEST_CASE("softmax, log_softmax and normalize match the reference on every dim", "[cpu][softmax]") {
   uint32_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
@@ -46,7 +49,7 @@ TEST_CASE("softmax and log_softmax match the reference on every dim", "[cpu][sof
                              {{3, 4}, 1},        {{3, 4}, -2},        {{2, 3, 5}, 1},    {{2, 3, 5}, -1},
                              {{2, 3, 5, 7}, 2},  {{}, 0},             {{}, -1},          {{0, 4}, 1},
                              {{64, 1000}, -1},   {{16, 300, 3}, 1},   {{8, 4, 600}, 0}};
-  for (const char* op : {"softmax", "log_softmax"})
+  for (const char* op : {"softmax", "log_softmax", "normalize"})
     for (const Case& k : cases) {
       INFO(op << " shape " << shape_str(k.shape) << " dim " << k.dim);
       check_against_reference(unary_case(gen, op, k.shape, {{"dim", k.dim}}, 30.f));

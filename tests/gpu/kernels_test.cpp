@@ -59,7 +59,8 @@ TEST_CASE("activations on a GPU match the CPU", "[gpu][activation]") {
   std::vector<std::pair<std::string, std::map<std::string, AttrValue>>> ops = {
       {"relu", {}}, {"tanh", {}}, {"sigmoid", {}},
       {"gelu", {{"approximate", std::string("none")}}}, {"gelu", {{"approximate", std::string("tanh")}}},
-      {"relu6", {}}, {"hardswish", {}}, {"hardsigmoid", {}}, {"silu", {}}, {"mish", {}}};
+      {"relu6", {}}, {"hardswish", {}}, {"hardsigmoid", {}}, {"silu", {}}, {"mish", {}}, {"exp", {}},
+      {"clamp", {{"min", -0.5}, {"max", 0.7}}}, {"clamp", {{"max", 0.3}}}};
   for (const auto& [op, attrs] : ops)
     for (Shape shape : {Shape{1}, Shape{7, 3}, Shape{}, Shape{0, 4}, Shape{64, 128}, Shape{300001}}) {
       INFO(op << " " << shape_str(shape));
@@ -84,7 +85,7 @@ TEST_CASE("dropout on a GPU drops what the CPU drops for a seed", "[gpu][dropout
       }
 }
 
-TEST_CASE("softmax and log_softmax on a GPU match the CPU", "[gpu][softmax]") {
+TEST_CASE("softmax, log_softmax and normalize on a GPU match the CPU", "[gpu][softmax]") {
   const uint32_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
@@ -92,7 +93,7 @@ TEST_CASE("softmax and log_softmax on a GPU match the CPU", "[gpu][softmax]") {
   for (const Case& k : std::vector<Case>{{{5}, 0},        {{3, 4, 5}, 0},   {{3, 4, 5}, 1},    {{3, 4, 5}, -1},
                                          {{1, 1}, -1},    {{2, 3, 700}, 1}, {{64, 128}, -1},  {{64, 128}, 0},
                                          {{}, 0},         {{0, 3}, 1},      {{16, 50000}, -1}, {{4, 3000, 2}, 1}})
-    for (const char* op : {"softmax", "log_softmax"}) {
+    for (const char* op : {"softmax", "log_softmax", "normalize"}) {
       INFO(op << " " << shape_str(k.shape) << " dim " << k.dim);
       OpCase c = unary_case(gen, op, k.shape, {{"dim", k.dim}});
       check_gpu_against_cpu(c, gen);

@@ -97,6 +97,9 @@ OPS = {
     "mish": ({"inplace": False}, (1, 1)),
     "softmax": ({"dim": _REQ}, (1, 1)),
     "log_softmax": ({"dim": _REQ}, (1, 1)),
+    "normalize": ({"p": 2.0, "dim": 1, "eps": 1e-12}, (1, 1)),
+    "exp": ({}, (1, 1)),
+    "clamp": ({"min": None, "max": None}, (1, 1)),
     "layer_norm": ({"normalized_shape": _REQ, "eps": 1e-5, "elementwise_affine": True, "bias": True}, (1, 1)),
     "dropout": ({"p": 0.5, "inplace": False}, (1, 1)),
     "add": ({"alpha": 1.0}, (2, 2)),
@@ -752,6 +755,17 @@ class _Builder:
         if op == "log_softmax":
             integer("dim")
             return nn.LogSoftmax(dim=a["dim"])
+        if op == "normalize":
+            integer("dim"), number("p"), number("eps")
+            need(a["p"] == 2, "p must be 2")
+            dim, eps = a["dim"], float(a["eps"])
+            return Fn(lambda x: F.normalize(x, p=2.0, dim=dim, eps=eps), "dim=%d, eps=%g" % (dim, eps))
+        if op == "exp":
+            return Fn(torch.exp, "exp")
+        if op == "clamp":
+            need(a["min"] is not None or a["max"] is not None, "clamp needs min or max")
+            low, high = a["min"], a["max"]
+            return Fn(lambda x: torch.clamp(x, min=low, max=high), "min=%s, max=%s" % (low, high))
         if op == "layer_norm":
             s = a["normalized_shape"]
             shape = [s] if _is_int(s) else s

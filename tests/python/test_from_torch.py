@@ -439,6 +439,47 @@ def test_einsum_a_number_and_an_indexed_table_convert(seed):
     assert "{name: rows, op: index_select, inputs: [table, flat_index], dim: 0}" in model.yaml
 
 
+class CosineScores(nn.Module):
+    """swin v2's cosine attention written as a user would: F.normalize along the last and a
+    middle dim, a learned scale clamped (torch.clamp and the method forms) and exponentiated."""
+
+    def __init__(self):
+        super().__init__()
+        self.logit_scale = nn.Parameter(torch.tensor([[[0.3]], [[1.5]]]))  # one past the bound
+
+    def forward(self, q, k):
+        scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        scale = torch.clamp(self.logit_scale, max=1.0).exp()
+        return scores * scale, F.normalize(q, p=2.0, dim=2, eps=1e-6).clamp(-0.4, 0.4), \
+            torch.exp(q.clamp_min(-1.0).clamp_max(1.0))
+
+
+def test_normalize_clamp_and_exp_convert(seed):
+    model = compare_with_torch(CosineScores(), (torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4)),
+                               inputs=(torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)))
+    for op in ["{name: normalize, op: normalize, inputs: q, dim: -1}",
+               "{name: normalize_2, op: normalize, inputs: q, dim: 2, eps: 1.0e-06}",
+               "{name: clamp, op: clamp, max: 1.0}", "{name: clamp_1, op: clamp, min: -0.4, max: 0.4}",
+               "{name: clamp_min, op: clamp, inputs: q, min: -1.0}", "{name: exp_1, op: exp}"]:
+        assert op in model.yaml, op
+
+
+class NormsTandemCannotWrite(nn.Module):
+    def forward(self, x, y):
+        return F.normalize(x, p=1.0, dim=-1), torch.clamp(x, max=y)
+
+
+def test_normalize_and_clamp_tandem_cannot_write_are_named_with_their_lines():
+    with pytest.raises(tandem.ModelError) as error:
+        tandem.from_torch(NormsTandemCannotWrite(), (torch.randn(2, 4), torch.randn(2, 4)))
+    message = str(error.value)
+    for what in ["'normalize', at %s: F.normalize with p=1.0: Tandem's normalize divides by the Euclidean norm"
+                 % line_of("F.normalize(x, p=1.0", cls=NormsTandemCannotWrite),
+                 "'clamp', at %s: clamp with a tensor max: Tandem's clamp takes numbers"
+                 % line_of("torch.clamp(x, max=y)", cls=NormsTandemCannotWrite)]:
+        assert what in message, "%r not in\n%s" % (what, message)
+
+
 class BadIndexing(nn.Module):
     def __init__(self):
         super().__init__()

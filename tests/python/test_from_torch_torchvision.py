@@ -5,6 +5,7 @@ values, converted on a batch of 2 and judged on a batch of 3 it never saw: outpu
 statistics, every parameter and the input) and running statistics within 1e-4.
 Small images (32 and 64 pixels) keep it quick: every model here pools to 1x1 or 2x2."""
 import copy
+import math
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
@@ -28,7 +29,7 @@ tandem.set_threads(1)
 CONVERTED = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
              "shufflenet_v2_x0_5",
              "mobilenet_v3_large", "mnasnet0_5", "densenet121", "efficientnet_b0", "regnet_y_400mf", "convnext_tiny",
-             "vit_b_16", "vit_b_32", "swin_t", "maxvit_t"]
+             "vit_b_16", "vit_b_32", "swin_t", "swin_v2_t", "maxvit_t"]
 
 # vit fixes its image size when built: these take the 32 pixels the others run at.
 SIZED = {"vit_b_16": {"image_size": 32}, "vit_b_32": {"image_size": 32}}
@@ -230,6 +231,19 @@ def small_swin():
                                  window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10))
 
 
+def small_swin_v2():
+    """torchvision's SwinTransformer with swin_v2_t's V2 blocks and PatchMergingV2 (its norm
+    after the reduction), two stages at 32 pixels with windows of 4 as small_swin: cosine
+    attention (q and k normalized, times exp of the logit scale clamped at log 100), the
+    continuous position bias (cpb_mlp over the relative coords table buffer, index_select,
+    16 sigmoid) and the qkv bias whose k third is zeroed."""
+    from functools import partial
+    from torchvision.models.swin_transformer import PatchMergingV2, SwinTransformer, SwinTransformerBlockV2
+    return fresh(SwinTransformer(patch_size=[4, 4], embed_dim=24, depths=[2, 2], num_heads=[2, 4],
+                                 window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10,
+                                 block=SwinTransformerBlockV2, downsample_layer=PatchMergingV2))
+
+
 def small_maxvit():
     """torchvision's MaxVit, maxvit_t's class, two blocks at 32 pixels with partitions of 2:
     MBConv with squeeze-excitation and batch norm, window and grid attention (einsum, k
@@ -240,15 +254,24 @@ def small_maxvit():
                         block_layers=[1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=10))
 
 
-@pytest.mark.parametrize("make", [small_vit, small_convnext, small_swin, small_maxvit],
-                         ids=["vit", "convnext", "swin", "maxvit"])
+@pytest.mark.parametrize("make", [small_vit, small_convnext, small_swin, small_swin_v2, small_maxvit],
+                         ids=["vit", "convnext", "swin", "swin_v2", "maxvit"])
 def test_learned_tensors_train_as_in_torch(make, seed):
     """Outputs at a batch the converter never saw, then a training step's gradients (every
     parameter, the class token, position embedding and layer scales included, and the
-    input) within 1e-4 of torch's float64 step. No ReLU here (GELU): no kink to redraw for."""
+    input) within 1e-4 of torch's float64 step. No ReLU here (GELU): no kink to redraw for,
+    but swin v2's cpb_mlp (fixed inputs, no batch: its kinks do not move with the draw).
+    swin v2's logit scales are drawn about log 100, some past it (clamped: no gradient), and
+    its qkv biases drawn whole (the k third is zeroed in forward: its gradient is 0)."""
     module = make()
     for key, p in module.named_parameters():  # layer scales and the class token start constant: make them tell
         if key.endswith(("class_token", "pos_embedding", "layer_scale", "relative_position_bias_table")):
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape) * 0.5)
+        if key.endswith("logit_scale"):
+            with torch.no_grad():
+                p.copy_(math.log(100.0) + torch.randn(p.shape))
+        if key.endswith("attn.qkv.bias"):
             with torch.no_grad():
                 p.copy_(torch.randn(p.shape) * 0.5)
     model = tandem.from_torch(module.eval(), torch.randn(2, 3, 32, 32), check=False)
@@ -275,6 +298,26 @@ def test_swin_attention_is_written_in_its_module(seed):
     mask = state["features.1.1.attn.attn_mask"]
     assert set(numpy.unique(mask)) == {0.0, -100.0}
     assert "attn_mask" not in "".join(k for k in state if k.startswith("features.1.0."))  # unshifted: no mask
+
+
+def test_swin_v2_attention_is_written_in_its_module(seed):
+    """swin v2's attention: the qkv projection a block at attn.qkv holding the weight and
+    bias as parameters (their state_dict names) and the mask zeroing k's bias (a buffer);
+    q and k normalized, the logit scale clamped at log 100 and exponentiated; the position
+    bias from cpb_mlp's linears over the relative coords table (a buffer with its values)."""
+    module = small_swin_v2().eval()
+    model = tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False)
+    assert "{name: q_unit, op: normalize, inputs: q, dim: -1}" in model.yaml  # eps 1e-12, torch's
+    assert "{name: logit_scale_bounded, op: clamp, inputs: logit_scale, max: %r}" % math.log(100.0) in model.yaml
+    assert "{name: logit_scale_exp, op: exp}" in model.yaml
+    assert "{name: bias_without_k, op: mul, inputs: [bias, k_bias_mask]}" in model.yaml
+    state = model.state_dict()
+    attn = "features.1.1.attn."
+    assert {attn + "qkv.weight", attn + "qkv.bias", attn + "logit_scale", attn + "cpb_mlp.0.weight",
+            attn + "cpb_mlp.2.weight"} <= set(state)
+    numpy.testing.assert_array_equal(state[attn + "qkv.k_bias_mask"], [1.0] * 24 + [0.0] * 24 + [1.0] * 24)
+    numpy.testing.assert_array_equal(state[attn + "relative_coords_table"],
+                                     module.features[1][1].attn.relative_coords_table.numpy())
 
 
 @pytest.mark.parametrize("make", [small_swin, small_maxvit], ids=["swin", "maxvit"])
@@ -307,8 +350,8 @@ def test_bare_parameters_keep_their_state_dict_names(seed):
     assert "op: expand, shape: [batch, 1, 48]" in model.yaml  # the class token over the batch
 
 
-@pytest.mark.parametrize("make", [small_vit, small_convnext, small_swin, small_maxvit],
-                         ids=["vit", "convnext", "swin", "maxvit"])
+@pytest.mark.parametrize("make", [small_vit, small_convnext, small_swin, small_swin_v2, small_maxvit],
+                         ids=["vit", "convnext", "swin", "swin_v2", "maxvit"])
 def test_to_torch_gives_back_the_learned_tensors(make, seed):
     """The parameter layers come back as parameters of the same names, and the module
     computes what torch's did. The buffers too, with the constants the converter made
@@ -318,10 +361,10 @@ def test_to_torch_gives_back_the_learned_tensors(make, seed):
     the buffer 'constant' of the attention module, and the index itself is not read."""
     module = make().eval()
     back = tandem.to_torch(tandem.from_torch(module, torch.randn(2, 3, 32, 32), check=False))
-    made = {k for k in back.state_dict() if k.endswith(("attn_mask", ".constant"))}
+    made = {k for k in back.state_dict() if k.endswith(("attn_mask", ".constant", "k_bias_mask"))}
     unread = {k for k in module.state_dict() if make is small_maxvit and k.endswith("relative_position_index")}
     assert sorted(set(back.state_dict()) - made) == sorted(set(module.state_dict()) - unread)
-    assert bool(made) == (make in (small_swin, small_maxvit))
+    assert bool(made) == (make in (small_swin, small_swin_v2, small_maxvit))
     x = torch.randn(3, 3, 32, 32)
     with torch.no_grad():
         assert_relative(back(x).numpy(), module(x).numpy(), 1e-4, "to_torch(from_torch(%s))" % make.__name__)

@@ -1,5 +1,5 @@
 // relu, tanh, sigmoid, gelu (approximate "none" = exact erf, "tanh" = tanh formula), relu6,
-// hardswish, hardsigmoid, silu, mish: [*] -> [*], elementwise.
+// hardswish, hardsigmoid, silu, mish, exp: [*] -> [*], elementwise; and clamp (below).
 // relu is a vectorised loop at every size, and so is hardsigmoid, which oneDNN 2.6 lacks.
 // The others use a scalar libm loop for small tensors (no oneDNN call overhead) and
 // oneDNN's JIT eltwise, whose vectorised exp/erf/tanh are much faster, from
@@ -12,12 +12,17 @@
 //   gelu: dy (Phi(x) + x phi(x)) exact; the tanh form's derivative as torch writes it (from the input)
 //   hardswish: 0 below -3, dy (x / 3 + 1/2) up to 3, dy above; hardsigmoid: dy / 6 on (-3, 3)
 //   silu: dy s (1 + x (1 - s)), s = sigmoid(x); mish: dy (t + x s (1 - t^2)), t = tanh(softplus(x))
-//   (from the input)
+//   (from the input); exp: dy y (from the output)
+//
+// clamp: min(max(x, min), max), either bound optional; dx = dy where min <= x <= max, else 0
+// (torch's: the gradient passes at the bounds). A loop at every size: oneDNN's clip passes
+// no gradient at its lower bound, and the loop is as cheap as relu's.
 // Same split as forward: a loop for small tensors, oneDNN eltwise_backward (the *_use_dst_for_bwd
 // algorithms for tanh, sigmoid and relu6) from kEltwiseMinElements up, built in the factory;
 // hardswish's backward is the loop at every size (oneDNN's differs from torch's at -3 and 3).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "backends/cpu/ops/op_factories.h"
@@ -28,7 +33,7 @@ namespace {
 
 constexpr int64_t kEltwiseMinElements = 4096;
 
-enum class Act { relu, tanh, sigmoid, gelu_erf, gelu_tanh, relu6, hardswish, hardsigmoid, silu, mish };
+enum class Act { relu, tanh, sigmoid, gelu_erf, gelu_tanh, relu6, hardswish, hardsigmoid, silu, mish, exp };
 
 /// relu6(x + 3) / 6, the gate of hardswish and hardsigmoid, computed as torch does.
 inline float hard_gate6(float x) { return std::min(std::max(x + 3.f, 0.f), 6.f); }
@@ -51,6 +56,7 @@ inline float apply(Act act, float x) {
     case Act::hardsigmoid: return hard_gate6(x) / 6.f;
     case Act::silu: return x / (1.f + std::exp(-x));
     case Act::mish: return x * std::tanh(softplus(x));
+    case Act::exp: return std::exp(x);
   }
   return x;
 }
@@ -69,6 +75,7 @@ dnnl::algorithm dnnl_algorithm(Act act) {
     case Act::hardswish: return dnnl::algorithm::eltwise_hardswish;
     case Act::silu: return dnnl::algorithm::eltwise_swish;
     case Act::mish: return dnnl::algorithm::eltwise_mish;
+    case Act::exp: return dnnl::algorithm::eltwise_exp;
     case Act::hardsigmoid: break;
   }
   return dnnl::algorithm::eltwise_relu;
@@ -114,6 +121,7 @@ inline float apply_grad(Act act, float x, float y, float g) {
       const float s = 1.f / (1.f + std::exp(-x));
       return g * (t + x * s * (1.f - t * t));
     }
+    case Act::exp: return g * y;
   }
   return g;
 }
@@ -124,12 +132,13 @@ dnnl::algorithm dnnl_backward_algorithm(Act act) {
     case Act::tanh: return dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
     case Act::sigmoid: return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
     case Act::relu6: return dnnl::algorithm::eltwise_clip_v2_use_dst_for_bwd;
+    case Act::exp: return dnnl::algorithm::eltwise_exp_use_dst_for_bwd;
     default: return dnnl_algorithm(act);
   }
 }
 
 bool gradient_from_output(Act act) {
-  return act == Act::relu || act == Act::tanh || act == Act::sigmoid || act == Act::relu6;
+  return act == Act::relu || act == Act::tanh || act == Act::sigmoid || act == Act::relu6 || act == Act::exp;
 }
 
 /// Elements per thread worth splitting for: the piecewise-linear ones are as cheap as relu.
@@ -203,6 +212,7 @@ class ActivationKernel final : public Kernel {
       case Act::hardsigmoid: return run_grad_loop<Act::hardsigmoid>(x, y, g, dx, n_);
       case Act::silu: return run_grad_loop<Act::silu>(x, y, g, dx, n_);
       case Act::mish: return run_grad_loop<Act::mish>(x, y, g, dx, n_);
+      case Act::exp: return run_grad_loop<Act::exp>(x, y, g, dx, n_);
     }
   }
 
@@ -226,6 +236,7 @@ class ActivationKernel final : public Kernel {
       case Act::hardsigmoid: return run_loop<Act::hardsigmoid>(x, y, n_);
       case Act::silu: return run_loop<Act::silu>(x, y, n_);
       case Act::mish: return run_loop<Act::mish>(x, y, n_);
+      case Act::exp: return run_loop<Act::exp>(x, y, n_);
     }
   }
 
@@ -255,8 +266,51 @@ class ActivationKernel final : public Kernel {
   size_t bwd_data_ = 0, bwd_diff_dst_ = 0, bwd_diff_src_ = 0;
 };
 
+class ClampKernel final : public Kernel {
+ public:
+  explicit ClampKernel(const KernelSpec& spec)
+      : lo_(spec.attrs->is_null("min") ? -std::numeric_limits<float>::infinity()
+                                       : static_cast<float>(spec.attrs->get_float("min"))),
+        hi_(spec.attrs->is_null("max") ? std::numeric_limits<float>::infinity()
+                                       : static_cast<float>(spec.attrs->get_float("max"))) {}
+
+  bool backward_reads_input(size_t) const override { return true; }
+  bool backward_reads_output() const override { return false; }
+
+  void forward(const KernelArgs& args) override {
+    const float* x = args.inputs[0].data<float>();
+    float* y = args.outputs[0].data<float>();
+    const float lo = lo_, hi = hi_;
+    cpu::parallel_for(args.outputs[0].numel(), 1, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) y[i] = std::min(std::max(x[i], lo), hi);
+    });
+  }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    const float* x = args.inputs[0].data<float>();
+    const float* g = args.grad_outputs[0].data<float>();
+    float* dx = args.grad_inputs[0].data<float>();
+    const float lo = lo_, hi = hi_;
+    cpu::parallel_for(args.grad_inputs[0].numel(), 1, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) dx[i] = x[i] >= lo && x[i] <= hi ? g[i] : 0.f;
+    });
+  }
+
+ private:
+  float lo_, hi_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_exp_kernel(CpuContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Act::exp);
+}
+std::unique_ptr<Kernel> make_clamp_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<ClampKernel>(spec);
+}
 std::unique_ptr<Kernel> make_relu_kernel(CpuContext& ctx, const KernelSpec& spec) {
   return std::make_unique<ActivationKernel>(ctx, spec, Act::relu);
 }

@@ -30,8 +30,11 @@ std::unique_ptr<Kernel> make_hardswish_kernel(CpuContext& ctx, const KernelSpec&
 std::unique_ptr<Kernel> make_hardsigmoid_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_silu_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mish_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_exp_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_clamp_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_log_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_normalize_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_batch_norm2d_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_conv2d_kernel(CpuContext& ctx, const KernelSpec& spec);

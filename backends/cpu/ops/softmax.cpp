@@ -1,3 +1,5 @@
+// normalize (F.normalize, p = 2) at the end of the file.
+//
 // softmax, log_softmax over attribute `dim` (negative counts from the end), any rank:
 // [*] -> [*]. The tensor is viewed as [outer, axis, inner]. Numerically stable: the
 // row maximum is subtracted before exp. Small tensors run our loop; from
@@ -8,6 +10,7 @@
 //   log_softmax: dx = dy - exp(y) sum_axis(dy)
 // Same split as forward: our loop, or oneDNN's softmax_backward / logsoftmax_backward
 // (built in the factory) from kSoftmaxMinElements up.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -144,8 +147,77 @@ class SoftmaxKernel final : public Kernel {
   size_t bwd_dst_ = 0, bwd_diff_dst_ = 0, bwd_diff_src_ = 0;
 };
 
+/// normalize along `dim` (F.normalize, p = 2): y = x / d, d = max(||x||, eps) per lane.
+/// Backward from the input (torch's through its clamp_min): where ||x|| >= eps,
+/// dx = (dy - y sum_axis(dy y)) / ||x||; below it d is the constant eps, so dx = dy / eps.
+/// A loop of its own (a lane is read twice, for its norm and its quotient): oneDNN's
+/// reduction would give the norms, but not the quotient nor its backward.
+class NormalizeKernel final : public Kernel {
+ public:
+  explicit NormalizeKernel(const KernelSpec& spec) : eps_(static_cast<float>(spec.attrs->get_float("eps"))) {
+    const Shape& shape = spec.inputs.at(0).shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, "normalize");
+    outer_ = dims_product(shape, 0, dim);
+    axis_ = rank == 0 ? 1 : shape[dim];
+    inner_ = dims_product(shape, dim + 1, shape.size());
+  }
+
+  bool backward_reads_input(size_t) const override { return true; }
+  bool backward_reads_output() const override { return false; }
+
+  void forward(const KernelArgs& args) override {
+    const float* x = args.inputs[0].data<float>();
+    float* y = args.outputs[0].data<float>();
+    const int64_t axis = axis_, inner = inner_;
+    cpu::parallel_for(outer_ * inner_, axis * 4, [&](int64_t begin, int64_t end) {
+      for (int64_t lane = begin; lane < end; ++lane) {
+        const int64_t base = (lane / inner) * axis * inner + lane % inner;
+        const float d = std::max(lane_norm(x + base), eps_);
+        for (int64_t a = 0; a < axis; ++a) y[base + a * inner] = x[base + a * inner] / d;
+      }
+    });
+  }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    const float* x = args.inputs[0].data<float>();
+    const float* g = args.grad_outputs[0].data<float>();
+    float* dx = args.grad_inputs[0].data<float>();
+    const int64_t axis = axis_, inner = inner_;
+    cpu::parallel_for(outer_ * inner_, axis * 6, [&](int64_t begin, int64_t end) {
+      for (int64_t lane = begin; lane < end; ++lane) {
+        const int64_t base = (lane / inner) * axis * inner + lane % inner;
+        const float n = lane_norm(x + base);
+        if (n < eps_) {
+          for (int64_t a = 0; a < axis; ++a) dx[base + a * inner] = g[base + a * inner] / eps_;
+          continue;
+        }
+        float gx = 0.f;  // sum(dy x) / n^2 = sum(dy y) / n
+        for (int64_t a = 0; a < axis; ++a) gx += g[base + a * inner] * x[base + a * inner];
+        gx /= n * n;
+        for (int64_t a = 0; a < axis; ++a)
+          dx[base + a * inner] = (g[base + a * inner] - x[base + a * inner] * gx) / n;
+      }
+    });
+  }
+
+ private:
+  float lane_norm(const float* xl) const {
+    float sum = 0.f;
+    for (int64_t a = 0; a < axis_; ++a) sum += xl[a * inner_] * xl[a * inner_];
+    return std::sqrt(sum);
+  }
+
+  float eps_;
+  int64_t outer_ = 1, axis_ = 1, inner_ = 1;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_normalize_kernel(CpuContext&, const KernelSpec& spec) {
+  return std::make_unique<NormalizeKernel>(spec);
+}
 std::unique_ptr<Kernel> make_softmax_kernel(CpuContext& ctx, const KernelSpec& spec) {
   return std::make_unique<SoftmaxKernel>(ctx, spec, false);
 }

@@ -29,6 +29,7 @@ __device__ inline float apply(float x) {
   if constexpr (A == Activation::hardsigmoid) return hard_gate6(x) / 6.f;
   if constexpr (A == Activation::silu) return x / (1.f + expf(-x));
   if constexpr (A == Activation::mish) return x * tanhf(softplus(x));
+  if constexpr (A == Activation::exp) return expf(x);
   return x;
 }
 
@@ -60,6 +61,7 @@ __device__ inline float apply_grad(float x, float y, float g) {
     const float t = tanhf(softplus(x));
     return g * (t + x * logistic(x) * (1.f - t * t));
   }
+  if constexpr (A == Activation::exp) return g * y;
   return g;
 }
 
@@ -73,7 +75,8 @@ __global__ void backward_kernel(const float* __restrict__ x, const float* __rest
                                 float* __restrict__ dx, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     constexpr bool kFromOutput =  // activation_grad_from_output(A), which device code may not call
-        A == Activation::relu || A == Activation::tanh || A == Activation::sigmoid || A == Activation::relu6;
+        A == Activation::relu || A == Activation::tanh || A == Activation::sigmoid || A == Activation::relu6 ||
+        A == Activation::exp;
     const float xi = kFromOutput ? 0.f : x[i];
     const float yi = kFromOutput ? y[i] : 0.f;
     dx[i] = apply_grad<A>(xi, yi, dy[i]);
@@ -90,7 +93,29 @@ void launch_backward(const float* x, const float* y, const float* dy, float* dx,
   backward_kernel<A><<<grid_for(n), kBlockSize, 0, stream>>>(x, y, dy, dx, n);
 }
 
+__global__ void clamp_forward_kernel(float lo, float hi, const float* __restrict__ x, float* __restrict__ y,
+                                     int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = fminf(fmaxf(x[i], lo), hi);
+}
+
+__global__ void clamp_backward_kernel(float lo, float hi, const float* __restrict__ x, const float* __restrict__ dy,
+                                      float* __restrict__ dx, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dx[i] = x[i] >= lo && x[i] <= hi ? dy[i] : 0.f;
+}
+
 }  // namespace
+
+void clamp_forward(float lo, float hi, const float* x, float* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  clamp_forward_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(lo, hi, x, y, n);
+  TANDEM_CUDA_CHECK_LAUNCH("clamp_forward");
+}
+
+void clamp_backward(float lo, float hi, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  clamp_backward_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(lo, hi, x, dy, dx, n);
+  TANDEM_CUDA_CHECK_LAUNCH("clamp_backward");
+}
 
 void activation_forward(Activation act, const float* x, float* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
@@ -105,6 +130,7 @@ void activation_forward(Activation act, const float* x, float* y, int64_t n, cud
     case Activation::hardsigmoid: launch_forward<Activation::hardsigmoid>(x, y, n, stream); break;
     case Activation::silu: launch_forward<Activation::silu>(x, y, n, stream); break;
     case Activation::mish: launch_forward<Activation::mish>(x, y, n, stream); break;
+    case Activation::exp: launch_forward<Activation::exp>(x, y, n, stream); break;
   }
   TANDEM_CUDA_CHECK_LAUNCH("activation_forward");
 }
@@ -123,6 +149,7 @@ void activation_backward(Activation act, const float* x, const float* y, const f
     case Activation::hardsigmoid: launch_backward<Activation::hardsigmoid>(x, y, dy, dx, n, stream); break;
     case Activation::silu: launch_backward<Activation::silu>(x, y, dy, dx, n, stream); break;
     case Activation::mish: launch_backward<Activation::mish>(x, y, dy, dx, n, stream); break;
+    case Activation::exp: launch_backward<Activation::exp>(x, y, dy, dx, n, stream); break;
   }
   TANDEM_CUDA_CHECK_LAUNCH("activation_backward");
 }

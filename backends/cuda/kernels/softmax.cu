@@ -84,6 +84,37 @@ __global__ void backward_lanes(const float* __restrict__ y, const float* __restr
   }
 }
 
+__device__ inline float lane_norm(const float* xl, int64_t axis, int64_t inner) {
+  float sum = 0.f;
+  for (int64_t a = 0; a < axis; ++a) sum += xl[a * inner] * xl[a * inner];
+  return sqrtf(sum);
+}
+
+__global__ void normalize_forward_lanes(float eps, const float* __restrict__ x, float* __restrict__ y, int64_t lanes,
+                                        int64_t axis, int64_t inner) {
+  for (int64_t lane = global_thread(); lane < lanes; lane += grid_threads()) {
+    const int64_t base = (lane / inner) * axis * inner + lane % inner;
+    const float d = fmaxf(lane_norm(x + base, axis, inner), eps);
+    for (int64_t a = 0; a < axis; ++a) y[base + a * inner] = x[base + a * inner] / d;
+  }
+}
+
+__global__ void normalize_backward_lanes(float eps, const float* __restrict__ x, const float* __restrict__ dy,
+                                         float* __restrict__ dx, int64_t lanes, int64_t axis, int64_t inner) {
+  for (int64_t lane = global_thread(); lane < lanes; lane += grid_threads()) {
+    const int64_t base = (lane / inner) * axis * inner + lane % inner;
+    const float n = lane_norm(x + base, axis, inner);
+    if (n < eps) {
+      for (int64_t a = 0; a < axis; ++a) dx[base + a * inner] = dy[base + a * inner] / eps;
+      continue;
+    }
+    float gx = 0.f;
+    for (int64_t a = 0; a < axis; ++a) gx += dy[base + a * inner] * x[base + a * inner];
+    gx /= n * n;
+    for (int64_t a = 0; a < axis; ++a) dx[base + a * inner] = (dy[base + a * inner] - x[base + a * inner] * gx) / n;
+  }
+}
+
 unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < 65536 ? (rows < 1 ? 1 : rows) : 65536); }
 
 }  // namespace
@@ -115,6 +146,21 @@ void softmax_backward(bool log, const SoftmaxShape& s, const float* y, const flo
     else backward_lanes<false><<<grid_for(rows), kBlockSize, 0, stream>>>(y, dy, dx, rows, s.axis, s.inner);
   }
   TANDEM_CUDA_CHECK_LAUNCH("softmax_backward");
+}
+
+void normalize_forward(const SoftmaxShape& s, float eps, const float* x, float* y, cudaStream_t stream) {
+  const int64_t lanes = s.outer * s.inner;
+  if (lanes == 0 || s.axis == 0) return;
+  normalize_forward_lanes<<<grid_for(lanes), kBlockSize, 0, stream>>>(eps, x, y, lanes, s.axis, s.inner);
+  TANDEM_CUDA_CHECK_LAUNCH("normalize_forward");
+}
+
+void normalize_backward(const SoftmaxShape& s, float eps, const float* x, const float* dy, float* dx,
+                        cudaStream_t stream) {
+  const int64_t lanes = s.outer * s.inner;
+  if (lanes == 0 || s.axis == 0) return;
+  normalize_backward_lanes<<<grid_for(lanes), kBlockSize, 0, stream>>>(eps, x, dy, dx, lanes, s.axis, s.inner);
+  TANDEM_CUDA_CHECK_LAUNCH("normalize_backward");
 }
 
 }  // namespace tandem::cuda

@@ -7,6 +7,10 @@
 //     log_softmax: dx = dy - exp(y) sum_axis(dy)
 // inner = 1 (the last dim): a block per row, reductions across its threads; else a thread
 // per lane (outer, inner), whose neighbours read neighbouring addresses.
+//
+// normalize (F.normalize, p = 2) over the same view: y = x / max(||x||, eps) per lane;
+// backward from x (assigned): dx = (dy - x sum(dy x) / ||x||^2) / ||x|| where ||x|| >= eps,
+// else dy / eps. A thread per lane (swin v2's lanes are 32 long).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,5 +26,8 @@ struct SoftmaxShape {
 void softmax_forward(bool log, const SoftmaxShape& shape, const float* x, float* y, cudaStream_t stream);
 void softmax_backward(bool log, const SoftmaxShape& shape, const float* y, const float* dy, float* dx,
                       cudaStream_t stream);
+void normalize_forward(const SoftmaxShape& shape, float eps, const float* x, float* y, cudaStream_t stream);
+void normalize_backward(const SoftmaxShape& shape, float eps, const float* x, const float* dy, float* dx,
+                        cudaStream_t stream);
 
 }  // namespace tandem::cuda

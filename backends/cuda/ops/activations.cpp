@@ -1,8 +1,11 @@
 // relu, tanh, sigmoid, gelu (approximate "none": erf; "tanh"), relu6, hardswish,
-// hardsigmoid, silu, mish on a GPU: [*] -> [*], elementwise (kernels/activations.cu).
+// hardsigmoid, silu, mish, exp, and clamp on a GPU: [*] -> [*], elementwise
+// (kernels/activations.cu).
 //
-// Backward, dy -> dx (assigned): relu, relu6, tanh, sigmoid from the output; the others
+// Backward, dy -> dx (assigned): relu, relu6, tanh, sigmoid, exp from the output; the others
 // from the input.
+#include <limits>
+
 #include "backends/cuda/kernels/activations.cuh"
 #include "backends/cuda/ops/op_factories.h"
 
@@ -36,8 +39,42 @@ class ActivationKernel final : public Kernel {
   int64_t n_;
 };
 
+class ClampKernel final : public Kernel {
+ public:
+  ClampKernel(CudaContext& ctx, const KernelSpec& spec)
+      : ctx_(ctx),
+        lo_(spec.attrs->is_null("min") ? -std::numeric_limits<float>::infinity()
+                                       : static_cast<float>(spec.attrs->get_float("min"))),
+        hi_(spec.attrs->is_null("max") ? std::numeric_limits<float>::infinity()
+                                       : static_cast<float>(spec.attrs->get_float("max"))) {}
+
+  void forward(const KernelArgs& args) override {
+    clamp_forward(lo_, hi_, args.inputs[0].data<float>(), args.outputs[0].data<float>(), args.outputs[0].numel(),
+                  ctx_.stream().get());
+  }
+
+  bool backward_reads_input(size_t) const override { return true; }
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    clamp_backward(lo_, hi_, args.inputs[0].data<float>(), args.grad_outputs[0].data<float>(),
+                   args.grad_inputs[0].data<float>(), args.grad_inputs[0].numel(), ctx_.stream().get());
+  }
+
+ private:
+  CudaContext& ctx_;
+  float lo_, hi_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_exp_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ActivationKernel>(ctx, spec, Activation::exp);
+}
+std::unique_ptr<Kernel> make_clamp_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<ClampKernel>(ctx, spec);
+}
 std::unique_ptr<Kernel> make_relu_kernel(CudaContext& ctx, const KernelSpec& spec) {
   return std::make_unique<ActivationKernel>(ctx, spec, Activation::relu);
 }

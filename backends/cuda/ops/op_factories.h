@@ -34,8 +34,11 @@ std::unique_ptr<Kernel> make_hardswish_kernel(CudaContext& ctx, const KernelSpec
 std::unique_ptr<Kernel> make_hardsigmoid_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_silu_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mish_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_exp_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_clamp_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_softmax_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_log_softmax_kernel(CudaContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_normalize_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_batch_norm2d_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_conv2d_kernel(CudaContext& ctx, const KernelSpec& spec);

@@ -1,5 +1,6 @@
 // softmax, log_softmax over attribute `dim` on a GPU (kernels/softmax.cu): the tensor
-// viewed as [outer, axis, inner], as on the CPU. Backward from the output only.
+// viewed as [outer, axis, inner], as on the CPU. Backward from the output only. normalize
+// (p = 2) over the same view, its backward from the input.
 #include "backends/op_args.h"
 #include "backends/cuda/kernels/softmax.cuh"
 #include "backends/cuda/ops/op_factories.h"
@@ -36,8 +37,42 @@ class SoftmaxKernel final : public Kernel {
   SoftmaxShape shape_;
 };
 
+class NormalizeKernel final : public Kernel {
+ public:
+  NormalizeKernel(CudaContext& ctx, const KernelSpec& spec)
+      : ctx_(ctx), eps_(static_cast<float>(spec.attrs->get_float("eps"))) {
+    const Shape& shape = spec.inputs.at(0).shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, "normalize");
+    shape_.outer = dims_product(shape, 0, dim);
+    shape_.axis = rank == 0 ? 1 : shape[dim];
+    shape_.inner = dims_product(shape, dim + 1, shape.size());
+  }
+
+  void forward(const KernelArgs& args) override {
+    normalize_forward(shape_, eps_, args.inputs[0].data<float>(), args.outputs[0].data<float>(), ctx_.stream().get());
+  }
+
+  bool backward_reads_input(size_t) const override { return true; }
+  bool backward_reads_output() const override { return false; }
+
+  void backward(const BackwardArgs& args) override {
+    if (!args.grad_inputs[0].defined()) return;
+    normalize_backward(shape_, eps_, args.inputs[0].data<float>(), args.grad_outputs[0].data<float>(),
+                       args.grad_inputs[0].data<float>(), ctx_.stream().get());
+  }
+
+ private:
+  CudaContext& ctx_;
+  float eps_;
+  SoftmaxShape shape_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_normalize_kernel(CudaContext& ctx, const KernelSpec& spec) {
+  return std::make_unique<NormalizeKernel>(ctx, spec);
+}
 std::unique_ptr<Kernel> make_softmax_kernel(CudaContext& ctx, const KernelSpec& spec) {
   return std::make_unique<SoftmaxKernel>(ctx, spec, false);
 }

@@ -191,6 +191,12 @@ void activation_backward(const KernelSpec& spec, const BackwardArgs& args) {
     } else if (spec.op == "mish") {
       const double t = std::tanh(std::log1p(std::exp(v))), s = 1.0 / (1.0 + std::exp(-v));
       d = t + v * s * (1.0 - t * t);
+    } else if (spec.op == "exp") d = std::exp(v);
+    else if (spec.op == "clamp") {
+      d = (spec.attrs->is_null("min") || v >= spec.attrs->get_float("min")) &&
+                  (spec.attrs->is_null("max") || v <= spec.attrs->get_float("max"))
+              ? 1.0
+              : 0.0;
     } else TANDEM_ASSERT(false, "reference::backward: unknown activation " + spec.op);
     dx[i] = dy[i] * d;
   }
@@ -223,6 +229,38 @@ void softmax_backward(const KernelSpec& spec, const BackwardArgs& args) {
           double delta = a == c ? 1.0 : 0.0;
           double jac = spec.op == "log_softmax" ? delta - p[c] : p[a] * (delta - p[c]);
           acc += dy[at(a)] * jac;
+        }
+        dx[at(c)] = acc;
+      }
+    }
+  assign_input(args, 0, dx);
+}
+
+/// normalize: y_a = x_a / n (n = ||x|| >= eps): dy_a/dx_c = (delta_ac - y_a y_c) / n; below
+/// eps the divisor is the constant eps.
+void normalize_backward(const KernelSpec& spec, const BackwardArgs& args) {
+  const Shape& shape = args.inputs[0].shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t dim = spec.attrs->get_int("dim");
+  if (dim < 0) dim += std::max<int64_t>(rank, 1);
+  int64_t outer = 1, axis = rank == 0 ? 1 : shape[dim], inner = 1;
+  for (int64_t i = 0; i < dim; ++i) outer *= shape[i];
+  for (int64_t i = dim + 1; i < rank; ++i) inner *= shape[i];
+  const double eps = spec.attrs->get_float("eps");
+  const float* x = args.inputs[0].data<float>();
+  const float* dy = args.grad_outputs[0].data<float>();
+  Acc dx = zeros_like(args.inputs[0]);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      auto at = [&](int64_t a) { return (o * axis + a) * inner + in; };
+      double sum = 0.0;
+      for (int64_t a = 0; a < axis; ++a) sum += double(x[at(a)]) * x[at(a)];
+      const double n = std::sqrt(sum);
+      for (int64_t c = 0; c < axis; ++c) {
+        double acc = 0.0;
+        for (int64_t a = 0; a < axis; ++a) {
+          const double delta = a == c ? 1.0 : 0.0;
+          acc += dy[at(a)] * (n >= eps ? (delta - x[at(a)] * x[at(c)] / sum) / n : delta / eps);
         }
         dx[at(c)] = acc;
       }
@@ -395,6 +433,7 @@ void backward(const KernelSpec& spec, const BackwardArgs& args) {
   if (op == "embedding_bag") return embedding_bag_backward(spec, args);
   if (is_activation(op)) return activation_backward(spec, args);
   if (op == "softmax" || op == "log_softmax") return softmax_backward(spec, args);
+  if (op == "normalize") return normalize_backward(spec, args);
   if (op == "layer_norm") return layer_norm_backward(spec, args);
   if (op == "dropout") return dropout_backward(spec, args);
   if (op == "add" || op == "mul") return binary_backward(spec, args);

@@ -10,6 +10,7 @@ void forward(const KernelSpec& spec, const KernelArgs& args) {
   if (op == "embedding_bag") return embedding_bag(spec, args);
   if (is_activation(op)) return activation(spec, args);
   if (op == "softmax" || op == "log_softmax") return softmax(spec, args);
+  if (op == "normalize") return normalize(spec, args);
   if (op == "layer_norm") return layer_norm(spec, args);
   if (op == "dropout") return dropout(spec, args);
   if (op == "add" || op == "mul") return binary(spec, args);

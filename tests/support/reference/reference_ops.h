@@ -24,6 +24,8 @@ bool is_activation(const std::string& op);
 void activation(const KernelSpec& spec, const KernelArgs& args);
 /// softmax, log_softmax.
 void softmax(const KernelSpec& spec, const KernelArgs& args);
+/// normalize: x / max(||x||_2, eps) along dim.
+void normalize(const KernelSpec& spec, const KernelArgs& args);
 void layer_norm(const KernelSpec& spec, const KernelArgs& args);
 void dropout(const KernelSpec& spec, const KernelArgs& args);
 /// add, mul.

@@ -11,7 +11,7 @@
 namespace tandem::reference {
 
 bool is_activation(const std::string& op) {
-  for (const char* name : {"relu", "gelu", "tanh", "sigmoid", "relu6", "hardswish", "hardsigmoid", "silu", "mish"})
+  for (const char* name : {"relu", "gelu", "tanh", "sigmoid", "relu6", "hardswish", "hardsigmoid", "silu", "mish", "exp", "clamp"})
     if (op == name) return true;
   return false;
 }
@@ -32,7 +32,11 @@ void activation(const KernelSpec& spec, const KernelArgs& args) {
     else if (spec.op == "hardsigmoid") r = std::min(std::max(v + 3.0, 0.0), 6.0) / 6.0;
     else if (spec.op == "silu") r = v / (1.0 + std::exp(-v));
     else if (spec.op == "mish") r = v * std::tanh(std::log1p(std::exp(v)));
-    else TANDEM_ASSERT(false, "reference::activation: unknown op " + spec.op);
+    else if (spec.op == "exp") r = std::exp(v);
+    else if (spec.op == "clamp") {
+      r = spec.attrs->is_null("min") ? v : std::max(v, spec.attrs->get_float("min"));
+      r = spec.attrs->is_null("max") ? r : std::min(r, spec.attrs->get_float("max"));
+    } else TANDEM_ASSERT(false, "reference::activation: unknown op " + spec.op);
     y[i] = static_cast<float>(r);
   }
 }
@@ -57,6 +61,27 @@ void softmax(const KernelSpec& spec, const KernelArgs& args) {
         double v = double(x[at(a)]) - mx;
         y[at(a)] = static_cast<float>(spec.op == "log_softmax" ? v - std::log(sum) : std::exp(v) / sum);
       }
+    }
+}
+
+void normalize(const KernelSpec& spec, const KernelArgs& args) {
+  const Shape& shape = args.inputs[0].shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t dim = spec.attrs->get_int("dim");
+  if (dim < 0) dim += std::max<int64_t>(rank, 1);
+  int64_t outer = 1, axis = rank == 0 ? 1 : shape[dim], inner = 1;
+  for (int64_t i = 0; i < dim; ++i) outer *= shape[i];
+  for (int64_t i = dim + 1; i < rank; ++i) inner *= shape[i];
+  const double eps = spec.attrs->get_float("eps");
+  const float* x = args.inputs[0].data<float>();
+  float* y = args.outputs[0].data<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      auto at = [&](int64_t a) { return (o * axis + a) * inner + in; };
+      double sum = 0.0;
+      for (int64_t a = 0; a < axis; ++a) sum += double(x[at(a)]) * x[at(a)];
+      const double d = std::max(std::sqrt(sum), eps);
+      for (int64_t a = 0; a < axis; ++a) y[at(a)] = static_cast<float>(x[at(a)] / d);
     }
 }
 
