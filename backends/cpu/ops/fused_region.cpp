@@ -83,6 +83,19 @@ int full_operand(const KernelSpec& spec) {
   return -1;
 }
 
+/// A grouped convolution whose groups oneDNN 2.6 has no blocked kernel for: a group of more
+/// than one channel that is not whole 16-channel blocks (regnet_y_400mf's 8 channels,
+/// resnext50_32x4d's 4, regnet_y_128gf's 264). In a region's 16-channel blocks it falls to
+/// oneDNN's reference convolution (regnet_y_400mf's forward took 4.3 s, 25 ms without those);
+/// layer by layer, oneDNN picks its own layout for it and has a fast kernel.
+bool group_without_blocked_kernel(const KernelSpec& spec) {
+  const int64_t groups = spec.attrs->get_int("groups");
+  if (groups == 1) return false;
+  const int64_t in_per_group = spec.inputs[0].shape[1] / groups, out_per_group = spec.outputs[0].shape[1] / groups;
+  if (in_per_group == 1) return false;  // depthwise (with a channel multiplier or not)
+  return in_per_group % 16 != 0 || out_per_group % 16 != 0;
+}
+
 bool unit_alpha(const KernelSpec& spec) { return spec.op != "add" || spec.attrs->get_float("alpha") == 1.0; }
 
 /// avg_pool2d with count_include_pad whose ceil_mode window passes the padding: torch's
@@ -103,7 +116,7 @@ bool cpu_region_fusable(const KernelSpec& spec) {
     if (!image(t)) return false;
   if (spec.outputs.size() != 1 || !image(spec.outputs[0])) return false;
   const std::string& op = spec.op;
-  if (op == "conv2d") return true;
+  if (op == "conv2d") return !group_without_blocked_kernel(spec);
   if (op == "batch_norm2d") return spec.attrs->get_bool("track_running_stats");
   if (op == "add" || op == "mul") return spec.inputs.size() == 2 && unit_alpha(spec) && full_operand(spec) >= 0;
   if (op == "max_pool2d" || op == "avg_pool2d") return !pool_rescaled(spec);
@@ -334,12 +347,16 @@ class RegionKernel final : public Kernel {
       value = value_of_node(r);
       key += "|bn";
     }
-    // then activations, one residual add (a sum post-op), activations again
+    // then activations, one residual add (a sum post-op), activations again; a sum after
+    // an activation (efficientnet_v2's conv, silu, add) has only oneDNN 2.6's reference
+    // kernel (efficientnet_v2_s's forward took 6.7 s, 3.4 s in one convolution), so such an
+    // add runs as its own step
     dnnl::post_ops post;
     value = absorb_activations(value, post, key);
     int residual = -1, add_node = -1;
-    if (const int r = only_reader(value); r >= 0 && spec_of(r).op == "add" && unit_alpha(spec_of(r)) &&
-                                          spec_of(r).inputs[0].shape == spec_of(r).inputs[1].shape) {
+    const int r = only_reader(value);
+    if (r >= 0 && post.len() == 0 && spec_of(r).op == "add" && unit_alpha(spec_of(r)) &&
+        spec_of(r).inputs[0].shape == spec_of(r).inputs[1].shape) {
       const RegionNode& add = region_.nodes[r];
       const int other = value_of(add.inputs[0]) == value ? value_of(add.inputs[1]) : value_of(add.inputs[0]);
       // the other operand must be there before this convolution runs
