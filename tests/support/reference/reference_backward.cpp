@@ -204,13 +204,8 @@ void activation_backward(const KernelSpec& spec, const BackwardArgs& args) {
 }
 
 void softmax_backward(const KernelSpec& spec, const BackwardArgs& args) {
-  const Shape& shape = args.inputs[0].shape();
-  int64_t rank = static_cast<int64_t>(shape.size());
-  int64_t dim = spec.attrs->get_int("dim");
-  if (dim < 0) dim += std::max<int64_t>(rank, 1);
-  int64_t outer = 1, axis = rank == 0 ? 1 : shape[dim], inner = 1;
-  for (int64_t i = 0; i < dim; ++i) outer *= shape[i];
-  for (int64_t i = dim + 1; i < rank; ++i) inner *= shape[i];
+  const AroundDim around = around_dim(spec, args.inputs[0].shape());
+  const int64_t outer = around.outer, axis = around.axis, inner = around.inner;
   const float* x = args.inputs[0].data<float>();
   const float* dy = args.grad_outputs[0].data<float>();
   Acc dx = zeros_like(args.inputs[0]);
@@ -239,13 +234,8 @@ void softmax_backward(const KernelSpec& spec, const BackwardArgs& args) {
 /// normalize: y_a = x_a / n (n = ||x|| >= eps): dy_a/dx_c = (delta_ac - y_a y_c) / n; below
 /// eps the divisor is the constant eps.
 void normalize_backward(const KernelSpec& spec, const BackwardArgs& args) {
-  const Shape& shape = args.inputs[0].shape();
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  int64_t dim = spec.attrs->get_int("dim");
-  if (dim < 0) dim += std::max<int64_t>(rank, 1);
-  int64_t outer = 1, axis = rank == 0 ? 1 : shape[dim], inner = 1;
-  for (int64_t i = 0; i < dim; ++i) outer *= shape[i];
-  for (int64_t i = dim + 1; i < rank; ++i) inner *= shape[i];
+  const AroundDim around = around_dim(spec, args.inputs[0].shape());
+  const int64_t outer = around.outer, axis = around.axis, inner = around.inner;
   const double eps = spec.attrs->get_float("eps");
   const float* x = args.inputs[0].data<float>();
   const float* dy = args.grad_outputs[0].data<float>();

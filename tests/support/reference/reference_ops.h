@@ -14,6 +14,14 @@ namespace tandem::reference {
 /// Runs the reference of spec.op; TANDEM_ASSERT fails for an op without one.
 void forward(const KernelSpec& spec, const KernelArgs& args);
 
+/// A tensor of `shape` seen as [outer, axis, inner] around the dimension the spec's `dim`
+/// names (negative: from the end; a 0-d tensor: one of each): element (o, a, i) is at
+/// (o * axis + a) * inner + i. The ops along one dimension (softmax, normalize) use it.
+struct AroundDim {
+  int64_t outer = 1, axis = 1, inner = 1;
+};
+AroundDim around_dim(const KernelSpec& spec, const Shape& shape);
+
 void linear(const KernelSpec& spec, const KernelArgs& args);
 void matmul(const KernelSpec& spec, const KernelArgs& args);
 void embedding(const KernelSpec& spec, const KernelArgs& args);

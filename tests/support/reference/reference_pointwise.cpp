@@ -41,14 +41,20 @@ void activation(const KernelSpec& spec, const KernelArgs& args) {
   }
 }
 
-void softmax(const KernelSpec& spec, const KernelArgs& args) {
-  const Shape& shape = args.inputs[0].shape();
-  int64_t rank = static_cast<int64_t>(shape.size());
+AroundDim around_dim(const KernelSpec& spec, const Shape& shape) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
   int64_t dim = spec.attrs->get_int("dim");
   if (dim < 0) dim += std::max<int64_t>(rank, 1);
-  int64_t outer = 1, axis = rank == 0 ? 1 : shape[dim], inner = 1;
-  for (int64_t i = 0; i < dim; ++i) outer *= shape[i];
-  for (int64_t i = dim + 1; i < rank; ++i) inner *= shape[i];
+  AroundDim out;
+  if (rank > 0) out.axis = shape[dim];
+  for (int64_t i = 0; i < dim; ++i) out.outer *= shape[i];
+  for (int64_t i = dim + 1; i < rank; ++i) out.inner *= shape[i];
+  return out;
+}
+
+void softmax(const KernelSpec& spec, const KernelArgs& args) {
+  const AroundDim around = around_dim(spec, args.inputs[0].shape());
+  const int64_t outer = around.outer, axis = around.axis, inner = around.inner;
   const float* x = args.inputs[0].data<float>();
   float* y = args.outputs[0].data<float>();
   for (int64_t o = 0; o < outer; ++o)
@@ -65,13 +71,8 @@ void softmax(const KernelSpec& spec, const KernelArgs& args) {
 }
 
 void normalize(const KernelSpec& spec, const KernelArgs& args) {
-  const Shape& shape = args.inputs[0].shape();
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  int64_t dim = spec.attrs->get_int("dim");
-  if (dim < 0) dim += std::max<int64_t>(rank, 1);
-  int64_t outer = 1, axis = rank == 0 ? 1 : shape[dim], inner = 1;
-  for (int64_t i = 0; i < dim; ++i) outer *= shape[i];
-  for (int64_t i = dim + 1; i < rank; ++i) inner *= shape[i];
+  const AroundDim around = around_dim(spec, args.inputs[0].shape());
+  const int64_t outer = around.outer, axis = around.axis, inner = around.inner;
   const double eps = spec.attrs->get_float("eps");
   const float* x = args.inputs[0].data<float>();
   float* y = args.outputs[0].data<float>();
