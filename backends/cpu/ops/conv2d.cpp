@@ -122,6 +122,12 @@ class Conv2dKernel final : public Kernel {
       bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, memory(bias_md, eng, db_scratch_.data()));
     }
     weights_x_in_ = Relayout(ctx_, key + "#weights_x", user_src_, weights_pd.src_desc(), Relayout::Kind::input);
+    // Note [layouts read again]: backward-weights reads x and dy in layouts that forward and
+    // backward-data have usually just made (oneDNN picks the same blocking for all three):
+    // reordering them again cost a training step of resnet18 two activation-sized reorders
+    // a convolution.
+    x_from_forward_ = src_in_.needed() && weights_pd.src_desc() == fwd_pd.src_desc();
+    dy_from_data_ = data_dy_in_.needed() && weights_pd.diff_dst_desc() == data_pd.diff_dst_desc();
     weights_dy_in_ =
         Relayout(ctx_, key + "#weights_dy", user_dst_, weights_pd.diff_dst_desc(), Relayout::Kind::input);
     weights_dw_out_ =
@@ -142,7 +148,8 @@ class Conv2dKernel final : public Kernel {
       fwd_.set(fwd_w_, w);
     }
     if (has_bias_) fwd_.set(fwd_bias_, args.params[1].data<float>());
-    fwd_.set(fwd_src_, src_in_.read(args.inputs[0].data<float>()));
+    forward_src_ = args.inputs[0].data<float>();
+    fwd_.set(fwd_src_, src_in_.read(forward_src_));
     float* y = args.outputs[0].data<float>();
     fwd_.set(fwd_dst_, dst_out_.target(y));
     fwd_.run(ctx_);
@@ -168,8 +175,11 @@ class Conv2dKernel final : public Kernel {
       data_dx_out_.finish(dx);
     }
     if (dw || db) {
-      bwd_weights_.set(weights_x_, weights_x_in_.read(args.inputs[0].data<float>()));
-      bwd_weights_.set(weights_dy_, weights_dy_in_.read(dy));
+      // x as the last forward laid it out, when that forward read this x (a training step
+      // keeps its input until this backward; Note [layouts read again])
+      const float* x = args.inputs[0].data<float>();
+      bwd_weights_.set(weights_x_, x_from_forward_ && forward_src_ == x ? src_in_.last_read() : weights_x_in_.read(x));
+      bwd_weights_.set(weights_dy_, dx && dy_from_data_ ? data_dy_in_.last_read() : weights_dy_in_.read(dy));
       // without a dW to accumulate into, the primitive still writes its buffer
       bwd_weights_.set(weights_dw_, weights_dw_out_.target(nullptr));
       bwd_weights_.run(ctx_);
@@ -177,6 +187,7 @@ class Conv2dKernel final : public Kernel {
       if (db)
         for (size_t i = 0; i < db_scratch_.size(); ++i) db[i] += db_scratch_[i];
     }
+    forward_src_ = nullptr;  // a second backward lays x out anew
   }
 
  private:
@@ -192,6 +203,8 @@ class Conv2dKernel final : public Kernel {
   Relayout data_dy_in_, data_w_in_, data_dx_out_;
   Relayout weights_x_in_, weights_dy_in_, weights_dw_out_;
   std::vector<float> db_scratch_;
+  bool x_from_forward_ = false, dy_from_data_ = false;
+  const float* forward_src_ = nullptr;  // the x the last forward laid out in src_in_'s buffer
   const void* packed_w_ = nullptr;
   bool weight_ready_ = false;
   uint64_t weight_version_ = 0;

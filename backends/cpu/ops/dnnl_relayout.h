@@ -54,6 +54,8 @@ class Relayout {
     reorder_.run(*ctx_);
     return buffer();
   }
+  /// For an input whose read() is still current (needed()): the buffer it filled.
+  const void* last_read() { return buffer(); }
   /// For an output: the memory the primitive should write; then call finish(user).
   void* target(void* user) { return needed() ? buffer() : user; }
   void finish(void* user) {
