@@ -409,7 +409,9 @@ def test_a_stopped_rank_in_a_device_collective_ends_the_job_within_the_deadline_
 def test_a_killed_rank_ends_a_job_reducing_on_the_gpus_naming_it(scratch):
     directory, data = scratch
     # no validation: an epoch's end sums the validation metrics over MPI, and a kill landing
-    # there names that collective instead (seen once in a CI run)
+    # there names that collective instead (seen once in a CI run). The epoch's end also sums
+    # the step losses over MPI: one step in 25 here ends an epoch, so a kill lands there too
+    # now and then (seen once in CI), and the ranks name that collective
     job = start_long_job(directory, data, "--collective-timeout", "20", "--validation-split", "0", *ON_A_SIMULATED_GPU)
     os.kill(ranks_of(job.pid)[1], signal.SIGKILL)
     started = time.monotonic()
@@ -419,7 +421,8 @@ def test_a_killed_rank_ends_a_job_reducing_on_the_gpus_naming_it(scratch):
     assert "rank 1" in output and "signal 9" in output, output
     # the others wait for the GPU's collective, or compute with it queued: they name it
     assert "ended by mpirun (another rank failed: mpirun names it) while" in output, output
-    assert "the device all-reduce of gradient bucket" in output and "(in step " in output, output
+    named = ("the device all-reduce of gradient bucket", "while waiting in the epoch's step losses")
+    assert any(what in output for what in named) and "(in step " in output, output
 
 
 def test_resume_on_simulated_gpus_reducing_on_them_restores_every_rank(scratch):
