@@ -1,8 +1,9 @@
 // The cpu's inference regions (backends/region_spec.h): a run of conv2d, batch_norm2d,
-// activations, add, mul and pooling layers computed as one kernel, in oneDNN's
-// channels-last layout (NHWC) from its first layer to its last, as torch.jit.freeze with
+// activations, add, mul and pooling layers computed as one kernel, in one of oneDNN's own
+// layouts from its first layer to its last (fp32: its channel blocks, nChw16c or nChw8c by
+// the ISA, backends/cpu/cpu_channel_block.h; bf16: channels-last), as torch.jit.freeze with
 // oneDNN fusion or ONNX Runtime would run them:
-//   - the region's inputs are reordered to NHWC once, its output back to NCHW once; no
+//   - the region's inputs are reordered to that layout once, its output back to NCHW once; no
 //     reorder sits between two of its layers (the layer-by-layer kernels reorder to
 //     oneDNN's blocked layouts and back around every convolution);
 //   - a convolution absorbs what follows it while each tensor in between has that one
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_channel_block.h"
 #include "backends/cpu/cpu_precision.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
@@ -83,17 +85,39 @@ int full_operand(const KernelSpec& spec) {
   return -1;
 }
 
-/// A grouped convolution whose groups oneDNN 2.6 has no blocked kernel for: a group of more
-/// than one channel that is not whole 16-channel blocks (regnet_y_400mf's 8 channels,
-/// resnext50_32x4d's 4, regnet_y_128gf's 264). In a region's 16-channel blocks it falls to
-/// oneDNN's reference convolution (regnet_y_400mf's forward took 4.3 s, 25 ms without those);
-/// layer by layer, oneDNN picks its own layout for it and has a fast kernel.
-bool group_without_blocked_kernel(const KernelSpec& spec) {
+/// Whether oneDNN 2.6 has a fast kernel for the convolution `spec` in a region's layouts,
+/// asked of oneDNN itself: where it has none it runs its reference convolution, a hundred
+/// times slower. Seen: a grouped convolution whose groups are not whole channel blocks
+/// (with AVX-512: regnet_y_400mf's 8 channels, resnext50_32x4d's 4, regnet_y_128gf's 264;
+/// regnet_y_400mf's forward took 4.3 s, 25 ms without those) and, with AVX2, a dilation of
+/// 4 or more (FCN's and DeepLab's backbones and ASPP: an FCN-ResNet50 forward at 256 px took
+/// 236 s). Layer by layer oneDNN picks its own layouts for such a convolution and has a
+/// fast kernel for them (im2col and GEMM for the dilated ones).
+bool fast_in_region(const KernelSpec& spec) {
+  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  const Shape &x = spec.inputs[0].shape, &y = spec.outputs[0].shape, &w = spec.params.at(0).shape;
   const int64_t groups = spec.attrs->get_int("groups");
-  if (groups == 1) return false;
-  const int64_t in_per_group = spec.inputs[0].shape[1] / groups, out_per_group = spec.outputs[0].shape[1] / groups;
-  if (in_per_group == 1) return false;  // depthwise (with a channel multiplier or not)
-  return in_per_group % 16 != 0 || out_per_group % 16 != 0;
+  const bool bf16 = cpu::kernel_precision(spec).precision == Precision::bf16;
+  const DataType type = bf16 ? DataType::bf16 : DataType::f32;
+  const Tag blocked = bf16 ? Tag::nhwc : cpu::blocked_activation_tag();
+  // the region reads an image of few channels where it is (FusedRegion::plan)
+  const Tag src_tag = !bf16 && x[1] < cpu::channel_block() ? Tag::nchw : blocked;
+  const memory::dims w_dims = groups == 1 ? memory::dims{w[0], w[1], w[2], w[3]}
+                                          : memory::dims{groups, w[0] / groups, w[1], w[2], w[3]};
+  const Window2d win = conv2d_window(*spec.attrs);
+  try {
+    dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(
+            dnnl::prop_kind::forward_inference, Algorithm::convolution_direct,
+            memory::desc(memory::dims(x.begin(), x.end()), type, src_tag), memory::desc(w_dims, type, Tag::any),
+            memory::desc(memory::dims(y.begin(), y.end()), bf16 ? type : DataType::f32, blocked),
+            {win.stride[0], win.stride[1]}, {win.dilation[0] - 1, win.dilation[1] - 1}, {win.pad_l[0], win.pad_l[1]},
+            {win.pad_r[0], win.pad_r[1]}),
+        eng);
+    return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+  } catch (const dnnl::error&) {
+    return false;  // layer by layer, the convolution's own kernel says why
+  }
 }
 
 bool unit_alpha(const KernelSpec& spec) { return spec.op != "add" || spec.attrs->get_float("alpha") == 1.0; }
@@ -116,7 +140,7 @@ bool cpu_region_fusable(const KernelSpec& spec) {
     if (!image(t)) return false;
   if (spec.outputs.size() != 1 || !image(spec.outputs[0])) return false;
   const std::string& op = spec.op;
-  if (op == "conv2d") return !group_without_blocked_kernel(spec);
+  if (op == "conv2d") return fast_in_region(spec);
   if (op == "batch_norm2d") return spec.attrs->get_bool("track_running_stats");
   if (op == "add" || op == "mul") return spec.inputs.size() == 2 && unit_alpha(spec) && full_operand(spec) >= 0;
   if (op == "max_pool2d" || op == "avg_pool2d") return !pool_rescaled(spec);
@@ -167,9 +191,10 @@ class RegionKernel final : public Kernel {
       if (node.spec.op == "conv2d" && cpu::kernel_precision(node.spec).precision == Precision::bf16)
         storage_ = DataType::bf16;
     }
-    // oneDNN 2.6's fp32 convolutions are fastest on its 16-channel blocks, its AMX bf16
-    // ones on channels-last (both measured on resnet50)
-    tag_ = storage_ == DataType::bf16 ? Tag::nhwc : Tag::nChw16c;
+    // oneDNN 2.6's fp32 convolutions are fastest on its channel blocks (16 with AVX-512, 8
+    // with AVX2: cpu/cpu_channel_block.h), its AMX bf16 ones on channels-last (both measured
+    // on resnet50)
+    tag_ = storage_ == DataType::bf16 ? Tag::nhwc : cpu::blocked_activation_tag();
     output_ = static_cast<int>(values_.size()) - 1;
     plan();
   }
@@ -222,9 +247,9 @@ class RegionKernel final : public Kernel {
     for (size_t i = 0; i < region_.inputs.size(); ++i) {
       Value& v = values_[i];
       const Place input{Place::Kind::input, static_cast<int>(i)};
-      if (storage_ == DataType::f32 && v.shape[1] < 16) {
+      if (storage_ == DataType::f32 && v.shape[1] < cpu::channel_block()) {
         // an image's few channels (a network's stem): read where they are, as the
-        // convolution reads them best; blocks of 16 would pad them
+        // convolution reads them best; whole blocks would pad them
         v.md = plain(v.shape);
         v.home = input;
         continue;
@@ -660,7 +685,7 @@ class RegionKernel final : public Kernel {
   CpuContext& ctx_;
   const RegionSpec region_;
   DataType storage_ = DataType::f32;  // bf16 where a convolution runs bf16
-  Tag tag_ = Tag::nChw16c;
+  Tag tag_ = Tag::nchw;  // set by the constructor
   std::vector<Value> values_;  // the region's inputs, then each node's output
   int output_ = 0;
   std::vector<bool> absorbed_;
