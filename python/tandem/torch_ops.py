@@ -701,11 +701,19 @@ def _constant(ctx, v, what):
     if not _is_node(v):
         return v
     value = ctx.value(v)
-    if ctx.is_tensor(v) or not isinstance(value, (int, float)):
+    # a shape's slice (segmentation heads interpolate to x.shape[-2:]): a tuple of numbers
+    numbers = isinstance(value, (int, float)) or (isinstance(value, (tuple, list)) and
+                                                  all(isinstance(item, (int, float)) for item in value))
+    if ctx.is_tensor(v) or not numbers:
         raise Unsupported("%s is computed from a tensor's values (%r): Tandem's layers take numbers" % (what, v))
-    if ctx.grown is not None and v in ctx.grown and ctx.grown[v] != value:
+    if isinstance(value, (tuple, list)):
+        value = list(value)
+    grown = ctx.grown.get(v) if ctx.grown is not None else None
+    if isinstance(grown, (tuple, list)):
+        grown = list(grown)
+    if ctx.grown is not None and v in ctx.grown and grown != value:
         raise Unsupported("%s changes with the batch size (%r at batch %s, %r at batch %s): Tandem's layers take "
-                          "fixed numbers" % (what, value, ctx.batch, ctx.grown[v], ctx.grown_batch))
+                          "fixed numbers" % (what, value, ctx.batch, grown, ctx.grown_batch))
     return value
 
 
