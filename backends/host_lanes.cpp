@@ -41,6 +41,22 @@ void HostLaneEvent::wait() const {
 
 // ---- HostLaneEngine -------------------------------------------------------------------------------
 
+namespace {
+
+// set_threads()'s count; 0: the lane threads keep OpenMP's default (OMP_NUM_THREADS or the
+// cores)
+std::atomic<int> wanted_threads{0};
+
+/// On a lane's thread, before its items run: the team size set_threads() asked for.
+void adopt_wanted_threads() {
+  const int wanted = wanted_threads.load(std::memory_order_relaxed);
+  if (wanted > 0 && wanted != omp_get_max_threads()) omp_set_num_threads(wanted);
+}
+
+}  // namespace
+
+void HostLaneEngine::set_threads(int threads) { wanted_threads.store(threads, std::memory_order_relaxed); }
+
 HostLaneEngine& HostLaneEngine::shared() {
   static HostLaneEngine engine;
   return engine;
@@ -248,6 +264,7 @@ void HostLaneEngine::run_lane(Lane lane) {
       taken.push_back(std::move(t));
     }
     lock.unlock();
+    adopt_wanted_threads();
     run_items(taken);
     lock.lock();
     bool reached_event = false;

@@ -85,6 +85,11 @@ class HostLaneEngine {
   /// without holding up the others. With `error`, the queues that wait for it take it on.
   void reach(HostLaneEvent& event, std::exception_ptr error = nullptr);
 
+  /// The OpenMP team size the lanes' kernels use from their next item on, in every engine:
+  /// what tandem's set_threads() gives its calling thread (omp_set_num_threads), which a
+  /// lane's thread, started before or after, does not inherit. Thread-safe.
+  static void set_threads(int threads);
+
  private:
   friend class HostLane;
   void attach(HostLane* queue);

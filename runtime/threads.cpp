@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "backends/host_lanes.h"
 #include "core/error.h"
 
 namespace tandem {
@@ -20,6 +21,7 @@ void set_threads(int threads, const std::string& by) {
     throw UserError(by + ": " + std::to_string(threads) + " is out of range: ask for 1 to 1024 (this process may run on " +
                     std::to_string(usable_cores()) + " cores)");
   omp_set_num_threads(threads);
+  HostLaneEngine::set_threads(threads);  // the lanes' threads, which do not inherit it
   chosen_by = by;
 }
 
