@@ -41,4 +41,18 @@ inline int64_t dims_product(const Shape& shape, size_t begin, size_t end) {
   return n;
 }
 
+/// A tensor of `shape` seen as [outer, axis, inner] around the dimension `dim` names (an op's
+/// attribute: negative from the end, checked by normalize_dim; a 0-d tensor is one of each):
+/// element (o, a, i) is at (o * axis + a) * inner + i. For the ops along one dimension
+/// (softmax, log_softmax, normalize) on every backend.
+struct AroundDim {
+  int64_t outer = 1, axis = 1, inner = 1;
+};
+inline AroundDim around_dim(const Shape& shape, int64_t dim, const char* op) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t d = normalize_dim(dim, rank, op);
+  return {dims_product(shape, 0, static_cast<size_t>(d)), rank == 0 ? 1 : shape[static_cast<size_t>(d)],
+          dims_product(shape, static_cast<size_t>(d) + 1, shape.size())};
+}
+
 }  // namespace tandem

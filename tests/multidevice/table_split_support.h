@@ -72,11 +72,7 @@ inline TensorMap table_split_batch(Model& model, uint64_t seed) {
 /// Copies of `tensors`' bits.
 inline TensorMap bit_copy(const TensorMap& tensors) {
   TensorMap out;
-  for (const auto& [name, t] : tensors) {
-    Tensor copy = Tensor::empty(t.shape(), t.dtype());
-    std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
-    out.emplace(name, std::move(copy));
-  }
+  for (const auto& [name, t] : tensors) out.emplace(name, t.clone());
   return out;
 }
 

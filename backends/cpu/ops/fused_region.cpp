@@ -85,6 +85,11 @@ int full_operand(const KernelSpec& spec) {
   return -1;
 }
 
+/// Whether a region reads an input of `channels` where it is, in NCHW, rather than in its
+/// blocks: an image's few channels (a network's stem), which a convolution reads best so and
+/// whole blocks would pad. fp32 regions only (a bf16 one reads a channels-last copy).
+bool read_in_place(int64_t channels, bool bf16) { return !bf16 && channels < cpu::channel_block(); }
+
 /// Whether oneDNN 2.6 has a fast kernel for the convolution `spec` in a region's layouts,
 /// asked of oneDNN itself: where it has none it runs its reference convolution, a hundred
 /// times slower. Seen: a grouped convolution whose groups are not whole channel blocks
@@ -100,8 +105,7 @@ bool fast_in_region(const KernelSpec& spec) {
   const bool bf16 = cpu::kernel_precision(spec).precision == Precision::bf16;
   const DataType type = bf16 ? DataType::bf16 : DataType::f32;
   const Tag blocked = bf16 ? Tag::nhwc : cpu::blocked_activation_tag();
-  // the region reads an image of few channels where it is (FusedRegion::plan)
-  const Tag src_tag = !bf16 && x[1] < cpu::channel_block() ? Tag::nchw : blocked;
+  const Tag src_tag = read_in_place(x[1], bf16) ? Tag::nchw : blocked;
   const memory::dims w_dims = groups == 1 ? memory::dims{w[0], w[1], w[2], w[3]}
                                           : memory::dims{groups, w[0] / groups, w[1], w[2], w[3]};
   const Window2d win = conv2d_window(*spec.attrs);
@@ -247,9 +251,7 @@ class RegionKernel final : public Kernel {
     for (size_t i = 0; i < region_.inputs.size(); ++i) {
       Value& v = values_[i];
       const Place input{Place::Kind::input, static_cast<int>(i)};
-      if (storage_ == DataType::f32 && v.shape[1] < cpu::channel_block()) {
-        // an image's few channels (a network's stem): read where they are, as the
-        // convolution reads them best; whole blocks would pad them
+      if (read_in_place(v.shape[1], storage_ == DataType::bf16)) {
         v.md = plain(v.shape);
         v.home = input;
         continue;

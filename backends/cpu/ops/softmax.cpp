@@ -25,12 +25,9 @@ constexpr int64_t kSoftmaxMinElements = 4096;
 class SoftmaxKernel final : public Kernel {
  public:
   SoftmaxKernel(CpuContext& ctx, const KernelSpec& spec, bool log) : ctx_(ctx), log_(log) {
-    const Shape& shape = spec.inputs.at(0).shape;
-    int64_t rank = static_cast<int64_t>(shape.size());
-    int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
-    outer_ = dims_product(shape, 0, dim);
-    axis_ = rank == 0 ? 1 : shape[dim];
-    inner_ = dims_product(shape, dim + 1, shape.size());
+    const AroundDim around =
+        around_dim(spec.inputs.at(0).shape, spec.attrs->get_int("dim"), log ? "log_softmax" : "softmax");
+    outer_ = around.outer, axis_ = around.axis, inner_ = around.inner;
     int64_t n = outer_ * axis_ * inner_;
     if (n < kSoftmaxMinElements) return;
     std::optional<cpu::ScopedMaxThreads> one_thread;
@@ -155,12 +152,8 @@ class SoftmaxKernel final : public Kernel {
 class NormalizeKernel final : public Kernel {
  public:
   explicit NormalizeKernel(const KernelSpec& spec) : eps_(static_cast<float>(spec.attrs->get_float("eps"))) {
-    const Shape& shape = spec.inputs.at(0).shape;
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, "normalize");
-    outer_ = dims_product(shape, 0, dim);
-    axis_ = rank == 0 ? 1 : shape[dim];
-    inner_ = dims_product(shape, dim + 1, shape.size());
+    const AroundDim around = around_dim(spec.inputs.at(0).shape, spec.attrs->get_int("dim"), "normalize");
+    outer_ = around.outer, axis_ = around.axis, inner_ = around.inner;
   }
 
   bool backward_reads_input(size_t) const override { return true; }

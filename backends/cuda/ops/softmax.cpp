@@ -11,12 +11,8 @@ namespace {
 class SoftmaxKernel final : public Kernel {
  public:
   SoftmaxKernel(CudaContext& ctx, const KernelSpec& spec, bool log) : ctx_(ctx), log_(log) {
-    const Shape& shape = spec.inputs.at(0).shape;
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, log ? "log_softmax" : "softmax");
-    shape_.outer = dims_product(shape, 0, dim);
-    shape_.axis = rank == 0 ? 1 : shape[dim];
-    shape_.inner = dims_product(shape, dim + 1, shape.size());
+    const AroundDim around = around_dim(spec.inputs.at(0).shape, spec.attrs->get_int("dim"), log ? "log_softmax" : "softmax");
+    shape_ = {around.outer, around.axis, around.inner};
   }
 
   void forward(const KernelArgs& args) override {
@@ -41,12 +37,8 @@ class NormalizeKernel final : public Kernel {
  public:
   NormalizeKernel(CudaContext& ctx, const KernelSpec& spec)
       : ctx_(ctx), eps_(static_cast<float>(spec.attrs->get_float("eps"))) {
-    const Shape& shape = spec.inputs.at(0).shape;
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    const int64_t dim = normalize_dim(spec.attrs->get_int("dim"), rank, "normalize");
-    shape_.outer = dims_product(shape, 0, dim);
-    shape_.axis = rank == 0 ? 1 : shape[dim];
-    shape_.inner = dims_product(shape, dim + 1, shape.size());
+    const AroundDim around = around_dim(spec.inputs.at(0).shape, spec.attrs->get_int("dim"), "normalize");
+    shape_ = {around.outer, around.axis, around.inner};
   }
 
   void forward(const KernelArgs& args) override {
