@@ -68,18 +68,26 @@ layers:
 
 struct Variant {
   std::string name, table, train;
+  double weight_tolerance;  // of the weights after the run, relative to each tensor's largest
 };
 
 std::vector<Variant> variants() {
   return {
-      {"sgd with momentum", "", "  optimizer: {name: sgd, lr: 0.1, momentum: 0.9}\n"},
+      // micro-batches sum each gradient in another order: sgd moves a weight by lr times that
+      // rounding
+      {"sgd with momentum", "", "  optimizer: {name: sgd, lr: 0.1, momentum: 0.9}\n", 1e-6},
       // Adam divides each gradient by its running size: eps 1e-4 keeps a gradient that is
       // rounding noise (a nearly cancelled sum, whose noise the order of the sums changes)
-      // from moving its weight by lr (the distributed tests' reason too)
-      {"adam", "", "  optimizer: {name: adam, lr: 0.01, eps: 1.0e-4}\n"},
+      // from moving its weight by lr (the distributed tests' reason too). What is left still
+      // moves a weight by up to lr * rounding / eps: close to 1e-6 of the weights after 4
+      // steps (0.86e-6 with gcc, 1.13e-6 under clang's TSan). A lost micro-batch turns the
+      // gradient, far past 1e-5; the sgd variant, which Adam's scale-free step cannot, catches
+      // a misscaled one.
+      {"adam", "", "  optimizer: {name: adam, lr: 0.01, eps: 1.0e-4}\n", 1e-5},
       {"a sparse table with rowwise_adagrad, the rest adam", ", sparse: true",
        "  optimizer: {name: adam, lr: 0.01, eps: 1.0e-4}\n  optimizer_groups:\n    - {params: [items.*], name: "
-       "rowwise_adagrad, lr: 0.05}\n"},
+       "rowwise_adagrad, lr: 0.05}\n",
+       1e-5},
   };
 }
 
@@ -142,7 +150,7 @@ TEST_CASE("pipelined micro-batches train a split model to the weights of whole b
         INFO("step " << s << ": whole batches " << whole.losses[s] << ", micro-batches " << cut.losses[s]);
         CHECK(std::fabs(cut.losses[s] - whole.losses[s]) <= 1e-6 * std::fabs(whole.losses[s]));
       }
-      CHECK(max_relative_error(cut.weights, whole.weights) <= 1e-6);
+      CHECK(max_relative_error(cut.weights, whole.weights) <= v.weight_tolerance);
       // the same activations and gradients crossed, in smaller pieces (the report counts
       // every micro-batch's share)
       REQUIRE(whole.cpu.bytes_in > 0);
