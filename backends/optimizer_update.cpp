@@ -3,7 +3,7 @@
 // float scalars rounded to float32. We write those fmas explicitly and switch off the
 // compiler's own contraction, which could fuse other pairs than torch does. Compiled with
 // -fno-math-errno (CMakeLists.txt), so that Adam's sqrt vectorises, as in torch's build.
-#pragma GCC optimize("fp-contract=off")
+#include "core/no_fp_contraction.h"
 
 #include "backends/optimizer_update.h"
 

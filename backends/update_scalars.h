@@ -4,9 +4,9 @@
 // (backends/cuda/kernels/optimizer.cu), so that both apply the same numbers.
 //
 // Compiled without floating-point contraction wherever it is included (see Note
-// [matching torch bit for bit] in sgd.cpp): `1 - lr * weight_decay` fused into one fma
-// would round differently from torch, and these inline functions must be the same in
-// every file that uses them.
+// [matching torch bit for bit] in optimizer_update.cpp): `1 - lr * weight_decay` fused
+// into one fma would round differently from torch, and these inline functions must be
+// the same in every file that uses them.
 #pragma once
 
 #include <cmath>
@@ -14,9 +14,13 @@
 
 #include "graph/training_spec.h"
 
-// (nvcc's front end does not know the pragma; the device code that includes this only
-// reads the structs, never calls the functions.)
-#ifndef __CUDACC__
+// (nvcc's front end does not know the pragmas; the device code that includes this only
+// reads the structs, never calls the functions. clang, which builds the sanitizer jobs,
+// ignores gcc's and takes its own.)
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#elif !defined(__CUDACC__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
@@ -71,6 +75,8 @@ inline AdamScalars adam_scalars(const OptimizerConfig& c, bool decoupled, double
 
 }  // namespace tandem::optim_detail
 
-#ifndef __CUDACC__
+#if defined(__clang__)
+#pragma float_control(pop)
+#elif !defined(__CUDACC__)
 #pragma GCC pop_options
 #endif

@@ -10,7 +10,7 @@
 // The operations are torch's, in its order: the dense update is addcdiv's p + (-clr * g) / std,
 // the sparse one p + (g / std) * -clr (an axpy of g / std into p), so each matches the
 // path torch takes for the same gradient.
-#pragma GCC optimize("fp-contract=off")
+#include "core/no_fp_contraction.h"
 
 #include <cmath>
 

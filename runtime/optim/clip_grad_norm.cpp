@@ -1,5 +1,5 @@
 // Gradient clipping by the global L2 norm (torch.nn.utils.clip_grad_norm_, norm type 2).
-#pragma GCC optimize("fp-contract=off")
+#include "core/no_fp_contraction.h"
 
 #include <algorithm>
 #include <bit>

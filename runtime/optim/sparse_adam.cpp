@@ -7,7 +7,7 @@
 //   m_upd = (g - m) * (1 - beta1); m += m_upd; v_upd = (g^2 - v) * (1 - beta2); v += v_upd;
 //   p += -step_size * ((m_upd + m_old) / (sqrt(v_upd + v_old) + eps)),
 //   step_size = lr * sqrt(1 - beta2^step) / (1 - beta1^step).
-#pragma GCC optimize("fp-contract=off")
+#include "core/no_fp_contraction.h"
 
 #include <cmath>
 
