@@ -1,6 +1,11 @@
 // max_pool2d and avg_pool2d: x [N, C, H, W] (or [C, H, W]) -> y [N, C, OH, OW], torch's
-// MaxPool2d / AvgPool2d, through oneDNN's pooling_v2 primitives on the plain NCHW layout
-// (pooling is memory-bound: a reorder to a blocked layout would cost what it saves).
+// MaxPool2d / AvgPool2d, through oneDNN's pooling_v2 primitives in the ISA's blocked
+// layout (nChw8c or nChw16c, backends/cpu/cpu_channel_block.h), x and y moved there and
+// back by reorders. On the plain NCHW layout oneDNN has only its simple_nchw kernel:
+// resnet's 3x3 max pool at batch 8 (8 x 64 x 112 x 112) took 57 ms forward and 20 ms
+// backward on 2 AVX2 cores, against 10 and 11 ms in nChw8c plus 4 ms of reorders each way
+// (torch's own NCHW kernel: 28 ms forward). Where oneDNN has no jit kernel for the blocked
+// layout either (it would pick its reference one), the kernel stays on NCHW.
 // ceil_mode is a larger right padding (Window2d::effective_pad_r), which oneDNN ignores
 // for max and for an average that excludes padding.
 //
@@ -16,6 +21,8 @@
 // (torch's divisor), before the backward too. Backward reads only dy.
 #include <algorithm>
 
+#include "backends/cpu/cpu_channel_block.h"
+#include "backends/cpu/ops/dnnl_relayout.h"
 #include "backends/cpu/ops/op_factories.h"
 #include "backends/cpu/ops/op_util.h"
 #include "graph/ops/window2d.h"
@@ -45,17 +52,22 @@ class Pool2dKernel final : public Kernel {
       if (include_pad && pad_r != win.pad_r) make_divisor_scale(win, in, out, alg);
     }
     const auto f32 = memory::data_type::f32;
-    memory::desc src_md({n, c, in[0], in[1]}, f32, memory::format_tag::nchw);
-    memory::desc dst_md({n, c, out[0], out[1]}, f32, memory::format_tag::nchw);
+    const memory::dims x_dims{n, c, in[0], in[1]}, y_dims{n, c, out[0], out[1]};
+    const memory::desc x_md(x_dims, f32, memory::format_tag::nchw), y_md(y_dims, f32, memory::format_tag::nchw);
     memory::dims strides{win.stride[0], win.stride[1]}, kernel{win.kernel[0], win.kernel[1]};
     memory::dims dilation{win.dilation[0] - 1, win.dilation[1] - 1};  // oneDNN counts the gaps
     memory::dims pl{win.pad_l[0], win.pad_l[1]}, pr{pad_r[0], pad_r[1]};
     dnnl::engine& eng = ctx_.engine();
-    const std::string key = cpu::spec_key(spec);
-    dnnl::pooling_v2_forward::primitive_desc fwd_pd(
-        dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_training, alg, src_md, dst_md, strides, kernel,
-                                       dilation, pl, pr),
-        user_scratchpad_attr(), eng);
+    auto forward_pd = [&](memory::format_tag layout) {
+      return dnnl::pooling_v2_forward::primitive_desc(
+          dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_training, alg, memory::desc(x_dims, f32, layout),
+                                         memory::desc(y_dims, f32, layout), strides, kernel, dilation, pl, pr),
+          user_scratchpad_attr(), eng);
+    };
+    dnnl::pooling_v2_forward::primitive_desc fwd_pd = forward_pd(cpu::blocked_activation_tag());
+    if (std::string(fwd_pd.impl_info_str()).rfind("ref", 0) == 0) fwd_pd = forward_pd(memory::format_tag::nchw);
+    const memory::desc src_md = fwd_pd.src_desc(), dst_md = fwd_pd.dst_desc();
+    const std::string key = cpu::spec_key(spec) + (src_md == x_md ? "" : "#blocked");
     fwd_ = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::pooling_v2_forward(fwd_pd); }));
     fwd_src_ = fwd_.bind(DNNL_ARG_SRC, src_md, eng);
     fwd_dst_ = fwd_.bind(DNNL_ARG_DST, dst_md, eng);
@@ -65,6 +77,11 @@ class Pool2dKernel final : public Kernel {
     bwd_ = cpu::DnnlCall(ctx_.cached_primitive(key + "#bwd", [&] { return dnnl::pooling_v2_backward(bwd_pd); }));
     bwd_dy_ = bwd_.bind(DNNL_ARG_DIFF_DST, dst_md, eng);
     bwd_dx_ = bwd_.bind(DNNL_ARG_DIFF_SRC, src_md, eng);
+    using Kind = cpu::Relayout::Kind;
+    x_ = cpu::Relayout(ctx_, key + "#x", x_md, src_md, Kind::input);
+    y_ = cpu::Relayout(ctx_, key + "#y", y_md, dst_md, Kind::output);
+    dy_ = cpu::Relayout(ctx_, key + "#dy", y_md, dst_md, Kind::input);
+    dx_ = cpu::Relayout(ctx_, key + "#dx", x_md, src_md, Kind::output);
     if (is_max) {
       memory workspace(fwd_pd.workspace_desc(), eng);
       fwd_.bind(DNNL_ARG_WORKSPACE, workspace);
@@ -75,9 +92,10 @@ class Pool2dKernel final : public Kernel {
 
   void forward(const KernelArgs& args) override {
     float* y = args.outputs[0].data<float>();
-    fwd_.set(fwd_src_, args.inputs[0].data<float>());
-    fwd_.set(fwd_dst_, y);
+    fwd_.set(fwd_src_, x_.read(args.inputs[0].data<float>()));
+    fwd_.set(fwd_dst_, y_.target(y));
     fwd_.run(ctx_);
+    y_.finish(y);
     if (!scale_.empty()) apply_scale(y, y);
     has_workspace_ = true;
   }
@@ -94,9 +112,11 @@ class Pool2dKernel final : public Kernel {
       apply_scale(dy, scaled_dy_.data());
       dy = scaled_dy_.data();
     }
-    bwd_.set(bwd_dy_, dy);
-    bwd_.set(bwd_dx_, args.grad_inputs[0].data<float>());
+    float* dx = args.grad_inputs[0].data<float>();
+    bwd_.set(bwd_dy_, dy_.read(dy));
+    bwd_.set(bwd_dx_, dx_.target(dx));
     bwd_.run(ctx_);
+    dx_.finish(dx);
   }
 
  private:
@@ -133,6 +153,7 @@ class Pool2dKernel final : public Kernel {
   int64_t planes_ = 0;
   cpu::DnnlCall fwd_, bwd_;
   size_t fwd_src_ = 0, fwd_dst_ = 0, bwd_dy_ = 0, bwd_dx_ = 0;
+  cpu::Relayout x_, y_, dy_, dx_;  // NCHW <-> the primitives' layout; nothing where they agree
   bool has_workspace_ = false;
   std::vector<float> scale_;      // avg_pool2d's divisor correction; empty when none is needed
   std::vector<float> scaled_dy_;  // backward's dy * scale
