@@ -45,6 +45,15 @@ class Relayout {
 
   bool needed() const { return reorder_.valid(); }
 
+  /// Works in `other`'s buffer (the same layout) from now on: for two tensors of one kernel
+  /// that are never needed at once, such as a pooling's x (read in forward) and its dx
+  /// (written in backward). Allocates that buffer now.
+  void share_buffer(Relayout& other) {
+    if (!needed() || !other.needed()) return;
+    other.buffer();
+    buffer_ = other.buffer_;
+  }
+
   /// For an input: the memory the primitive should read (the buffer, filled from `user`,
   /// or `user` itself).
   const void* read(const void* user) {

@@ -82,6 +82,8 @@ class Pool2dKernel final : public Kernel {
     y_ = cpu::Relayout(ctx_, key + "#y", y_md, dst_md, Kind::output);
     dy_ = cpu::Relayout(ctx_, key + "#dy", y_md, dst_md, Kind::input);
     dx_ = cpu::Relayout(ctx_, key + "#dx", x_md, src_md, Kind::output);
+    dx_.share_buffer(x_);  // backward needs neither x nor y: two buffers, not four
+    dy_.share_buffer(y_);
     if (is_max) {
       memory workspace(fwd_pd.workspace_desc(), eng);
       fwd_.bind(DNNL_ARG_WORKSPACE, workspace);
