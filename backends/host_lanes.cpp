@@ -53,17 +53,30 @@ void adopt_wanted_threads() {
   if (wanted > 0 && wanted != omp_get_max_threads()) omp_set_num_threads(wanted);
 }
 
+/// The team size set_threads() asked for, else OpenMP's process-wide one (OMP_NUM_THREADS,
+/// or the cores), which a thread that never set its own sees. Not the calling thread's:
+/// another library in the process may have set that thread's team smaller (torch does, when
+/// it is imported), and the shared engine serves every thread.
+int process_team_size() {
+  if (const int wanted = wanted_threads.load(std::memory_order_relaxed); wanted > 0) return wanted;
+  int team = 1;
+  std::thread([&] { team = omp_get_max_threads(); }).join();
+  return team;
+}
+
 }  // namespace
 
 void HostLaneEngine::set_threads(int threads) { wanted_threads.store(threads, std::memory_order_relaxed); }
 
 HostLaneEngine& HostLaneEngine::shared() {
-  static HostLaneEngine engine;
+  static HostLaneEngine engine(process_team_size());
   return engine;
 }
 
-HostLaneEngine::HostLaneEngine()
-    : cores_(std::max(1, omp_get_max_threads())),
+HostLaneEngine::HostLaneEngine() : HostLaneEngine(omp_get_max_threads()) {}
+
+HostLaneEngine::HostLaneEngine(int cores)
+    : cores_(std::max(1, cores)),
       compute_thread_([this] { run_lane(Lane::compute); }),
       copy_thread_([this] { run_lane(Lane::copy); }) {}
 

@@ -73,7 +73,10 @@ class HostLaneEngine {
   /// How long the compute lane, with nothing else to run, waits for a group's members.
   static constexpr int64_t group_wait_ns = 100'000;
 
+  /// Side by side tasks run on at most `cores` threads (a TaskGroup's members); by default
+  /// the calling thread's OpenMP team size.
   HostLaneEngine();
+  explicit HostLaneEngine(int cores);
   /// Joins the threads; every queue must have been destroyed first.
   ~HostLaneEngine();
   HostLaneEngine(const HostLaneEngine&) = delete;
