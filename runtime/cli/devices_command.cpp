@@ -1,5 +1,6 @@
 // tandem devices: what this machine offers Tandem: the cpu, real GPUs, simulated GPUs.
 #include <fmt/core.h>
+#include <omp.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,7 +36,7 @@ std::string hidden_note(const DeviceRegistry& registry) {
 }
 
 int print_json(const DeviceRegistry& registry) {
-  int threads = compute_threads();
+  int threads = omp_get_max_threads();
   nlohmann::json j;
   j["devices"] = nlohmann::json::array();
   for (const DeviceInfo& d : registry.inventory().devices) {
