@@ -156,13 +156,16 @@ def test_ctrl_c_says_where_it_stopped_and_how_to_resume(tmp_path):
     command = m.group(5)
     assert command.endswith("--resume " + str(ckpt)) and " --save " not in command
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
-    # the printed command resumes the run (here for one epoch more)
-    resumed = subprocess.run(["sh", "-c", command.replace("--epochs 100000", "--epochs %d" % (epochs + 1))],
+    # the printed command resumes the run (here for one epoch more) from what the file holds:
+    # the message's epoch, or one more when a checkpoint was written as the signal came (the
+    # message is updated after each write; in that window it still names the one before)
+    saved = checkpoint_epochs(ckpt)
+    resumed = subprocess.run(["sh", "-c", command.replace("--epochs 100000", "--epochs %d" % (saved + 1))],
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed at epoch %d" % epochs in resumed.stdout and checkpoint_epochs(ckpt) == epochs + 1
+    assert "resumed at epoch %d" % saved in resumed.stdout and checkpoint_epochs(ckpt) == saved + 1
     # resumed again with nothing left: said, with --epochs
-    again = train(config("digits_mlp.yaml"), "--epochs", epochs + 1, "--resume", ckpt)
+    again = train(config("digits_mlp.yaml"), "--epochs", saved + 1, "--resume", ckpt)
     assert again.returncode == 0, again.stderr
-    assert ("note: nothing left to train: the checkpoint %s has trained %d epochs" % (ckpt, epochs + 1)) in again.stdout
-    assert "give --epochs N with N above %d to train further" % (epochs + 1) in again.stdout
+    assert ("note: nothing left to train: the checkpoint %s has trained %d epochs" % (ckpt, saved + 1)) in again.stdout
+    assert "give --epochs N with N above %d to train further" % (saved + 1) in again.stdout
