@@ -118,7 +118,7 @@ bool fast_in_region(const KernelSpec& spec) {
             {win.stride[0], win.stride[1]}, {win.dilation[0] - 1, win.dilation[1] - 1}, {win.pad_l[0], win.pad_l[1]},
             {win.pad_r[0], win.pad_r[1]}),
         eng);
-    return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+    return !cpu::is_reference_kernel(pd);
   } catch (const dnnl::error&) {
     return false;  // layer by layer, the convolution's own kernel says why
   }

@@ -16,6 +16,10 @@ std::string spec_key(const KernelSpec& spec) {
   return key;
 }
 
+bool is_reference_kernel(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 DnnlCall::DnnlCall(dnnl::primitive prim) : prim_(std::move(prim)) {
   const_dnnl_primitive_desc_t pd = prim_.get_primitive_desc();
   const_dnnl_primitive_attr_t attr = nullptr;

@@ -30,6 +30,10 @@ inline constexpr int64_t kSingleThreadMaxFlops = 1 << 17;
 /// "op:[2, 3]x[3]->[2]|attrs": a primitive-cache key from the whole spec.
 std::string spec_key(const KernelSpec& spec);
 
+/// Whether oneDNN chose its reference implementation ("ref:any", "ref_int8:any", ...) for
+/// `pd`: correct but far slower than a jit kernel, so a caller tries another layout.
+bool is_reference_kernel(const dnnl::primitive_desc_base& pd);
+
 /// Runs body(begin, end) over [0, n): on this thread when `n * cost_per_item` is small,
 /// else split statically over the OpenMP threads. `body` must not throw.
 template <class Body>

@@ -65,7 +65,7 @@ class Pool2dKernel final : public Kernel {
           user_scratchpad_attr(), eng);
     };
     dnnl::pooling_v2_forward::primitive_desc fwd_pd = forward_pd(cpu::blocked_activation_tag());
-    if (std::string(fwd_pd.impl_info_str()).rfind("ref", 0) == 0) fwd_pd = forward_pd(memory::format_tag::nchw);
+    if (cpu::is_reference_kernel(fwd_pd)) fwd_pd = forward_pd(memory::format_tag::nchw);
     const memory::desc src_md = fwd_pd.src_desc(), dst_md = fwd_pd.dst_desc();
     const std::string key = cpu::spec_key(spec) + (src_md == x_md ? "" : "#blocked");
     fwd_ = cpu::DnnlCall(ctx_.cached_primitive(key, [&] { return dnnl::pooling_v2_forward(fwd_pd); }));
