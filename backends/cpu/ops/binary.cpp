@@ -12,8 +12,9 @@
 //   mul: da = reduce(dy * b),  db = reduce(dy * a)
 //   expand: da = reduce(dy)
 // It needs the inputs for mul only. An input of the output's size is written row by row
-// in parallel; a broadcast one is zeroed and accumulated, threads splitting the inner
-// dim when the input advances along it (so no two write one element), else on one thread.
+// in parallel; a broadcast one is summed in double (Note [broadcast sums in double]) and
+// rounded once, threads splitting the inner dim when the input advances along it (so no
+// two write one element), else on one thread.
 //
 // scale: out = x * factor (a number; torch.mul(x, 0.125) computes in float32 the same),
 // dx = dy * factor (assigned). No broadcast: a loop of its own.
@@ -103,64 +104,76 @@ class BinaryKernel final : public Kernel {
     }
     const int64_t inner = plan_.dims.back(), rows = plan_.numel / inner;
     const int64_t ix = sx.back(), io = so.back();
-    // The product dy * other over elements [begin, end) of row r, into dx: assigned or added.
-    auto row = [&](int64_t r, int64_t begin, int64_t end, bool add) {
-      int64_t ox = 0, oo = 0;
-      row_offsets(r, sx, so, ox, oo);
-      const float* gr = g + r * inner;
-      float* xr = dx + ox;
-      if (ix == 0) {  // x repeats one value along this row: the row sums into it
-        float acc = 0.f;
-        if (!other) {
-          for (int64_t i = begin; i < end; ++i) acc += gr[i];
-        } else {
-          for (int64_t i = begin; i < end; ++i) acc += gr[i] * other[oo + i * io];
-        }
-        xr[0] = add ? xr[0] + scale * acc : scale * acc;
-        return;
-      }
-      if (!other) {
-        if (add) {
-#pragma omp simd
-          for (int64_t i = begin; i < end; ++i) xr[i] += scale * gr[i];
-        } else {
-#pragma omp simd
-          for (int64_t i = begin; i < end; ++i) xr[i] = scale * gr[i];
-        }
-      } else if (io == 0) {
-        const float ov = scale * other[oo];
-        if (add) {
-#pragma omp simd
-          for (int64_t i = begin; i < end; ++i) xr[i] += ov * gr[i];
-        } else {
-#pragma omp simd
-          for (int64_t i = begin; i < end; ++i) xr[i] = ov * gr[i];
-        }
-      } else {
-        const float* orow = other + oo;
-        if (add) {
-#pragma omp simd
-          for (int64_t i = begin; i < end; ++i) xr[i] += scale * gr[i] * orow[i];
-        } else {
-#pragma omp simd
-          for (int64_t i = begin; i < end; ++i) xr[i] = scale * gr[i] * orow[i];
-        }
-      }
-    };
     if (x_numel == plan_.numel) {  // not broadcast: each element written once
       cpu::parallel_for(rows, inner, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) row(r, 0, inner, false);
+        for (int64_t r = begin; r < end; ++r) {
+          int64_t ox = 0, oo = 0;
+          row_offsets(r, sx, so, ox, oo);
+          product_row(g + r * inner, other ? other + oo : nullptr, io, scale, dx + ox, inner);
+        }
       });
       return;
     }
-    std::fill(dx, dx + x_numel, 0.f);
-    if (ix == 0) {
-      for (int64_t r = 0; r < rows; ++r) row(r, 0, inner, true);
-      return;
+    // Note [broadcast sums in double]: a broadcast input's gradient sums many products, and
+    // often they cancel (swin v2's logit scale multiplies attention logits whose softmax
+    // gradient sums to zero per row): summed in float one after another, the result lost
+    // digits torch's cascaded sum keeps (7e-4 of the gradient against torch's 8e-5). The
+    // sums run in double, then round once.
+    std::vector<double> sum(static_cast<size_t>(x_numel), 0.0);
+    if (ix == 0) {  // x repeats one value along each row: the row sums into it
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t ox = 0, oo = 0;
+        row_offsets(r, sx, so, ox, oo);
+        const float* gr = g + r * inner;
+        double acc = 0;
+        if (!other) {
+#pragma omp simd reduction(+ : acc)
+          for (int64_t i = 0; i < inner; ++i) acc += gr[i];
+        } else {
+          const float* orow = other + oo;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t i = 0; i < inner; ++i) acc += static_cast<double>(gr[i]) * orow[i * io];
+        }
+        sum[static_cast<size_t>(ox)] += acc;
+      }
+    } else {  // x advances along the rows: threads split the columns, so no two write one sum
+      cpu::parallel_for(inner, rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t ox = 0, oo = 0;
+          row_offsets(r, sx, so, ox, oo);
+          const float* gr = g + r * inner;
+          double* to = sum.data() + ox;
+          if (!other) {
+#pragma omp simd
+            for (int64_t i = begin; i < end; ++i) to[i] += gr[i];
+          } else if (io == 0) {
+            const double ov = other[oo];
+#pragma omp simd
+            for (int64_t i = begin; i < end; ++i) to[i] += ov * gr[i];
+          } else {
+            const float* orow = other + oo;
+#pragma omp simd
+            for (int64_t i = begin; i < end; ++i) to[i] += static_cast<double>(gr[i]) * orow[i];
+          }
+        }
+      });
     }
-    cpu::parallel_for(inner, rows, [&](int64_t begin, int64_t end) {
-      for (int64_t r = 0; r < rows; ++r) row(r, begin, end, true);
-    });
+    for (int64_t i = 0; i < x_numel; ++i) dx[i] = static_cast<float>(scale * sum[static_cast<size_t>(i)]);
+  }
+
+  /// dx = scale * dy * other over a row of n, `other` advancing by `io` (0: one value, null: 1).
+  static void product_row(const float* gr, const float* other, int64_t io, float scale, float* xr, int64_t n) {
+    if (!other) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) xr[i] = scale * gr[i];
+    } else if (io == 0) {
+      const float ov = scale * other[0];
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) xr[i] = ov * gr[i];
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) xr[i] = scale * gr[i] * other[i];
+    }
   }
 
   float combine(float x, float z) const {

@@ -6,10 +6,19 @@
 // kSoftmaxMinElements up, oneDNN's softmax_forward / logsoftmax_forward.
 //
 // Backward, per lane (the axis elements at fixed outer, inner), from the output y only:
-//   softmax:     dx = y (dy - sum_axis(dy y))        (assigned)
+//   softmax:     dx = y (dy - sum_axis(dy y) / sum_axis(y))   (assigned; Note [softmax's
+//                gradient sums to zero]), our loop at every size
 //   log_softmax: dx = dy - exp(y) sum_axis(dy)
-// Same split as forward: our loop, or oneDNN's softmax_backward / logsoftmax_backward
-// (built in the factory) from kSoftmaxMinElements up.
+//                our loop, or oneDNN's logsoftmax_backward from kSoftmaxMinElements up
+//
+// Note [softmax's gradient sums to zero]: softmax ignores a shift of its input, so its
+// gradient sums to zero along the axis; what a layer before it learns from a sum over the
+// axis (swin v2's logit scale, a temperature: sum(dx * cosines)) is all cancellation. With
+// torch's y (dy - sum(dy y)) that holds only as far as sum(y) = 1, and oneDNN's forward on
+// AVX2 is a few ulps from that: a logit scale's gradient was then 7e-4 from the exact one,
+// 9x torch's float32 error. Dividing by sum(y) makes it the gradient of y / sum(y), equal
+// to softmax's in exact arithmetic, whose sum is zero whatever y's rounding; the sums run
+// in double.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -44,18 +53,12 @@ class SoftmaxKernel final : public Kernel {
     call_ = cpu::DnnlCall(prim);
     src_ = call_.bind(DNNL_ARG_SRC, md, ctx.engine());
     dst_ = call_.bind(DNNL_ARG_DST, md, ctx.engine());
+    if (!log) return;  // softmax's backward is our loop at every size (Note [softmax's gradient sums to zero])
     dnnl::primitive bwd = ctx.cached_primitive(cpu::spec_key(spec) + "#bwd", [&]() -> dnnl::primitive {
-      if (log) {
-        dnnl::logsoftmax_forward::primitive_desc hint(
-            dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
-        return dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
-            dnnl::logsoftmax_backward::desc(md, md, 1), user_scratchpad_attr(), ctx.engine(), hint));
-      }
-      dnnl::softmax_forward::primitive_desc hint(
-          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
-      return dnnl::softmax_backward(
-          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1), user_scratchpad_attr(),
-                                                 ctx.engine(), hint));
+      dnnl::logsoftmax_forward::primitive_desc hint(
+          dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), ctx.engine());
+      return dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
+          dnnl::logsoftmax_backward::desc(md, md, 1), user_scratchpad_attr(), ctx.engine(), hint));
     });
     bwd_ = cpu::DnnlCall(bwd);
     bwd_dst_ = bwd_.bind(DNNL_ARG_DST, md, ctx.engine());
@@ -85,14 +88,21 @@ class SoftmaxKernel final : public Kernel {
         const float* yl = y + base;
         const float* gl = g + base;
         float* dl = dx + base;
-        float sum = 0.f;
         if (log) {
+          float sum = 0.f;
           for (int64_t a = 0; a < axis; ++a) sum += gl[a * inner];
           for (int64_t a = 0; a < axis; ++a) dl[a * inner] = gl[a * inner] - std::exp(yl[a * inner]) * sum;
-        } else {
-          for (int64_t a = 0; a < axis; ++a) sum += gl[a * inner] * yl[a * inner];
-          for (int64_t a = 0; a < axis; ++a) dl[a * inner] = yl[a * inner] * (gl[a * inner] - sum);
+          continue;
         }
+        double dot = 0, total = 0;
+#pragma omp simd reduction(+ : dot, total)
+        for (int64_t a = 0; a < axis; ++a) {
+          dot += static_cast<double>(gl[a * inner]) * yl[a * inner];
+          total += yl[a * inner];
+        }
+        const auto mean = static_cast<float>(dot / total);
+#pragma omp simd
+        for (int64_t a = 0; a < axis; ++a) dl[a * inner] = yl[a * inner] * (gl[a * inner] - mean);
       }
     });
   }
