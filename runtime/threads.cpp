@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "backends/host_lanes.h"
@@ -11,8 +12,19 @@
 namespace tandem {
 namespace {
 
-// Who chose the thread count, for `tandem devices`.
+// Who chose the thread count, for `tandem devices`, and the count set_threads() chose (0:
+// none).
 std::string chosen_by;
+std::atomic<int> chosen_threads{0};
+
+// OMP_NUM_THREADS's first number (libgomp reads "4,2" as 4 at the outer level), or 0.
+int environment_threads() {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (!env || !*env) return 0;
+  char* end = nullptr;
+  const long threads = std::strtol(env, &end, 10);
+  return threads >= 1 && threads <= 1024 ? static_cast<int>(threads) : 0;
+}
 
 }  // namespace
 
@@ -23,9 +35,14 @@ void set_threads(int threads, const std::string& by) {
   omp_set_num_threads(threads);
   HostLaneEngine::set_threads(threads);  // the lanes' threads, which do not inherit it
   chosen_by = by;
+  chosen_threads.store(threads, std::memory_order_relaxed);
 }
 
-int compute_threads() { return omp_get_max_threads(); }
+int compute_threads() {
+  if (int chosen = chosen_threads.load(std::memory_order_relaxed)) return chosen;
+  if (int from_environment = environment_threads()) return from_environment;
+  return usable_cores();
+}
 
 int usable_cores() {
   cpu_set_t set;
@@ -36,8 +53,8 @@ int usable_cores() {
 
 std::string compute_threads_reason() {
   if (!chosen_by.empty()) return chosen_by;
-  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) return "OMP_NUM_THREADS";
-  return compute_threads() == usable_cores() ? "the cores this process may run on" : "OpenMP's default";
+  if (environment_threads()) return "OMP_NUM_THREADS";
+  return "the cores this process may run on";
 }
 
 std::string thread_wait_policy() {

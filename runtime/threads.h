@@ -32,7 +32,9 @@ inline constexpr char kSpinsBeforeSleeping[] = "1000";
 /// compute_threads_reason(). UserError unless 1 <= threads <= 1024.
 void set_threads(int threads, const std::string& by = "set_threads()");
 /// The threads the cpu computes with, and why that many: "2 (the cores this process may
-/// run on)", "1 (OMP_NUM_THREADS)", "3 (--threads)".
+/// run on)", "1 (OMP_NUM_THREADS)", "3 (--threads)". Tandem's own choice, whatever another
+/// library in the process has since set the calling thread's OpenMP team to (torch does
+/// when it is imported); the Python package computes with this many (python/src/compute_scope.h).
 int compute_threads();
 std::string compute_threads_reason();
 /// How the team's threads wait, as the environment chose it: "spin 1000 rounds, then sleep

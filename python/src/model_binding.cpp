@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "compute_scope.h"
 #include "deferred_release.h"
 #include "graph/load_graph.h"
 #include "graph/text_similarity.h"
@@ -98,7 +99,7 @@ py::dict run_forward(PyModel& self, const py::args& args, const py::kwargs& kwar
   TensorMap outputs;
   self.hooks->as_torch = as_torch;  // what the forward hooks are given
   try {
-    py::gil_scoped_release nogil;
+    ComputeScope compute;
     outputs = batch_size ? self.model->forward_batches(inputs, *batch_size) : self.model->forward(inputs);
   } catch (...) {
     self.hooks->error.reset();  // the forward's own error wins
@@ -213,7 +214,7 @@ py::dict backward(PyModel& self, const py::dict& inputs, const py::dict& grad_ou
   }
   TensorMap input_grads;
   {
-    py::gil_scoped_release nogil;
+    ComputeScope compute;
     input_grads = self.model->backward(in, grads, training, seed);
   }
   py::dict out;
@@ -345,7 +346,7 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
              std::optional<std::string> max_memory) -> PyModel& {
             PlaceArguments arguments{std::move(policy), place_patterns(place), sim_gpus, std::move(sim_gpu_memory),
                                      logical_gpus, std::move(max_memory)};
-            py::gil_scoped_release nogil;  // replaces the executors: their queues drain first
+            ComputeScope compute;  // replaces the executors: their queues drain first
             place_model(*self.model, arguments);
             return self;
           },
@@ -357,7 +358,7 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
       .def(
           "to",
           [](PyModel& self, const std::string& device) -> PyModel& {
-            py::gil_scoped_release nogil;
+            ComputeScope compute;
             move_model(*self.model, device);
             return self;
           },
@@ -366,7 +367,7 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
       .def(
           "_to_devices_of",
           [](PyModel& self, PyModel& other, const std::string& device) -> PyModel& {
-            py::gil_scoped_release nogil;
+            ComputeScope compute;
             move_model(*self.model, device, other.model.get());
             return self;
           },
@@ -463,7 +464,7 @@ copies; errors a user can cause raise tandem.ModelError with the CLI's message.)
             TensorMap in = inputs_from_dict(self, inputs, as_torch);
             std::vector<double> us;
             {
-              py::gil_scoped_release nogil;
+              ComputeScope compute;
               for (int i = 0; i < 3; ++i) self.model->forward(in);
               for (int i = 0; i < repeat; ++i) {
                 auto start = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "dataset_from_python.h"
+#include "compute_scope.h"
 #include "deferred_release.h"
 #include "graph/text_similarity.h"
 #include "py_model.h"
@@ -217,7 +218,7 @@ py::list fit(PyTrainer& self, const py::object& data, const py::object& validati
   }
   py::list epochs;
   {
-    py::gil_scoped_release nogil;
+    ComputeScope compute;
     model.plan_for({{"batch", spec.batch}}, /*training=*/true);  // a device the machine lacks: refused now
     self.next_lr = self.trainer.current_lr();
     auto epoch_done = [&](const EpochReport& r) {
@@ -255,7 +256,7 @@ void register_trainer(py::module_& module) {
            [](PyTrainer& self, const py::dict& batch) {
              release_deferred_references();
              TensorMap tensors = batch_from_python(self.model, batch);
-             py::gil_scoped_release nogil;
+             ComputeScope compute;
              return self.trainer.step(tensors);
            })
       .def("fit", &fit, "data"_a, "validation"_a, "checkpoint"_a, "on_step"_a, "on_epoch"_a)
@@ -264,7 +265,7 @@ void register_trainer(py::module_& module) {
              Dataset dataset = dataset_from_python(data, self.model.model->graph(), self.trainer.spec());
              EvalResult r;
              {
-               py::gil_scoped_release nogil;
+               ComputeScope compute;
                r = self.trainer.evaluate(dataset);
              }
              py::dict out("samples"_a = r.samples);

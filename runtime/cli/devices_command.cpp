@@ -1,6 +1,5 @@
 // tandem devices: what this machine offers Tandem: the cpu, real GPUs, simulated GPUs.
 #include <fmt/core.h>
-#include <omp.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,7 +35,7 @@ std::string hidden_note(const DeviceRegistry& registry) {
 }
 
 int print_json(const DeviceRegistry& registry) {
-  int threads = omp_get_max_threads();
+  int threads = compute_threads();
   nlohmann::json j;
   j["devices"] = nlohmann::json::array();
   for (const DeviceInfo& d : registry.inventory().devices) {
