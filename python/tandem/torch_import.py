@@ -579,14 +579,15 @@ def _loss_section(loss, output_refs, loss_input, target_name):
     return dict({"op": op, "input": output_refs[loss_input], "target": target_name}, **attrs)
 
 
-def _named_wrapper(inner, names):
-    """A module holding `inner` as its child `module`, called with forward's argument
-    names (fx reads them from the code): nn.DataParallel's layout, for tracing."""
+def _named_wrapper(inner, names, child="module"):
+    """A module holding `inner` as its child `child`, called with forward's argument
+    names (fx reads them from the code): nn.DataParallel's layout (child `module`), for
+    tracing."""
     namespace = {}
     args = ", ".join(names)
-    exec("def forward(self, %s):\n    return self.module(%s)\n" % (args, args), namespace)  # noqa: S102
+    exec("def forward(self, %s):\n    return self.%s(%s)\n" % (args, child, args), namespace)  # noqa: S102
     wrapper = type("DataParallelTrace", (nn.Module,), {"forward": namespace["forward"]})()
-    wrapper.module = inner
+    setattr(wrapper, child, inner)
     return wrapper
 
 
@@ -597,6 +598,11 @@ def _shape_spec(tensor, dim, symbols=None):
     for d, symbol in (symbols or {}).items():
         shape[d] = symbol
     return shape
+
+
+def _holds_tensors(module):
+    """Whether the module has parameters or buffers, which its state_dict names."""
+    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
 
 
 def _two_examples(example_inputs):
@@ -713,6 +719,10 @@ def _convert(module, example_inputs, name, batch_dim, output_names, loss, exampl
         dynamic = _dims_that_differ(inputs, other_example, model_name)
     if dp_top is not None:
         root = _named_wrapper(inner, names)  # torch's state_dict says module.*: so do the layers
+    elif any(type(inner) is t for t in LEAF_MODULES) and not _holds_tensors(inner):
+        # a lone nn.Softmax, nn.ReLU, ...: nothing to name after torch's state_dict, so its
+        # one layer is named after its type
+        root = _named_wrapper(inner, names, child=type(inner).__name__.lower())
     elif any(type(inner) is t for t in LEAF_MODULES):
         raise ConversionError("from_torch: the module is a single %s, whose parameters have no layer name "
                               "('weight', not 'fc.weight'); wrap it, as nn.Sequential(module), to convert it"

@@ -416,6 +416,16 @@ def test_other_refusals():
         tandem.from_torch(nn.Linear(2, 2), torch.randn(2, 2))
 
 
+@pytest.mark.parametrize("module", [nn.Softmax(dim=-1), nn.GELU(), nn.Hardswish()], ids=lambda m: type(m).__name__)
+def test_a_lone_parameter_free_module_converts(module, seed):
+    """With nothing in its state_dict to name, a lone module needs no wrapping: its one layer
+    is named after its type, and computes torch's output at another batch size."""
+    model = tandem.from_torch(module, torch.randn(3, 7))
+    assert "{name: %s, op: " % type(module).__name__.lower() in model.yaml
+    x = torch.randn(5, 7)
+    assert_close(model(x)["output"].numpy(), module(x).numpy(), 1e-5, type(module).__name__)
+
+
 class Einsums(nn.Module):
     """einsum as attention writes it, one that needs its output permuted, and a buffer
     indexed into a learned table (maxvit's relative position bias)."""
