@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -90,6 +91,12 @@ struct BackwardArgs {
   /// grad_params[i] it wrote; empty, or a null entry, when the caller does not track them
   /// (core/touched_rows.h).
   std::span<TouchedRows* const> grad_param_rows = {};
+  /// Note [a table stepped in its backward] (runtime/exec/table_updates.h): when set, a
+  /// kernel that steps_table_in_backward() writes no gradient of parameter 0: it adds
+  /// `table_step` times each entry's gradient row into that row of params[0] itself (plain
+  /// SGD's -lr), and records the rows it changed in grad_param_rows[0]
+  /// (TouchedRows::mark_stepped()).
+  std::optional<float> table_step = std::nullopt;
 };
 
 /// One layer's compiled computation on one device. Not thread-safe: one caller at a time.
@@ -108,6 +115,9 @@ class Kernel {
   /// records them in args.grad_param_rows[index] (embedding tables). Default: no, and the
   /// caller counts every row of that gradient as written.
   virtual bool records_touched_rows(size_t index) const { return false; }
+  /// (optional) Whether backward can step parameter 0 by BackwardArgs::table_step instead
+  /// of writing its gradient. Default: no.
+  virtual bool steps_table_in_backward() const { return false; }
   /// (optional) Scratch memory a forward needs (KernelArgs::workspace), counted in the
   /// device's memory as the tensors are: an inference region's tensors between its
   /// layers. Default: none.

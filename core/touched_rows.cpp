@@ -90,6 +90,33 @@ void TouchedRows::mark_entries(std::span<const int64_t> ids, int64_t skip, std::
   ascending_current_ = false;
 }
 
+std::span<const int64_t> TouchedRows::mark_stepped(std::span<const int64_t> ids, int64_t skip) {
+  TANDEM_ASSERT(holds_values() && !all_ && list_.empty(), "mark_stepped: a row gradient's one writer, first");
+  if (bits_.empty()) bits_.assign(static_cast<size_t>((rows_ + 63) / 64), 0);
+  if (repeated_bits_.empty()) repeated_bits_.assign(bits_.size(), 0);
+  if (slot_of_.empty()) slot_of_.assign(static_cast<size_t>(rows_), -1);
+  stepped_ = true;
+  for (const int64_t id : ids) {
+    if (id == skip) continue;
+    TANDEM_ASSERT(id >= 0 && id < rows_, "touched row " + std::to_string(id) + " outside [0, " + std::to_string(rows_) + ")");
+    const auto w = static_cast<size_t>(id >> 6);
+    const uint64_t bit = uint64_t{1} << (id & 63);
+    if (!(bits_[w] & bit)) {
+      bits_[w] |= bit;
+      list_.push_back(id);
+    } else if (!(repeated_bits_[w] & bit)) {  // its second entry: a repeated row, summed in a slot
+      repeated_bits_[w] |= bit;
+      repeated_.push_back(id);
+    }
+  }
+  reserve_slots(static_cast<int64_t>(repeated_.size()));
+  for (const int64_t id : repeated_) slot_of_[static_cast<size_t>(id)] = static_cast<int32_t>(slots_++);
+  // summed from +0, as a dense gradient is
+  std::memset(values_.data<float>(), 0, sizeof(float) * static_cast<size_t>(slots_ * width_));
+  ascending_current_ = false;
+  return repeated_;
+}
+
 std::span<const int64_t> TouchedRows::list() const {
   if (!ascending_current_) {
     // Ascending: from the bits when they are few words a listed row (one pass over them),
@@ -123,6 +150,9 @@ void TouchedRows::clear() {
     }
   }
   list_.clear();
+  for (const int64_t id : repeated_) repeated_bits_[static_cast<size_t>(id >> 6)] &= ~(uint64_t{1} << (id & 63));
+  repeated_.clear();
+  stepped_ = false;
   ascending_.clear();
   slots_ = 0;  // the values' storage stays for the next step's rows
   ascending_current_ = true;

@@ -53,6 +53,22 @@ class TouchedRows {
   void mark_entries(std::span<const int64_t> ids, int64_t skip, std::span<float*> row_of_entry,
                     std::span<uint8_t> first_of_entry);
 
+  /// Note [a table stepped in its backward] (runtime/exec/table_updates.h): marks `ids`
+  /// (but `skip`) as mark() does, for a backward that applies the gradient to the table
+  /// itself. A row one entry touched takes that entry's step; a row several entries
+  /// touched (repeated()) gets zeroed values, sum_of(row), where its entries are summed
+  /// before one step, as its row gradient would be. Returns the repeated rows, those of
+  /// slots 0, 1, ... (sum_in_slot()); valid until the next mark or clear(). One pass over
+  /// `ids`, reading and writing bits. A row gradient only (hold_values()), by the table's one
+  /// writer, before any other mark since clear(). Afterwards stepped() is true and the
+  /// table has no gradient: values_of() is null for every row until clear().
+  std::span<const int64_t> mark_stepped(std::span<const int64_t> ids, int64_t skip);
+  /// After mark_stepped(): whether several entries touched `row`, and where they are summed.
+  bool repeated(int64_t row) const { return (repeated_bits_[static_cast<size_t>(row >> 6)] >> (row & 63)) & 1; }
+  float* sum_of(int64_t row) { return values_.data<float>() + slot_of_[static_cast<size_t>(row)] * width_; }
+  float* sum_in_slot(int64_t slot) { return values_.data<float>() + slot * width_; }
+  bool stepped() const { return stepped_; }
+
   /// From now on the gradient itself is kept here, as rows of `width` values (Note [row
   /// gradient]). Before any mark().
   void hold_values(int64_t width);
@@ -65,14 +81,14 @@ class TouchedRows {
     return const_cast<float*>(static_cast<const TouchedRows*>(this)->values_of(row));
   }
   const float* values_of(int64_t row) const {
-    if (slot_of_.empty() || row < 0 || row >= rows_) return nullptr;
+    if (slot_of_.empty() || stepped_ || row < 0 || row >= rows_) return nullptr;
     const int32_t slot = slot_of_[static_cast<size_t>(row)];
     return slot < 0 ? nullptr : values_.data<float>() + static_cast<int64_t>(slot) * width_;
   }
   /// A row gradient's rows in the order of their values (row_in_slot()[k]'s values are
   /// values_in_slot(k)): for a pass over every held row that needs no order, reading the
   /// values front to back. Valid until the next mark() or clear().
-  std::span<const int64_t> row_in_slot() const { return list_; }
+  std::span<const int64_t> row_in_slot() const { return stepped_ ? std::span<const int64_t>() : list_; }
   const float* values_in_slot(int64_t slot) const { return values_.data<float>() + slot * width_; }
   /// The bytes the held rows take (their capacity): what the allocator counts.
   size_t values_bytes() const { return values_.defined() ? values_.nbytes() : 0; }
@@ -105,6 +121,11 @@ class TouchedRows {
   // dense gradient)
   std::vector<int32_t> slot_of_;
   int64_t slots_ = 0;  // rows holding values since the last clear()
+  // mark_stepped() since the last clear(): the repeated rows, slot by slot (list_ then lists
+  // every row, in the order first marked)
+  bool stepped_ = false;
+  std::vector<int64_t> repeated_;
+  std::vector<uint64_t> repeated_bits_;  // a bit per row, as bits_
 
   void add_slot(int64_t row);
   /// The values hold at least `slots` rows (a row gradient), their contents kept.

@@ -364,6 +364,10 @@ Tensor Model::gradient(const std::string& name) const {
   if (auto it = grads_.find(name); it != grads_.end()) return it->second;
   auto rows = grad_rows_.find(name);
   if (rows == grad_rows_.end()) throw UserError("model '" + graph_->name + "' has no trainable parameter '" + name + "'");
+  if (rows->second.stepped())
+    throw UserError("the gradient of '" + name + "' went into the table in its backward, as plain SGD allows " +
+                    "(docs/training.md, \"Tables updated in their backward\"), and was not kept; train with " +
+                    "update_tables_in_backward: false (--no-update-tables-in-backward) to read it after a step");
   // a row gradient (sparse: true), spread out: what torch's to_dense() gives
   const Tensor& weight = params_.at(name);
   Tensor dense = Tensor::zeros(weight.shape(), DType::float32);

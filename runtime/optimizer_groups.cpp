@@ -104,10 +104,25 @@ TableUpdates OptimizerGroups::prepare_table_updates(const ScheduleConfig& schedu
     if (!any) continue;
     group.optimizer->prepare_early(group.params);
     step_lr_[g] = scheduled_lr(schedule, group.config.lr, step, total_steps);
+    if (const std::optional<float> factor = group.optimizer->table_step(step_lr_[g]))
+      for (size_t i = 0; i < group.names.size(); ++i)
+        if (tables.params.count(group.names[i])) tables.steps.emplace(group.names[i], *factor);
   }
-  if (!tables.params.empty())
+  if (!tables.params.empty()) {
     tables.update = [this](const std::string& name) { update_table(name); };
+    tables.stepped = [this](const std::string& name) { table_stepped(name); };
+  }
   return tables;
+}
+
+void OptimizerGroups::table_stepped(const std::string& name) {
+  for (Group& group : groups_) {
+    const auto it = std::find(group.names.begin(), group.names.end(), name);
+    if (it == group.names.end()) continue;
+    group.optimizer->stepped_early(static_cast<size_t>(it - group.names.begin()));
+    ++updated_in_backward_;
+    return;
+  }
 }
 
 void OptimizerGroups::update_table(const std::string& name) {

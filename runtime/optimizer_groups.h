@@ -62,6 +62,8 @@ class OptimizerGroups {
   std::atomic<int64_t> updated_in_backward_{0};
   /// Updates table `name` now (on the cpu's lane): TableUpdates::update.
   void update_table(const std::string& name);
+  /// Table `name`'s backward stepped it (TableUpdates::stepped).
+  void table_stepped(const std::string& name);
 };
 
 }  // namespace tandem

@@ -108,6 +108,7 @@ LossValue run_pipelined_step(std::vector<PipelinedMicroBatch>& parts, const Loss
       if (!last || !tables) return t.backward(t.loss_seeds(), last ? ready : nullptr);
       // the tables' updates read every micro-batch's loss, written on the loss's lane
       TableUpdates step_tables = *tables;
+      step_tables.steps.clear();  // the earlier micro-batches wrote row gradients: updated after backward
       for (PipelinedMicroBatch& part : parts) {
         step_tables.losses.push_back(&part.executor->last_loss());
         step_tables.loss_written.push_back(part.executor->loss_written());

@@ -21,9 +21,24 @@
 // knows it before backward (the cpu alone) it asks for no update; where it does not (a
 // placed or pipelined step, whose loss a lane writes), the cpu's lane waits for the loss's
 // lane before the table's backward and the update reads the value there.
+//
+// Note [a table stepped in its backward]: plain SGD's update of a row, p = fma(g, -lr, p),
+// needs no state, so a table's backward can apply the gradient to the table as it goes
+// (FBGEMM's fused SGD does the same) instead of writing a row gradient that the update then
+// reads back. An entry whose row no other entry of the batch touched steps that row
+// directly; a row several entries touched (found in one pass over the ids, by bits) has
+// them summed aside from zero, in the batch's order, and steps once after them
+// (TouchedRows::mark_stepped()). Either way the row's bits are those of its update from a
+// row gradient, and of a dense table's; a batch of mostly distinct rows (16,384 ids in a
+// table of 100,000) writes and reads back almost no row gradient. The executor asks for it
+// (BackwardArgs::table_step) where the table's only layer can do it
+// (Kernel::steps_table_in_backward(): embeddings and sum or mean bags) and the step's
+// losses are finite, else that table's update comes after its backward as above; never
+// with micro-batches, whose earlier ones leave row gradients for the last one's update.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,6 +54,11 @@ struct TableUpdates {
   /// Updates `param` from its row gradient, on the cpu's lane, right after the backward
   /// that completes it.
   std::function<void(const std::string& param)> update;
+  /// Of those, the ones whose backward may step the table itself, by this factor (Note [a
+  /// table stepped in its backward]), and what is told when one did, on the cpu's lane
+  /// instead of `update`.
+  std::map<std::string, float> steps;
+  std::function<void(const std::string& param)> stepped;
   /// The step's losses (a pipelined step's micro-batches'), each written by work before
   /// `loss_written` on its lane: the updates run only if every one is finite. Empty: the
   /// host has checked.

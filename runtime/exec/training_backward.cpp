@@ -3,6 +3,7 @@
 // each parameter's gradient handed on as it completes (gradient_return.h).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "backends/trace.h"
 #include "core/error.h"
@@ -74,10 +75,15 @@ void TrainingExecutor::backward_step(int step, const TableUpdates* tables) {
   if (tables)
     for (const std::string& p : targets.completed_on_cpu)
       if (tables->params.count(p)) update_now.push_back(p);
-  std::function<void(const std::string&)> update_table;
+  std::function<void(const std::string&)> update_table, table_stepped;
+  std::optional<float> table_step;  // Note [a table stepped in its backward] (table_updates.h)
   std::vector<const LossValue*> losses;
   if (!update_now.empty()) {
     update_table = tables->update;
+    if (const auto it = tables->steps.find(targets.steppable_table); it != tables->steps.end()) {
+      table_step = it->second;
+      table_stepped = tables->stepped;
+    }
     losses = tables->losses;
     // the losses are read on this lane: after the work that writes them
     for (const DeviceEvent& written : tables->loss_written) dev.compute->wait(written);
@@ -89,19 +95,23 @@ void TrainingExecutor::backward_step(int step, const TableUpdates* tables) {
     dev.compute->submit(
         [&a, &targets, in_values = std::move(in_values), out_value = values_[out], out_grad = grads_[out], grad_inputs,
          training = training_, step_seed = layer_seed(seed_, a.step), version = params_version_,
-         update_now = std::move(update_now), update_table = std::move(update_table),
-         losses = std::move(losses)]() mutable {
+         update_now = std::move(update_now), update_table = std::move(update_table), table_step,
+         table_stepped = std::move(table_stepped), losses = std::move(losses)]() mutable {
+          // a loss that is not finite stops the run before the update: nothing moves
+          const bool finite = std::all_of(losses.begin(), losses.end(),
+                                          [](const LossValue* loss) { return std::isfinite(loss->loss); });
           BackwardArgs args{in_values,           a.params, {&out_value, 1}, {&out_grad, 1},     grad_inputs,
                             targets.param_grads, training, step_seed,       version, targets.recorded_rows};
+          if (finite) args.table_step = table_step;
           // first: a backward may throw. Only cpu layers have touched rows, and the cpu's
           // lane runs on the host.
           for (TouchedRows* rows : targets.unrecorded_rows) rows->mark_all();
           backward_naming_layer(*a.kernel, args, a.context);
-          // a loss that is not finite stops the run before the update: nothing moves
-          const bool finite = std::all_of(losses.begin(), losses.end(),
-                                          [](const LossValue* loss) { return std::isfinite(loss->loss); });
           if (finite)
-            for (const std::string& table : update_now) update_table(table);
+            for (const std::string& table : update_now) {
+              if (args.table_step && table == targets.steppable_table) table_stepped(table);
+              else update_table(table);
+            }
         },
         s.replica_groups.group_of(index));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "backends/trace.h"
@@ -41,6 +42,9 @@ TrainingExecutor::TrainingExecutor(const Graph& given, const Plan& plan, const B
   Schedule& s = *schedule_;
   requires_grad_ = values_requiring_grad(graph, s, input_grads);
   targets_.resize(s.actions.size());
+  std::map<std::string, int> users;  // steps that use each parameter
+  for (const OpStep& step : plan_.steps)
+    for (const ParamSpec& p : graph.nodes[step.node].params) ++users[p.name];
   std::set<std::string> used_before;  // parameters an earlier step (in forward order) uses
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const int index = s.step_action[i];
@@ -51,8 +55,10 @@ TrainingExecutor::TrainingExecutor(const Graph& given, const Plan& plan, const B
       const ParamSpec& p = a.node->params[k];
       t.param_grads.push_back(p.trainable ? cache_.gradient(p.name, device, a.context) : Tensor());
       // backward runs the steps in reverse: the first to use a parameter completes its gradient
-      if (p.trainable && used_before.insert(p.name).second && device == Device::cpu() && a.kernel)
+      if (p.trainable && used_before.insert(p.name).second && device == Device::cpu() && a.kernel) {
         t.completed_on_cpu.push_back(p.name);
+        if (k == 0 && users[p.name] == 1 && a.kernel->steps_table_in_backward()) t.steppable_table = p.name;
+      }
       if (!a.kernel) continue;
       TouchedRows* rows = p.trainable ? cache_.gradient_rows(p.name, device) : nullptr;
       const bool recorded = rows && a.kernel->records_touched_rows(k);

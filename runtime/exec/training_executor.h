@@ -199,6 +199,9 @@ class TrainingExecutor {
     // cpu layers: the parameters whose gradient this backward completes (no earlier layer
     // uses them), which a table update may follow in the same task (table_updates.h)
     std::vector<std::string> completed_on_cpu;
+    // of those, the one its kernel may step in backward (table_updates.h, Note [a table
+    // stepped in its backward]): parameter 0, which no other step uses; else empty
+    std::string steppable_table;
   };
 
   /// Submits the backward of op step `step`: its kernel's, then the sums of its inputs'

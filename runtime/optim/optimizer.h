@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -97,6 +98,15 @@ class Optimizer {
   virtual void update_early(std::span<Tensor> params, size_t i, TouchedRows& rows, double lr,
                             ParameterDevices& devices) {
     throw std::logic_error("this optimizer does not update a table in its backward");
+  }
+  /// Note [a table stepped in its backward] (runtime/exec/table_updates.h): the factor by
+  /// which a table's backward can add each entry's gradient row straight into the table at
+  /// `lr`, where the update is that linear and stateless (plain SGD: -lr); else none. After
+  /// prepare_early(), stepped_early(i) records that params[i]'s backward did so: the next
+  /// step_rows() leaves it as it is.
+  virtual std::optional<float> table_step(double lr) const { return std::nullopt; }
+  virtual void stepped_early(size_t i) {
+    throw std::logic_error("this optimizer does not step a table in its backward");
   }
   /// The state as tensors named "<names[i]>.<buffer>" (momentum_buffer, exp_avg,
   /// exp_avg_sq) plus "step" (int64 [1]); empty before the first step.

@@ -47,6 +47,7 @@ class BufferedOptimizer : public Optimizer {
   void prepare_early(std::span<Tensor> params) override;
   void update_early(std::span<Tensor> params, size_t i, TouchedRows& rows, double lr,
                     ParameterDevices& devices) override;
+  void stepped_early(size_t i) override;
   /// Whether update_early() updated parameter i since the last step: step_rows() then
   /// leaves it, and calls end_early() when done.
   bool updated_early(size_t i) const { return i < early_.size() && early_[i] != 0; }

@@ -161,6 +161,11 @@ void BufferedOptimizer::update_early(std::span<Tensor> params, size_t i, Touched
   early_[i] = 1;
 }
 
+void BufferedOptimizer::stepped_early(size_t i) {
+  TANDEM_ASSERT(i < early_.size() && table_step(1.0), kind_ + ": stepped_early() without prepare_early()");
+  early_[i] = 1;
+}
+
 void BufferedOptimizer::step_each(std::span<Tensor> params, std::span<const Tensor> grads,
                                   std::span<TouchedRows* const> rows, double lr) {
   begin_step(params, grads);

@@ -52,6 +52,13 @@ class Sgd final : public BufferedOptimizer {
     end_early();
   }
 
+  // p = fma(g, -lr, p), a row's update, is that of each entry in turn where one entry
+  // touched the row (Note [a table stepped in its backward])
+  std::optional<float> table_step(double lr) const override {
+    if (!takes_row_gradients()) return std::nullopt;
+    return sgd_scalars(config_, lr).neg_lr;
+  }
+
   // a table's row gradient only (update_early()): step_rows() above makes the other updates
   void update_parameter(size_t, const Tensor& param, const Tensor& grad, TouchedRows* rows, double lr, int64_t,
                         ParameterDevices& devices) override {

@@ -1,6 +1,8 @@
 // Row gradients (core/touched_rows.h, Note [row gradient]): a `sparse: true` table keeps its
 // gradient as the rows its batches looked up, with no dense buffer the table's size, and
-// trains to the dense table's weights bit for bit; what cannot update such a gradient (an
+// trains to the dense table's weights bit for bit, also where plain SGD steps the table in
+// its backward and keeps no gradient (Note [a table stepped in its backward] in
+// runtime/exec/table_updates.h); what cannot update such a gradient (an
 // optimizer that moves every row, a placement on a GPU) is refused with a message.
 #include <catch2/catch.hpp>
 
@@ -29,9 +31,11 @@ namespace {
 /// Three tables, each `sparse` or not: a summed bag with padding row 0, a max bag (whose
 /// backward picks one entry per column), a plain embedding; and a dense branch. `table_device`
 /// places the tables; the dense layers sit on `head_device`. `by_freq` sets
-/// scale_grad_by_freq on the summed bag and the embedding (a max bag refuses it).
+/// scale_grad_by_freq on the summed bag and the embedding (a max bag refuses it);
+/// `bag_mode` is the first bag's (sum or mean).
 std::string tables_yaml(int64_t rows, bool sparse, const std::string& table_device = "cpu",
-                        const std::string& head_device = "cpu", bool by_freq = false) {
+                        const std::string& head_device = "cpu", bool by_freq = false,
+                        const std::string& bag_mode = "sum") {
   const std::string flag = std::string(sparse ? "true" : "false") + (by_freq ? ", scale_grad_by_freq: true" : "");
   const std::string rows_str = std::to_string(rows);
   return "name: row_gradients\n"
@@ -46,7 +50,7 @@ std::string tables_yaml(int64_t rows, bool sparse, const std::string& table_devi
          "    device: " + table_device + "\n"
          "    layers:\n"
          "      - {name: bag, op: embedding_bag, inputs: ids, num_embeddings: " + rows_str +
-         ", embedding_dim: 8, mode: sum, padding_idx: 0, sparse: " + flag + "}\n"
+         ", embedding_dim: 8, mode: " + bag_mode + ", padding_idx: 0, sparse: " + flag + "}\n"
          "      - {name: top, op: embedding_bag, inputs: ids, num_embeddings: " + rows_str +
          ", embedding_dim: 8, mode: max, sparse: " + std::string(sparse ? "true" : "false") + "}\n"
          "      - {name: emb, op: embedding, inputs: word, num_embeddings: 50, embedding_dim: 8, sparse: " + flag + "}\n"
@@ -61,8 +65,9 @@ std::string tables_yaml(int64_t rows, bool sparse, const std::string& table_devi
 }
 
 Model load(int64_t rows, bool sparse, const std::string& table_device = "cpu", const std::string& head_device = "cpu",
-           bool by_freq = false) {
-  return Model(load_graph_from_string(tables_yaml(rows, sparse, table_device, head_device, by_freq), "row_gradients.yaml"));
+           bool by_freq = false, const std::string& bag_mode = "sum") {
+  return Model(
+      load_graph_from_string(tables_yaml(rows, sparse, table_device, head_device, by_freq, bag_mode), "row_gradients.yaml"));
 }
 
 TensorMap random_batch(int64_t batch, int64_t table_rows, std::mt19937_64& rng) {
@@ -97,7 +102,8 @@ PlacementPolicy annotations() {
 
 /// Trains `rows_model` (sparse: true) and `dense_model` (the same, sparse: false, same
 /// weights) `steps` steps on the same batches; their weights after each step must match bit
-/// for bit, and so must the gradients of the last one.
+/// for bit, and so must the gradients of the last one, where they were kept: a table plain
+/// SGD stepped in its backward keeps none, and says so when asked.
 void train_side_by_side(Model& rows_model, Model& dense_model, const TrainingSpec& spec, int64_t table_rows,
                         std::mt19937_64& rng, int steps) {
   Trainer with_rows(rows_model, spec), with_dense(dense_model, spec);
@@ -111,11 +117,22 @@ void train_side_by_side(Model& rows_model, Model& dense_model, const TrainingSpe
       REQUIRE(same_bits(rows_model.parameters().at(name), p));
     }
   }
+  const bool steps_tables = spec.update_tables_in_backward && !spec.clip_grad_norm && spec.optimizer.name == "sgd";
   for (const char* name : kTables) {
     INFO(name);
     CHECK(rows_model.gradients().count(name) == 0);  // no dense buffer
-    CHECK(rows_model.gradient_rows().at(name).holds_values());
-    CHECK(same_bits(rows_model.gradient(name), dense_model.gradients().at(name)));
+    const TouchedRows& rows = rows_model.gradient_rows().at(name);
+    CHECK(rows.holds_values());
+    // the max bag reads its table in backward: updated after it, from its row gradient
+    CHECK(rows.stepped() == (steps_tables && std::string(name) != "tables.top.weight"));
+    if (rows.stepped()) {
+      CHECK_THROWS_WITH(rows_model.gradient(name), Catch::Contains("went into the table in its backward"));
+      const TouchedRows& dense_rows = dense_model.gradient_rows().at(name);
+      CHECK(std::vector<int64_t>(rows.list().begin(), rows.list().end()) ==
+            std::vector<int64_t>(dense_rows.list().begin(), dense_rows.list().end()));
+    } else {
+      CHECK(same_bits(rows_model.gradient(name), dense_model.gradients().at(name)));
+    }
   }
 }
 
@@ -127,17 +144,20 @@ TEST_CASE("a sparse: true table keeps its gradient as rows and trains to the den
   const int64_t rows = 20000;
   OptimizerConfig sgd;
   sgd.lr = 0.4;
-  for (std::optional<double> clip : {std::optional<double>(), std::optional<double>(0.05)}) {
-    INFO((clip ? "clipped to 0.05" : "not clipped"));
-    Model rows_model = load(rows, true), dense_model = load(rows, false);
-    const uint64_t seed = rng() % 1000;
-    rows_model.init_parameters(seed);
-    dense_model.init_parameters(seed);
-    TrainingSpec spec;
-    spec.optimizer = sgd;
-    spec.clip_grad_norm = clip;  // 0.05 clips every step: the norm over held rows is the dense one to the bit
-    train_side_by_side(rows_model, dense_model, spec, rows, rng, 6);
-  }
+  for (const std::string bag_mode : {"sum", "mean"})
+    for (std::optional<double> clip : {std::optional<double>(), std::optional<double>(0.05)}) {
+      // not clipped: plain SGD steps the tables in their backward, with no row gradient
+      INFO((clip ? "clipped to 0.05" : "not clipped") << ", a " << bag_mode << " bag");
+      Model rows_model = load(rows, true, "cpu", "cpu", false, bag_mode),
+            dense_model = load(rows, false, "cpu", "cpu", false, bag_mode);
+      const uint64_t seed = rng() % 1000;
+      rows_model.init_parameters(seed);
+      dense_model.init_parameters(seed);
+      TrainingSpec spec;
+      spec.optimizer = sgd;
+      spec.clip_grad_norm = clip;  // 0.05 clips every step: the norm over held rows is the dense one to the bit
+      train_side_by_side(rows_model, dense_model, spec, rows, rng, 6);
+    }
 }
 
 TEST_CASE("a sparse: true table with scale_grad_by_freq trains to the dense table's bits",
@@ -182,6 +202,7 @@ TEST_CASE("a sparse: true table's gradient holds the rows looked up, zeroes by f
   CHECK(host.current_bytes() - before < 2 * table_bytes + (size_t{1} << 20));
   TrainingSpec spec;
   spec.optimizer.lr = 0.5;
+  spec.update_tables_in_backward = false;  // else plain SGD steps the tables in backward and keeps no gradient
   Trainer trainer(model, spec);
   TensorMap batch = random_batch(16, rows, rng);
   std::set<int64_t> looked_up;

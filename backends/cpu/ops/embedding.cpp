@@ -12,6 +12,11 @@
 // the trainer zeroes and updates only them (core/touched_rows.h); a `sparse: true`
 // table's gradient is those rows alone, with no dense dweight (Note [row gradient]).
 // Threads split the dim columns, so that repeated indices never race.
+// A table stepped in its backward (BackwardArgs::table_step, plain SGD; not max bags, whose
+// backward reads the table): an entry whose row no other entry touches goes into the
+// table's row itself, w[idx[i]] = fma(dy[i] * scale, step, w[idx[i]]); a repeated row's
+// entries are summed aside and the sum stepped once after them, by the thread that owns
+// those columns: the bits of the update from a row gradient (runtime/exec/table_updates.h).
 //   embedding:     dweight[idx[i]] += dy[i]
 //   embedding_bag: sum:  dweight[idx] += dy[bag] for each entry of the bag;
 //                  mean: the same divided by the bag's count of non-padding entries;
@@ -30,8 +35,10 @@
 // embedding's. Backward: dsource (assigned) = zeros, then dsource[o, idx[i]] += dy[o, i],
 // threads splitting the outer rows (a repeated index adds within one thread's rows).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -58,19 +65,54 @@ TouchedRows* weight_rows(const BackwardArgs& args) {
 /// (`sparse: true`, core/touched_rows.h), which has no dense tensor.
 bool wants_weight_gradient(const BackwardArgs& args) {
   const TouchedRows* rows = weight_rows(args);
-  return args.grad_params[0].defined() || (rows && rows->holds_values());
+  return args.table_step || args.grad_params[0].defined() || (rows && rows->holds_values());
 }
 
-/// Where each entry's gradient row goes (row idx[i] of the dense gradient, or that row's
-/// values in a row gradient; null for padding_idx), and, for a row gradient, which entries
-/// are their row's first: those write instead of adding (core/touched_rows.h, Note [first
-/// entry writes]; `first` empty: every entry adds).
+/// Where each entry's gradient row goes (row idx[i] of the dense gradient, that row's
+/// values in a row gradient, or, stepping the table, the table's row; null for
+/// padding_idx), and, for a row gradient, which entries are their row's first: those write
+/// instead of adding (core/touched_rows.h, Note [first entry writes]; `first` empty: every
+/// entry adds).
 struct Destinations {
   std::vector<float*> row;
   std::vector<uint8_t> first;
+  // stepping the table (BackwardArgs::table_step): no per-entry arrays; an entry's row is
+  // found from its id, in the table or, for a repeated row, in its sum (`sums`)
+  std::optional<float> step;
+  TouchedRows* sums = nullptr;
+  std::span<const int64_t> repeated;
+  const int64_t* ids = nullptr;
+  int64_t padding = -1;
+  float* table = nullptr;
+  int64_t dim = 0;
 
-  /// row[i] += v, or row[i] = v for a first entry, over columns [begin, end).
+  /// Whether entry i gives nothing (padding_idx).
+  bool skips(size_t i) const { return step ? ids[i] == padding : row[i] == nullptr; }
+  /// Where entry i goes (not for an entry that skips()).
+  float* target(size_t i) const {
+    if (!step) return row[i];
+    const int64_t id = ids[i];
+    return sums->repeated(id) ? sums->sum_of(id) : table + id * dim;
+  }
+
+  /// row[i] += v * scale, or = for a first entry; stepping the table, the row's sum += v *
+  /// scale for a repeated row, else the table's row = fma(v * scale, step, row); over
+  /// columns [begin, end).
   void accumulate(size_t i, const float* v, float scale, int64_t begin, int64_t end) const {
+    if (step) {
+      const int64_t id = ids[i];
+      if (!sums->repeated(id)) {
+        float* to = table + id * dim;
+        const float s = *step;
+#pragma omp simd
+        for (int64_t d = begin; d < end; ++d) to[d] = std::fma(v[d] * scale, s, to[d]);
+        return;
+      }
+      float* to = sums->sum_of(id);
+#pragma omp simd
+      for (int64_t d = begin; d < end; ++d) to[d] += v[d] * scale;
+      return;
+    }
     float* to = row[i];
     if (!first.empty() && first[i]) {
 #pragma omp simd
@@ -79,6 +121,19 @@ struct Destinations {
     }
 #pragma omp simd
     for (int64_t d = begin; d < end; ++d) to[d] += v[d] * scale;
+  }
+
+  /// Stepping the table: each repeated row by its summed entries, over columns [begin, end),
+  /// after every entry (plain_sgd_row's fma).
+  void step_repeated(int64_t begin, int64_t end) const {
+    if (!step) return;
+    const float s = *step;
+    for (size_t k = 0; k < repeated.size(); ++k) {
+      float* to = table + repeated[k] * dim;
+      const float* g = sums->sum_in_slot(static_cast<int64_t>(k));
+#pragma omp simd
+      for (int64_t d = begin; d < end; ++d) to[d] = std::fma(g[d], s, to[d]);
+    }
   }
 };
 
@@ -92,8 +147,20 @@ Destinations gradient_destinations(const BackwardArgs& args, const int64_t* idx,
                                    int64_t padding_idx, bool zeroed = false) {
   TouchedRows* rows = weight_rows(args);
   Destinations out;
-  out.row.assign(static_cast<size_t>(count), nullptr);
   const std::span<const int64_t> ids{idx, static_cast<size_t>(count)};
+  if (args.table_step) {
+    TANDEM_ASSERT(rows && rows->holds_values() && rows->width() == dim && !zeroed,
+                  "a table stepped in backward has a row gradient");
+    out.step = args.table_step;
+    out.sums = rows;
+    out.repeated = rows->mark_stepped(ids, padding_idx);
+    out.ids = idx;
+    out.padding = padding_idx;
+    out.table = args.params[0].data<float>();
+    out.dim = dim;
+    return out;
+  }
+  out.row.assign(static_cast<size_t>(count), nullptr);
   if (rows && rows->holds_values() && !zeroed) {
     out.first.resize(static_cast<size_t>(count));
     rows->mark_entries(ids, padding_idx, out.row, out.first);
@@ -115,10 +182,9 @@ Destinations gradient_destinations(const BackwardArgs& args, const int64_t* idx,
 /// many trips are under way at once (as the row updates do: Note [rows ahead] in
 /// runtime/optim/optimizer_impl.h).
 constexpr int64_t kEntriesAhead = 24;
-inline void prefetch_destination(const Destinations& dst, int64_t entry, int64_t begin, int64_t end) {
-  if (entry >= static_cast<int64_t>(dst.row.size())) return;
-  const float* row = dst.row[static_cast<size_t>(entry)];
-  if (!row) return;
+inline void prefetch_destination(const Destinations& dst, int64_t entry, int64_t count, int64_t begin, int64_t end) {
+  if (entry >= count || dst.skips(static_cast<size_t>(entry))) return;
+  const float* row = dst.target(static_cast<size_t>(entry));
   for (int64_t d = begin; d < end; d += 16) __builtin_prefetch(row + d, /*write=*/1);
 }
 
@@ -151,6 +217,7 @@ class EmbeddingKernel final : public Kernel {
 
   bool backward_reads_output() const override { return false; }
   bool records_touched_rows(size_t) const override { return true; }
+  bool steps_table_in_backward() const override { return true; }
 
   void backward(const BackwardArgs& args) override {
     if (!wants_weight_gradient(args)) return;
@@ -161,11 +228,12 @@ class EmbeddingKernel final : public Kernel {
     const int64_t dim = dim_, count = count_;
     cpu::parallel_for(dim, count, [&](int64_t begin, int64_t end) {
       for (int64_t i = 0; i < count; ++i) {
-        prefetch_destination(dst, i + kEntriesAhead, begin, end);
+        prefetch_destination(dst, i + kEntriesAhead, count, begin, end);
         const auto entry = static_cast<size_t>(i);
-        if (!dst.row[entry]) continue;  // padding_idx
+        if (dst.skips(entry)) continue;  // padding_idx
         dst.accumulate(entry, g + i * dim, freq.empty() ? 1.f : freq[entry], begin, end);
       }
+      dst.step_repeated(begin, end);
     });
   }
 
@@ -272,6 +340,7 @@ class EmbeddingBagKernel final : public Kernel {
 
   bool backward_reads_output() const override { return false; }  // max mode recomputes its arg-max
   bool records_touched_rows(size_t) const override { return true; }
+  bool steps_table_in_backward() const override { return mode_ != BagMode::max; }  // max reads the table
 
   void backward(const BackwardArgs& args) override {
     if (!wants_weight_gradient(args)) return;
@@ -311,12 +380,13 @@ class EmbeddingBagKernel final : public Kernel {
           scale = 1.f / static_cast<float>(used);
         }
         for (int64_t i = first; i < last; ++i) {
-          prefetch_destination(dst, i + kEntriesAhead, begin, end);
+          prefetch_destination(dst, i + kEntriesAhead, covered, begin, end);
           const auto entry = static_cast<size_t>(i);
-          if (!dst.row[entry]) continue;  // padding_idx
+          if (dst.skips(entry)) continue;  // padding_idx
           dst.accumulate(entry, gb, freq.empty() ? scale : scale * freq[entry], begin, end);
         }
       }
+      dst.step_repeated(begin, end);
     });
   }
 
