@@ -111,8 +111,8 @@ std::span<const int64_t> TouchedRows::mark_stepped(std::span<const int64_t> ids,
   }
   reserve_slots(static_cast<int64_t>(repeated_.size()));
   for (const int64_t id : repeated_) slot_of_[static_cast<size_t>(id)] = static_cast<int32_t>(slots_++);
-  // summed from +0, as a dense gradient is
-  std::memset(values_.data<float>(), 0, sizeof(float) * static_cast<size_t>(slots_ * width_));
+  // summed from +0, as a dense gradient is (no values at all while no row repeats)
+  if (slots_ > 0) std::memset(values_.data<float>(), 0, sizeof(float) * static_cast<size_t>(slots_ * width_));
   ascending_current_ = false;
   return repeated_;
 }
