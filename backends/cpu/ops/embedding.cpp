@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "backends/cpu/ops/op_factories.h"
+#include "backends/optimizer_update.h"
 #include "backends/cpu/ops/op_util.h"
 
 namespace tandem {
@@ -124,16 +125,12 @@ struct Destinations {
   }
 
   /// Stepping the table: each repeated row by its summed entries, over columns [begin, end),
-  /// after every entry (plain_sgd_row's fma).
+  /// after every entry: the optimizer's own row update.
   void step_repeated(int64_t begin, int64_t end) const {
     if (!step) return;
-    const float s = *step;
-    for (size_t k = 0; k < repeated.size(); ++k) {
-      float* to = table + repeated[k] * dim;
-      const float* g = sums->sum_in_slot(static_cast<int64_t>(k));
-#pragma omp simd
-      for (int64_t d = begin; d < end; ++d) to[d] = std::fma(g[d], s, to[d]);
-    }
+    for (size_t k = 0; k < repeated.size(); ++k)
+      plain_sgd_row(*step, table + repeated[k] * dim + begin, sums->sum_in_slot(static_cast<int64_t>(k)) + begin,
+                    end - begin);
   }
 };
 
