@@ -96,25 +96,48 @@ std::span<const int64_t> TouchedRows::mark_stepped(std::span<const int64_t> ids,
   if (repeated_bits_.empty()) repeated_bits_.assign(bits_.size(), 0);
   if (slot_of_.empty()) slot_of_.assign(static_cast<size_t>(rows_), -1);
   stepped_ = true;
+  // Without branches on the bits: for a small table whose rows repeat, whether an id was
+  // seen is a coin toss a branch predictor loses half the time. Each id is written at the
+  // lists' ends and kept by advancing their lengths or not.
+  list_.resize(ids.size());
+  repeated_.resize(ids.size());
+  size_t listed = 0, repeats = 0;
+  uint64_t* bits = bits_.data();
+  uint64_t* repeated_bits = repeated_bits_.data();
   for (const int64_t id : ids) {
     if (id == skip) continue;
     TANDEM_ASSERT(id >= 0 && id < rows_, "touched row " + std::to_string(id) + " outside [0, " + std::to_string(rows_) + ")");
     const auto w = static_cast<size_t>(id >> 6);
-    const uint64_t bit = uint64_t{1} << (id & 63);
-    if (!(bits_[w] & bit)) {
-      bits_[w] |= bit;
-      list_.push_back(id);
-    } else if (!(repeated_bits_[w] & bit)) {  // its second entry: a repeated row, summed in a slot
-      repeated_bits_[w] |= bit;
-      repeated_.push_back(id);
-    }
+    const auto b = static_cast<unsigned>(id & 63);
+    const uint64_t seen = (bits[w] >> b) & 1;
+    // its second entry makes it a repeated row, summed in a slot
+    const uint64_t second = seen & ~(repeated_bits[w] >> b) & 1;
+    bits[w] |= uint64_t{1} << b;
+    repeated_bits[w] |= seen << b;
+    list_[listed] = id;
+    listed += 1 - seen;
+    repeated_[repeats] = id;
+    repeats += second;
   }
+  list_.resize(listed);
+  repeated_.resize(repeats);
   reserve_slots(static_cast<int64_t>(repeated_.size()));
   for (const int64_t id : repeated_) slot_of_[static_cast<size_t>(id)] = static_cast<int32_t>(slots_++);
-  // summed from +0, as a dense gradient is (no values at all while no row repeats)
-  if (slots_ > 0) std::memset(values_.data<float>(), 0, sizeof(float) * static_cast<size_t>(slots_ * width_));
   ascending_current_ = false;
   return repeated_;
+}
+
+void TouchedRows::zero_sums(int64_t begin, int64_t end) {
+  TANDEM_ASSERT(stepped_ && begin >= 0 && begin <= end && end <= width_, "zero_sums: columns of the sums");
+  if (slots_ == 0 || begin == end) return;  // no values at all while no row repeats
+  // summed from +0, as a dense gradient is
+  float* values = values_.data<float>();
+  // a loop the compiler vectorises, not a memset call per row of a few cache lines
+  for (int64_t k = 0; k < slots_; ++k) {
+    float* row = values + k * width_;
+#pragma omp simd
+    for (int64_t d = begin; d < end; ++d) row[d] = 0.f;
+  }
 }
 
 std::span<const int64_t> TouchedRows::list() const {

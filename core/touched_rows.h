@@ -56,9 +56,10 @@ class TouchedRows {
   /// Note [a table stepped in its backward] (runtime/exec/table_updates.h): marks `ids`
   /// (but `skip`) as mark() does, for a backward that applies the gradient to the table
   /// itself. A row one entry touched takes that entry's step; a row several entries
-  /// touched (repeated()) gets zeroed values, sum_of(row), where its entries are summed
-  /// before one step, as its row gradient would be. Returns the repeated rows, those of
-  /// slots 0, 1, ... (sum_in_slot()); valid until the next mark or clear(). One pass over
+  /// touched (repeated()) gets values, sum_of(row), where its entries are summed before one
+  /// step, as its row gradient would be; they hold garbage until zero_sums() has zeroed
+  /// every column. Returns the repeated rows, those of slots 0, 1, ... (sum_in_slot());
+  /// valid until the next mark or clear(). One pass over
   /// `ids`, reading and writing bits. A row gradient only (hold_values()), by the table's one
   /// writer, before any other mark since clear(). Afterwards stepped() is true and the
   /// table has no gradient: values_of() is null for every row until clear().
@@ -68,6 +69,10 @@ class TouchedRows {
   float* sum_of(int64_t row) { return values_.data<float>() + slot_of_[static_cast<size_t>(row)] * width_; }
   float* sum_in_slot(int64_t slot) { return values_.data<float>() + slot * width_; }
   bool stepped() const { return stepped_; }
+  /// After mark_stepped(): zeroes columns [begin, end) of every repeated row's sum. For a
+  /// kernel whose threads split the columns, each its own, so that the lines it then adds
+  /// into are already in its core's cache, not in the marking thread's.
+  void zero_sums(int64_t begin, int64_t end);
 
   /// From now on the gradient itself is kept here, as rows of `width` values (Note [row
   /// gradient]). Before any mark().

@@ -124,13 +124,28 @@ struct Destinations {
     for (int64_t d = begin; d < end; ++d) to[d] += v[d] * scale;
   }
 
+  /// Stepping the table: zeroes the repeated rows' sums over columns [begin, end), on the
+  /// thread that then adds into them (TouchedRows::zero_sums()), before its first entry.
+  void zero_sums(int64_t begin, int64_t end) const {
+    if (step) sums->zero_sums(begin, end);
+  }
+
   /// Stepping the table: each repeated row by its summed entries, over columns [begin, end),
   /// after every entry: the optimizer's own row update.
+  /// The repeated rows lie anywhere in the table, in the order they were found: each is
+  /// asked for kRowsAhead rows ahead (Note [rows ahead] in runtime/optim/optimizer_impl.h);
+  /// their sums are slot by slot, in order.
   void step_repeated(int64_t begin, int64_t end) const {
     if (!step) return;
-    for (size_t k = 0; k < repeated.size(); ++k)
+    constexpr size_t kRowsAhead = 16;
+    for (size_t k = 0; k < repeated.size(); ++k) {
+      if (k + kRowsAhead < repeated.size()) {
+        const float* ahead = table + repeated[k + kRowsAhead] * dim;
+        for (int64_t d = begin; d < end; d += 16) __builtin_prefetch(ahead + d, /*write=*/1);
+      }
       plain_sgd_row(*step, table + repeated[k] * dim + begin, sums->sum_in_slot(static_cast<int64_t>(k)) + begin,
                     end - begin);
+    }
   }
 };
 
@@ -224,6 +239,7 @@ class EmbeddingKernel final : public Kernel {
     const float* g = args.grad_outputs[0].data<float>();
     const int64_t dim = dim_, count = count_;
     cpu::parallel_for(dim, count, [&](int64_t begin, int64_t end) {
+      dst.zero_sums(begin, end);
       for (int64_t i = 0; i < count; ++i) {
         prefetch_destination(dst, i + kEntriesAhead, count, begin, end);
         const auto entry = static_cast<size_t>(i);
@@ -354,6 +370,7 @@ class EmbeddingBagKernel final : public Kernel {
     const std::vector<float> freq = scale_grad_by_freq_ ? inverse_frequencies(idx, count_) : std::vector<float>{};
     const int64_t dim = dim_, padding = padding_idx_;
     cpu::parallel_for(dim, std::max<int64_t>(count_, bags_), [&](int64_t begin, int64_t end) {
+      dst.zero_sums(begin, end);
       for (int64_t b = 0; b < bags_; ++b) {
         const int64_t first = offsets ? offsets[b] : b * bag_len_;
         const int64_t last = offsets ? bag_end(offsets, b) : first + bag_len_;
