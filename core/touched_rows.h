@@ -59,10 +59,10 @@ class TouchedRows {
   /// touched (repeated()) gets values, sum_of(row), where its entries are summed before one
   /// step, as its row gradient would be; they hold garbage until zero_sums() has zeroed
   /// every column. Returns the repeated rows, those of slots 0, 1, ... (sum_in_slot());
-  /// valid until the next mark or clear(). One pass over
-  /// `ids`, reading and writing bits. A row gradient only (hold_values()), by the table's one
-  /// writer, before any other mark since clear(). Afterwards stepped() is true and the
-  /// table has no gradient: values_of() is null for every row until clear().
+  /// valid until the next mark or clear(). One pass over `ids`, reading and writing bits.
+  /// A row gradient only (hold_values()), by the table's one writer, before any other mark
+  /// since clear(). Afterwards stepped() is true and the table has no gradient: values_of()
+  /// is null for every row until clear().
   std::span<const int64_t> mark_stepped(std::span<const int64_t> ids, int64_t skip);
   /// After mark_stepped(): whether several entries touched `row`, and where they are summed.
   bool repeated(int64_t row) const { return (repeated_bits_[static_cast<size_t>(row >> 6)] >> (row & 63)) & 1; }

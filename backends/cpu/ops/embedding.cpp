@@ -29,11 +29,7 @@
 // scale_grad_by_freq (torch's): each entry's gradient is divided by the number of times
 // its index occurs among the batch's indices (all of them, across bags), so a frequent
 // word's row is not pushed harder than a rare one's; max bags refuse it (schema).
-//
-// index_select: source [outer, size, inner] (viewed around dim), indices int64 [n] ->
-// [outer, n, inner], out[o, i] = source[o, idx[i]]; the indices are checked first, as the
-// embedding's. Backward: dsource (assigned) = zeros, then dsource[o, idx[i]] += dy[o, i],
-// threads splitting the outer rows (a repeated index adds within one thread's rows).
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -49,14 +45,6 @@
 namespace tandem {
 namespace {
 
-void check_indices(const int64_t* idx, int64_t n, int64_t num_embeddings, const char* op) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (idx[i] < 0 || idx[i] >= num_embeddings) [[unlikely]]
-      throw UserError(std::string(op) + ": index " + std::to_string(idx[i]) + " at position " + std::to_string(i) +
-                      " is out of range [0, " + std::to_string(num_embeddings) + ")");
-  }
-}
-
 /// The touched rows of the weight's gradient, when the caller tracks them, else null.
 TouchedRows* weight_rows(const BackwardArgs& args) {
   return args.grad_param_rows.empty() ? nullptr : args.grad_param_rows[0];
@@ -67,6 +55,12 @@ TouchedRows* weight_rows(const BackwardArgs& args) {
 bool wants_weight_gradient(const BackwardArgs& args) {
   const TouchedRows* rows = weight_rows(args);
   return args.table_step || args.grad_params[0].defined() || (rows && rows->holds_values());
+}
+
+/// Asks for columns [begin, end) of a row about to be written, a cache line (16 floats) at
+/// a time.
+inline void prefetch_columns(const float* row, int64_t begin, int64_t end) {
+  for (int64_t d = begin; d < end; d += 16) __builtin_prefetch(row + d, /*write=*/1);
 }
 
 /// Where each entry's gradient row goes (row idx[i] of the dense gradient, that row's
@@ -139,10 +133,7 @@ struct Destinations {
     if (!step) return;
     constexpr size_t kRowsAhead = 16;
     for (size_t k = 0; k < repeated.size(); ++k) {
-      if (k + kRowsAhead < repeated.size()) {
-        const float* ahead = table + repeated[k + kRowsAhead] * dim;
-        for (int64_t d = begin; d < end; d += 16) __builtin_prefetch(ahead + d, /*write=*/1);
-      }
+      if (k + kRowsAhead < repeated.size()) prefetch_columns(table + repeated[k + kRowsAhead] * dim, begin, end);
       plain_sgd_row(*step, table + repeated[k] * dim + begin, sums->sum_in_slot(static_cast<int64_t>(k)) + begin,
                     end - begin);
     }
@@ -196,8 +187,7 @@ Destinations gradient_destinations(const BackwardArgs& args, const int64_t* idx,
 constexpr int64_t kEntriesAhead = 24;
 inline void prefetch_destination(const Destinations& dst, int64_t entry, int64_t count, int64_t begin, int64_t end) {
   if (entry >= count || dst.skips(static_cast<size_t>(entry))) return;
-  const float* row = dst.target(static_cast<size_t>(entry));
-  for (int64_t d = begin; d < end; d += 16) __builtin_prefetch(row + d, /*write=*/1);
+  prefetch_columns(dst.target(static_cast<size_t>(entry)), begin, end);
 }
 
 /// A mark per row of a `num`-row table: those `rows` lists.
@@ -254,7 +244,7 @@ class EmbeddingKernel final : public Kernel {
     const int64_t* idx = args.inputs[0].data<int64_t>();
     const float* w = args.params[0].data<float>();
     float* out = args.outputs[0].data<float>();
-    check_indices(idx, count_, num_, "embedding");
+    cpu::check_indices(idx, count_, num_, "embedding");
     const int64_t dim = dim_;
     cpu::parallel_for(count_, dim, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) std::memcpy(out + i * dim, w + idx[i] * dim, sizeof(float) * dim);
@@ -318,7 +308,7 @@ class EmbeddingBagKernel final : public Kernel {
     const int64_t* offsets = args.inputs.size() > 1 ? args.inputs[1].data<int64_t>() : nullptr;
     const float* w = args.params[0].data<float>();
     float* out = args.outputs[0].data<float>();
-    check_indices(idx, count_, num_, "embedding_bag");
+    cpu::check_indices(idx, count_, num_, "embedding_bag");
     if (offsets) check_offsets(offsets);
     cpu::parallel_for(bags_, dim_ * std::max<int64_t>(1, count_ / std::max<int64_t>(bags_, 1)),
                       [&](int64_t begin, int64_t end) {
@@ -457,63 +447,7 @@ class EmbeddingBagKernel final : public Kernel {
   BagMode mode_ = BagMode::mean;
 };
 
-class IndexSelectKernel final : public Kernel {
- public:
-  explicit IndexSelectKernel(const KernelSpec& spec) {
-    const Shape& source = spec.inputs.at(0).shape;
-    const int64_t rank = static_cast<int64_t>(source.size());
-    const int64_t dim = spec.attrs->get_int("dim") < 0 ? spec.attrs->get_int("dim") + rank : spec.attrs->get_int("dim");
-    for (int64_t d = 0; d < rank; ++d) {
-      if (d < dim) outer_ *= source[static_cast<size_t>(d)];
-      if (d > dim) inner_ *= source[static_cast<size_t>(d)];
-    }
-    size_ = source[static_cast<size_t>(dim)];
-  }
-
-  void forward(const KernelArgs& args) override {
-    const int64_t n = args.inputs[1].numel();
-    const int64_t* idx = args.inputs[1].data<int64_t>();
-    check_indices(idx, n, size_, "index_select");
-    const float* x = args.inputs[0].data<float>();
-    float* y = args.outputs[0].data<float>();
-    const int64_t inner = inner_, size = size_;
-    cpu::parallel_for(outer_, n * inner, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o)
-        for (int64_t i = 0; i < n; ++i)
-          std::memcpy(y + (o * n + i) * inner, x + (o * size + idx[i]) * inner, sizeof(float) * inner);
-    });
-  }
-
-  bool backward_reads_output() const override { return false; }
-
-  void backward(const BackwardArgs& args) override {
-    if (!args.grad_inputs[0].defined()) return;
-    const int64_t n = args.inputs[1].numel();
-    const int64_t* idx = args.inputs[1].data<int64_t>();
-    const float* dy = args.grad_outputs[0].data<float>();
-    float* dx = args.grad_inputs[0].data<float>();
-    const int64_t inner = inner_, size = size_;
-    cpu::parallel_for(outer_, n * inner, [&](int64_t begin, int64_t end) {
-      std::memset(dx + begin * size * inner, 0, sizeof(float) * (end - begin) * size * inner);
-      for (int64_t o = begin; o < end; ++o)
-        for (int64_t i = 0; i < n; ++i) {
-          float* to = dx + (o * size + idx[i]) * inner;
-          const float* from = dy + (o * n + i) * inner;
-#pragma omp simd
-          for (int64_t d = 0; d < inner; ++d) to[d] += from[d];
-        }
-    });
-  }
-
- private:
-  int64_t outer_ = 1, size_ = 1, inner_ = 1;
-};
-
 }  // namespace
-
-std::unique_ptr<Kernel> make_index_select_kernel(CpuContext&, const KernelSpec& spec) {
-  return std::make_unique<IndexSelectKernel>(spec);
-}
 
 std::unique_ptr<Kernel> make_embedding_kernel(CpuContext&, const KernelSpec& spec) {
   return std::make_unique<EmbeddingKernel>(spec);

@@ -54,6 +54,14 @@ void DnnlCall::run(CpuContext& ctx) {
   stream.wait();
 }
 
+void check_indices(const int64_t* idx, int64_t n, int64_t bound, const char* op) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= bound) [[unlikely]]
+      throw UserError(std::string(op) + ": index " + std::to_string(idx[i]) + " at position " + std::to_string(i) +
+                      " is out of range [0, " + std::to_string(bound) + ")");
+  }
+}
+
 void add_into(const Tensor& into, const Tensor& from) {
   TANDEM_ASSERT(into.numel() == from.numel(), "add_into of tensors of different sizes");
   float* a = into.data<float>();

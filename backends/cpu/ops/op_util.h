@@ -96,4 +96,8 @@ class DnnlCall {
 /// gradients accumulated), over the calling thread's OpenMP team.
 void add_into(const Tensor& into, const Tensor& from);
 
+/// UserError naming `op`, the position and the value of the first of `n` indices outside
+/// [0, bound): checked on one thread before any kernel reads with them.
+void check_indices(const int64_t* idx, int64_t n, int64_t bound, const char* op);
+
 }  // namespace tandem::cpu
