@@ -13,7 +13,10 @@
 #   (f) the removed executors and Model methods (CompiledForward, CompiledTraining,
 #       MultiDeviceForward, MultiDeviceTraining, placed_backward, placed_loss_and_backward,
 #       placed_evaluate_loss, placed_for, placed_training_for) are named nowhere in *.cpp,
-#       *.h, *.py or *.md, except in the docs that record history (HISTORY_DOCS below).
+#       *.h, *.py or *.md, except in the docs that record history (HISTORY_DOCS below);
+#   (g) no Catch2 test name under tests/ holds a ';': CMake splits lists on it, so
+#       catch_discover_tests registers the name cut there, which matches no test, and ctest
+#       counts the test passed without running it.
 # Prints each rule, then each violation as file:line and what to do; exits 1 on any.
 #
 # Usage: scripts/check_layout.sh [ROOT]   (ROOT: the source tree, by default this one)
@@ -122,6 +125,13 @@ while IFS=: read -r file line text; do
   name=$(grep -owE "$OLD_NAMES" <<<"$text" | head -1 || true)
   report "$file:$line" "names $name, which is gone (one forward and one training executor run every plan, runtime/exec/): name what replaced it, or drop the mention"
 done < <(files_matching '\.(cpp|h|py|md)$' | grep -vE "$HISTORY_DOCS_REGEX" | grep_files "$OLD_NAMES" -w)
+
+# (g) ------------------------------------------------------------------------------
+rule "(g) no TEST_CASE name under tests/ holds a ';' (ctest would register it cut there and never run it)"
+while IFS=: read -r file line _; do
+  [[ -n "$file" ]] || continue
+  report "$file:$line" "a test name with ';': CMake cuts it there and ctest runs nothing under that name; write ',' or ':'"
+done < <(files_matching '^tests/.*\.cpp$' | grep_files 'TEST_CASE\("[^"]*;')
 
 # ------------------------------------------------------------------------------------
 if ((violations > 0)); then

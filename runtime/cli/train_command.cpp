@@ -101,6 +101,8 @@ std::string precision_text(const Graph& graph) {
   return others.empty() ? text : text + " (some layers " + listed + ")";
 }
 
+std::string batch_text(const TrainingSpec& spec, const Trainer& trainer);
+
 // Times `steps` optimizer steps on two random batches in turn: the training benchmark's half.
 int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o, std::shared_ptr<ProcessGroup> group) {
   Bindings b = parse_bind_options(o.binds, model.graph());
@@ -148,8 +150,8 @@ int bench_training(Model& model, const TrainingSpec& spec, const TrainOptions& o
   }
   j["event"] = "summary";
   if (o.json) fmt::print("{}\n", j.dump());  // one line, as train's summary
-  else fmt::print("training step ({}): median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
-                  precision_text(model.graph()), ms[ms.size() / 2], ms.front(), o.bench_steps,
+  else fmt::print("training step ({}, {}): median {:.4f} ms, min {:.4f} ms over {} steps; peak host memory {:.1f} MiB\n",
+                  precision_text(model.graph()), batch_text(spec, trainer), ms[ms.size() / 2], ms.front(), o.bench_steps,
                   cpu_allocator().peak_bytes() / double(1 << 20));
   if (o.report && !o.json) print_device_report(model.device_totals(), predicted, "every step, warm-up included");
   return 0;

@@ -180,7 +180,7 @@ TEST_CASE("regions are closed, and a hook sees every layer", "[multidevice][regi
 // it runs on its own, the layers around it still fused, and gives what it gave. So has a
 // residual add after a convolution's activation (efficientnet_v2's): it runs as its own
 // step of the region, not as the convolution's sum post-op.
-TEST_CASE("a convolution of narrow groups stays out of regions; an add after an activation is its own step", "[multidevice][regions]") {
+TEST_CASE("a convolution of narrow groups stays out of regions, an add after an activation is its own step", "[multidevice][regions]") {
   const char* yaml = R"(name: narrow
 inputs:
   x: {shape: [batch, 8, 9, 7]}

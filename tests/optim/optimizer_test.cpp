@@ -412,7 +412,7 @@ TEST_CASE("SGD over the touched rows of a gradient gives the dense update's bits
   }
 }
 
-TEST_CASE("SGD without momentum writes no row outside the touched ones; with momentum it does",
+TEST_CASE("SGD without momentum writes no row outside the touched ones, with momentum it does",
           "[optim][touched_rows]") {
   auto rng = make_rng("sgd untouched rows");
   const int64_t rows = 1000, width = 8;

@@ -151,7 +151,7 @@ TEST_CASE("fp16 loss scaling follows GradScaler's schedule: scale, skipped steps
   CHECK(growths >= 3);
 }
 
-TEST_CASE("fp32 and bf16 train without loss scaling; fp16 without overflows trains as fp32 to the bit",
+TEST_CASE("fp32 and bf16 train without loss scaling, fp16 without overflows trains as fp32 to the bit",
           "[precision][loss_scaling]") {
   std::mt19937_64 rng = seeded_rng("loss scaling off");
   Model fp32 = load_model("fp32"), bf16 = load_model("bf16"), fp16 = load_model("fp16"),
@@ -196,7 +196,7 @@ TEST_CASE("fp32 and bf16 train without loss scaling; fp16 without overflows trai
   CHECK(same_weights(acc16, acc32));
 }
 
-TEST_CASE("a NaN loss still stops fp32 training; fp16 skips it until the scale has shrunk to nothing",
+TEST_CASE("a NaN loss still stops fp32 training, fp16 skips it until the scale has shrunk to nothing",
           "[precision][loss_scaling]") {
   std::mt19937_64 rng = seeded_rng("loss scaling stop");
   TensorMap bad = random_batch(rng);

@@ -342,7 +342,7 @@ double largest_difference(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("rowwise_adagrad and adagrad on sparse: true tables train as on dense tables; adam trains the rest",
+TEST_CASE("rowwise_adagrad and adagrad on sparse: true tables train as on dense tables, adam trains the rest",
           "[train][row_gradient][optimizer_groups]") {
   auto rng = seeded_rng("table optimizers");
   const int64_t rows = 3000;

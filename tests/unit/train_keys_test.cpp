@@ -277,7 +277,7 @@ TEST_CASE("train: accumulate below 1 is refused at its line, and so is --accumul
   std::filesystem::remove(path);
 }
 
-TEST_CASE("train: --micro-batches below 1, or over a batch norm, is refused with exit code 2; the header says the micro-batches",
+TEST_CASE("train: --micro-batches below 1, or over a batch norm, is refused with exit code 2, the header says the micro-batches",
           "[train][keys]") {
   const std::string path = scratch_file("micro_batches.yaml");
   std::ofstream(path) << "name: mb\ninputs:\n  x: {shape: [batch, 4]}\ntargets:\n  y: {shape: [batch, 2]}\nlayers:\n"

@@ -37,7 +37,7 @@ std::string refusal(const std::string& yaml, int line, int column) {
 
 }  // namespace
 
-TEST_CASE("a second YAML document is refused; an empty one after --- is not content", "[graph][yaml]") {
+TEST_CASE("a second YAML document is refused, an empty one after --- is not content", "[graph][yaml]") {
   CHECK_THAT(refusal(kHead + "  - {op: relu}\n---\nname: other\n", 6, 1),
              Catch::Contains("a second YAML document starts here; a model file holds one document"));
   CHECK_THAT(refusal("---\n" + kHead + "  - {op: relu}\n...\n---\n[1]\n", 8, 1),
