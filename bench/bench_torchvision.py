@@ -141,7 +141,7 @@ def training(name, module, batch, image, rounds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=["resnet50", "vgg11", "resnet18"])
+    parser.add_argument("--models", nargs="*", default=["resnet50", "vgg11", "resnet18"])
     parser.add_argument("--train-models", nargs="+", default=["resnet18"])
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--rounds", type=int, default=5)
