@@ -10,9 +10,9 @@ namespace {
 const std::map<std::string, OpSchema>& registry() {
   static const std::map<std::string, OpSchema> table = [] {
     std::map<std::string, OpSchema> t;
-    for (auto family : {linear_schemas, matmul_schemas, embedding_schemas, activation_schemas, softmax_schemas,
+    for (auto family : {linear_schemas, matmul_schemas, embedding_schemas, activation_schemas, softmax_schemas, reduce_schemas,
                         dropout_schemas, layer_norm_schemas, batch_norm_schemas, binary_schemas, shape_op_schemas,
-                        conv2d_schemas, pooling_schemas, pad_roll_schemas, interpolate_schemas, rnn_schemas,
+                        conv2d_schemas, pooling_schemas, height_one_schemas, pad_roll_schemas, interpolate_schemas, rnn_schemas,
                         attention_schemas, parameter_schemas})
       for (OpSchema& s : family()) t.emplace(s.name, std::move(s));
     return t;

@@ -1,8 +1,8 @@
 // Precision: the number format a layer's matrix work runs in (`precision:` in the YAML,
 // `--precision` on the CLI). It follows torch.autocast: only the ops whose cost is a
-// matrix product (linear, matmul, conv2d, multi_head_attention's projections and products,
-// gru's and lstm's gate GEMMs) take their inputs and weights in bf16 or fp16, accumulate
-// in fp32 and write fp32; every other op (softmax, layer_norm, losses, reductions) and
+// matrix product (linear, matmul, conv2d and conv1d, multi_head_attention's projections and
+// products, gru's and lstm's gate GEMMs) take their inputs and weights in bf16 or fp16,
+// accumulate in fp32 and write fp32; every other op (softmax, layer_norm, losses, reductions) and
 // everything the optimizer holds (master weights, gradients, state) stay fp32.
 //
 // Header-only: the CUDA module compiles the parts of graph/ it uses itself, and this is
@@ -40,8 +40,8 @@ inline constexpr std::string_view kPrecisionChoices = "fp32, bf16 or fp16";
 /// "lower precision" list, for the ops Tandem has). The rest run in fp32 whatever the
 /// layer's precision says.
 constexpr bool op_runs_in_reduced_precision(std::string_view op) {
-  return op == "linear" || op == "matmul" || op == "conv2d" || op == "multi_head_attention" || op == "gru" ||
-         op == "lstm";
+  return op == "linear" || op == "matmul" || op == "conv2d" || op == "conv1d" || op == "multi_head_attention" ||
+         op == "gru" || op == "lstm";
 }
 
 }  // namespace tandem

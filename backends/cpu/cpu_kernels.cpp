@@ -10,7 +10,7 @@ namespace tandem {
 CpuKernelFactory find_cpu_kernel(std::string_view op) {
   // An explicit table, not static-initialisation registration: what the CPU backend can
   // run is visible here, in one place.
-  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 42> kTable{{
+  static constexpr std::array<std::pair<std::string_view, CpuKernelFactory>, 51> kTable{{
       {"linear", make_linear_kernel},
       {"matmul", make_matmul_kernel},
       {"embedding", make_embedding_kernel},
@@ -31,11 +31,20 @@ CpuKernelFactory find_cpu_kernel(std::string_view op) {
       {"log_softmax", make_log_softmax_kernel},
       {"normalize", make_normalize_kernel},
       {"layer_norm", make_layer_norm_kernel},
+      {"sum", make_reduce_kernel},
+      {"mean", make_reduce_kernel},
+      {"amax", make_reduce_kernel},
+      {"amin", make_reduce_kernel},
       {"batch_norm2d", make_batch_norm2d_kernel},
       {"conv2d", make_conv2d_kernel},
       {"max_pool2d", make_max_pool2d_kernel},
       {"avg_pool2d", make_avg_pool2d_kernel},
+      {"conv1d", make_height_one_kernel},
+      {"max_pool1d", make_height_one_kernel},
+      {"avg_pool1d", make_height_one_kernel},
+      {"batch_norm1d", make_height_one_kernel},
       {"dropout", make_dropout_kernel},
+      {"stochastic_depth", make_dropout_kernel},
       {"add", make_add_kernel},
       {"mul", make_mul_kernel},
       {"expand", make_expand_kernel},

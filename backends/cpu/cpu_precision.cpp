@@ -77,7 +77,7 @@ PrecisionChoice kernel_precision(const KernelSpec& spec) {
 }
 
 bool cpu_has_bf16_kernel(std::string_view op) {
-  return op == "linear" || op == "matmul" || op == "conv2d" || op == "multi_head_attention";
+  return op == "linear" || op == "matmul" || op == "conv2d" || op == "conv1d" || op == "multi_head_attention";
 }
 
 void note_runs_fp32(std::string_view op, Precision requested) {

@@ -12,7 +12,7 @@ using Factory = std::unique_ptr<Kernel> (*)(CudaContext&, const KernelSpec&);
 
 // An explicit table, as the CPU's: what the CUDA backend can run is visible in one place.
 // Every CPU op has one (docs/cuda-backend.md says which limits remain).
-constexpr std::array<std::pair<std::string_view, Factory>, 42> kTable{{
+constexpr std::array<std::pair<std::string_view, Factory>, 51> kTable{{
     {"linear", make_linear_kernel},
     {"matmul", make_matmul_kernel},
     {"embedding", make_embedding_kernel},
@@ -33,11 +33,20 @@ constexpr std::array<std::pair<std::string_view, Factory>, 42> kTable{{
     {"log_softmax", make_log_softmax_kernel},
     {"normalize", make_normalize_kernel},
     {"layer_norm", make_layer_norm_kernel},
+    {"sum", make_reduce_kernel},
+    {"mean", make_reduce_kernel},
+    {"amax", make_reduce_kernel},
+    {"amin", make_reduce_kernel},
     {"batch_norm2d", make_batch_norm2d_kernel},
     {"conv2d", make_conv2d_kernel},
     {"max_pool2d", make_max_pool2d_kernel},
     {"avg_pool2d", make_avg_pool2d_kernel},
+    {"conv1d", make_height_one_kernel},
+    {"max_pool1d", make_height_one_kernel},
+    {"avg_pool1d", make_height_one_kernel},
+    {"batch_norm1d", make_height_one_kernel},
     {"dropout", make_dropout_kernel},
+    {"stochastic_depth", make_dropout_kernel},
     {"add", make_add_kernel},
     {"mul", make_mul_kernel},
     {"expand", make_expand_kernel},
@@ -64,7 +73,7 @@ Factory find(std::string_view op) {
 }
 
 /// Ops whose kernels move bytes and so take any dtype; the rest compute on float32
-/// (with int64 indices where the CPU's take them, and batch_norm2d's int64 counter).
+/// (with int64 indices where the CPU's take them, and batch_norm2d's and batch_norm1d's int64 counter).
 bool any_dtype(std::string_view op) {
   return op == "cat" || op == "narrow" || op == "flatten" || op == "reshape" || op == "permute" || op == "roll" ||
          op == "parameter" || op == "buffer";
@@ -84,7 +93,7 @@ std::string cuda_dtype_mismatch(const KernelSpec& spec) {
              ", the CUDA kernel takes " + std::string(dtype_name(want));
   }
   for (size_t i = 0; i < spec.params.size(); ++i) {
-    const bool counter = spec.op == "batch_norm2d" && i + 1 == spec.params.size() && spec.params[i].shape.empty();
+    const bool counter = spec.op.starts_with("batch_norm") && i + 1 == spec.params.size() && spec.params[i].shape.empty();
     if (spec.params[i].dtype != (counter ? DType::int64 : DType::float32))
       return spec.op + ": parameter " + std::to_string(i) + " is " + std::string(dtype_name(spec.params[i].dtype));
   }

@@ -7,6 +7,8 @@
 #include "backends/broadcast_plan.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/kernels/binary.cuh"
+#include "backends/height_one_kernel.h"
+#include "graph/ops/height_one.h"
 #include "graph/ops/window2d.h"
 
 namespace tandem::cuda {
@@ -60,6 +62,11 @@ std::string binary_limit(const KernelSpec& spec) {
 std::string cuda_cannot_run(const KernelSpec& spec) {
   if (!cuda_has_op(spec.op)) return "the CUDA backend has no kernel for op '" + spec.op + "'";
   if (std::string why = cuda_dtype_mismatch(spec); !why.empty()) return why;
+  if (const std::string two_d = two_d_op(spec.op); !two_d.empty()) {  // the 2-D kernel's limits
+    const Attributes attrs = two_d_attributes(*spec.attrs);
+    const std::string why = cuda_cannot_run(two_d_spec(spec, attrs));
+    return why.empty() ? why : spec.op + " (run as " + two_d + "): " + why;
+  }
   if (spec.op == "conv2d") return conv2d_limit(spec);
   if (spec.op == "max_pool2d" || spec.op == "avg_pool2d") return pool2d_limit(spec);
   if (spec.op == "batch_norm2d") return batch_norm2d_limit(spec);

@@ -1,6 +1,7 @@
 // add (torch.add, with alpha) and mul (torch.mul), broadcasting as torch does, expand
-// (torch.Tensor.expand), the broadcast of one tensor to a shape, and scale, the product of
-// a tensor and a number (torch.mul(x, 0.125), attention's q * head_dim ** -0.5).
+// (torch.Tensor.expand), the broadcast of one tensor to a shape, and scale, a tensor times a
+// number plus a number (torch.mul(x, 0.125), attention's q * head_dim ** -0.5; x + 1, 1 - x,
+// -x).
 #include <cctype>
 #include <charconv>
 
@@ -73,8 +74,9 @@ std::vector<OpSchema> binary_schemas() {
   };
   OpSchema scale;
   scale.name = "scale";
-  scale.summary = "x * factor, a number (torch.mul with a number: attention's q * head_dim ** -0.5)";
-  scale.attrs = {{"factor", AttrType::number, {}, true}};
+  scale.summary = "x * factor + shift, numbers (torch.mul with a number: attention's q * head_dim ** -0.5; "
+                  "torch.add and torch.sub with a number)";
+  scale.attrs = {{"factor", AttrType::number, {}, true}, {"shift", AttrType::number, 0.0}};
   scale.infer = [](const std::vector<TensorType>& in, const Attributes&) {
     require_dtype(in[0], DType::float32, "the input");
     return in[0];

@@ -14,11 +14,13 @@ std::vector<OpSchema> matmul_schemas();      // matmul
 std::vector<OpSchema> embedding_schemas();   // embedding, embedding_bag, index_select
 std::vector<OpSchema> activation_schemas();  // relu, gelu, tanh, sigmoid, relu6, hardswish, ..., exp, clamp
 std::vector<OpSchema> softmax_schemas();     // softmax, log_softmax, normalize
-std::vector<OpSchema> dropout_schemas();     // dropout
+std::vector<OpSchema> reduce_schemas();      // sum, mean, amax, amin (reduce.h)
+std::vector<OpSchema> dropout_schemas();     // dropout, stochastic_depth
 std::vector<OpSchema> layer_norm_schemas();  // layer_norm
 std::vector<OpSchema> batch_norm_schemas();  // batch_norm2d
 std::vector<OpSchema> conv2d_schemas();      // conv2d
 std::vector<OpSchema> pooling_schemas();     // max_pool2d, avg_pool2d
+std::vector<OpSchema> height_one_schemas();  // conv1d, max_pool1d, avg_pool1d, batch_norm1d (height_one.h)
 std::vector<OpSchema> binary_schemas();      // add, mul, expand, scale
 std::vector<OpSchema> parameter_schemas();   // parameter, buffer
 std::vector<OpSchema> shape_op_schemas();    // cat, narrow, flatten, reshape, permute

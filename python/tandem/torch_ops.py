@@ -85,6 +85,14 @@ def _pair(v):
     return v
 
 
+def _single(v):
+    """An int for torch's one-element tuple (Tandem's kernel_size, stride, ... of a 1-D op
+    take an int or [k])."""
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        return v[0]
+    return list(v) if isinstance(v, (tuple, list)) else v
+
+
 def _bind(function, node):
     """node's arguments by parameter name of `function`'s signature, defaults filled."""
     bound = inspect.signature(function).bind(None, *node.args, **node.kwargs)
@@ -143,6 +151,17 @@ def _conv2d(m, node, ctx):
               [_tensor(node, a["input"], "the input")])
 
 
+def _conv1d(m, node, ctx):
+    a = _bind(nn.Conv1d.forward, node)
+    if m.padding_mode != "zeros":
+        raise Unsupported("padding_mode='%s': Tandem's conv1d pads with zeros only" % m.padding_mode)
+    return Op("conv1d", {"in_channels": m.in_channels, "out_channels": m.out_channels,
+                         "kernel_size": _single(m.kernel_size), "stride": _single(m.stride),
+                         "padding": m.padding if isinstance(m.padding, str) else _single(m.padding),
+                         "dilation": _single(m.dilation), "groups": m.groups, "bias": m.bias is not None},
+              [_tensor(node, a["input"], "the input")])
+
+
 def _max_pool2d(m, node, ctx):
     a = _bind(nn.MaxPool2d.forward, node)
     if m.return_indices:
@@ -161,9 +180,28 @@ def _avg_pool2d(m, node, ctx):
                              "count_include_pad": m.count_include_pad}, [_tensor(node, a["input"], "the input")])
 
 
+def _max_pool1d(m, node, ctx):
+    a = _bind(nn.MaxPool1d.forward, node)
+    if m.return_indices:
+        raise Unsupported("return_indices=True: Tandem's max_pool1d returns the values only")
+    return Op("max_pool1d", {"kernel_size": _single(m.kernel_size), "stride": _single(m.stride),
+                             "padding": _single(m.padding), "dilation": _single(m.dilation),
+                             "ceil_mode": m.ceil_mode}, [_tensor(node, a["input"], "the input")])
+
+
+def _avg_pool1d(m, node, ctx):
+    a = _bind(nn.AvgPool1d.forward, node)
+    return Op("avg_pool1d", {"kernel_size": _single(m.kernel_size), "stride": _single(m.stride),
+                             "padding": _single(m.padding), "ceil_mode": m.ceil_mode,
+                             "count_include_pad": m.count_include_pad}, [_tensor(node, a["input"], "the input")])
+
+
 def _fixed_window_pool(op, x, output_size, ctx):
     """An adaptive pool of `x` to `output_size` where the input divides evenly into the
-    output (a global pool, (1, 1), most often): the fixed window that computes the same."""
+    output (a global pool, (1, 1), most often): the fixed window that computes the same.
+    A 1-D op's window is along the last dimension only (_fixed_window_pool1d)."""
+    if op.endswith("1d"):
+        return _fixed_window_pool1d(op, x, output_size, ctx)
     h, w = ctx.value(x).shape[-2:]
     size = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
     out = [h if s is None else s for s in size[:1]] + [w if s is None else s for s in size[1:2]]
@@ -174,9 +212,23 @@ def _fixed_window_pool(op, x, output_size, ctx):
     return Op(op, {"kernel_size": kernel, "stride": kernel}, [x])
 
 
+def _fixed_window_pool1d(op, x, output_size, ctx):
+    """_fixed_window_pool along the last dimension of an [N, C, L] (or [C, L]) input: an
+    adaptive pool to a length that divides L (1, a global pool, most often)."""
+    length = ctx.value(x).shape[-1]
+    size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
+    out = length if size is None else size
+    if length % out:
+        raise Unsupported("output size %d of a length-%d input: Tandem pools with fixed windows, which fit only an "
+                          "input that divides into the output" % (out, length))
+    return Op(op, {"kernel_size": length // out, "stride": length // out}, [x])
+
+
 def _adaptive_pool(op):
-    """nn.AdaptiveAvgPool2d / AdaptiveMaxPool2d: a fixed window (_fixed_window_pool)."""
+    """nn.AdaptiveAvgPool1d/2d / AdaptiveMaxPool1d/2d: a fixed window (_fixed_window_pool)."""
     def convert(m, node, ctx):
+        if getattr(m, "return_indices", False):
+            raise Unsupported("return_indices=True: Tandem's %s returns the values only" % op)
         return _fixed_window_pool(op, _tensor(node, node.args[0], "the input"), m.output_size, ctx)
     return convert
 
@@ -184,6 +236,14 @@ def _adaptive_pool(op):
 def _batch_norm2d(m, node, ctx):
     a = _bind(nn.BatchNorm2d.forward, node)
     return Op("batch_norm2d", {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
+                               "affine": m.affine, "track_running_stats": m.track_running_stats},
+              [_tensor(node, a["input"], "the input")])
+
+
+def _batch_norm1d(m, node, ctx):
+    """nn.BatchNorm1d, of [N, C] (after a linear) or [N, C, L]."""
+    a = _bind(nn.BatchNorm1d.forward, node)
+    return Op("batch_norm1d", {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
                                "affine": m.affine, "track_running_stats": m.track_running_stats},
               [_tensor(node, a["input"], "the input")])
 
@@ -362,11 +422,17 @@ LEAF_MODULES = {
     nn.Linear: _linear,
     nn.Embedding: _embedding,
     nn.EmbeddingBag: _embedding_bag,
+    nn.Conv1d: _conv1d,
     nn.Conv2d: _conv2d,
+    nn.MaxPool1d: _max_pool1d,
     nn.MaxPool2d: _max_pool2d,
+    nn.AvgPool1d: _avg_pool1d,
     nn.AvgPool2d: _avg_pool2d,
+    nn.AdaptiveAvgPool1d: _adaptive_pool("avg_pool1d"),
     nn.AdaptiveAvgPool2d: _adaptive_pool("avg_pool2d"),
+    nn.AdaptiveMaxPool1d: _adaptive_pool("max_pool1d"),
     nn.AdaptiveMaxPool2d: _adaptive_pool("max_pool2d"),
+    nn.BatchNorm1d: _batch_norm1d,
     nn.BatchNorm2d: _batch_norm2d,
     nn.LayerNorm: _layer_norm,
     nn.GRU: _rnn,
@@ -436,15 +502,43 @@ def _binary(op, negate=False):
                 factor = _constant(ctx, numbers[0], "the factor")
                 if isinstance(factor, (int, float)) and not isinstance(factor, bool):
                     return Op("scale", {"factor": float(factor)}, tensors)
+        alpha = -a["alpha"] if negate else a["alpha"]
+        if op == "add":  # a tensor plus or minus a number (x + 1, 1 - x): scale with a shift
+            tensor_x, tensor_y = (_is_node(v) and ctx.is_tensor(v) for v in (x, y))
+            if tensor_x != tensor_y:
+                number = _constant(ctx, y if tensor_x else x, "the number")
+                if isinstance(number, (int, float)) and not isinstance(number, bool):
+                    if tensor_x:  # x + alpha * number
+                        return Op("scale", {"factor": 1.0, "shift": float(alpha * number)}, [x])
+                    return Op("scale", {"factor": float(alpha), "shift": float(number)}, [y])  # number + alpha * y
         for operand in (x, y):
             if not (_is_node(operand) and ctx.is_tensor(operand)):
                 shown = ctx.value(operand) if _is_node(operand) else operand
                 raise Unsupported("%s with the number %r: Tandem's %s takes two tensors" % (op, shown, op))
         if op == "mul":
             return Op("mul", {}, [x, y])
-        alpha = -a["alpha"] if negate else a["alpha"]
         return Op("add", {"alpha": float(alpha)}, [x, y])
     return convert
+
+
+def _negative(node, ctx):
+    """-x: scale by -1."""
+    return Op("scale", {"factor": -1.0}, [_tensor(node, node.args[0], "the input")])
+
+
+def _divide(node, ctx):
+    """x / number (torch.div without a rounding mode): scale by its reciprocal. A tensor
+    divisor is refused: Tandem has no elementwise division."""
+    a = _args(node, ["input", "other", "rounding_mode"], {"rounding_mode": None})
+    x, y = a["input"], a["other"]
+    if a["rounding_mode"] is not None:
+        raise Unsupported("division with rounding_mode=%r: Tandem's division is true division" % a["rounding_mode"])
+    if not (_is_node(x) and ctx.is_tensor(x)) or (_is_node(y) and ctx.is_tensor(y)):
+        raise Unsupported("division by a tensor: Tandem divides a tensor by a number only")
+    number = _constant(ctx, y, "the divisor")
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or number == 0:
+        raise Unsupported("division by %r: Tandem divides a tensor by a nonzero number" % (number,))
+    return Op("scale", {"factor": 1.0 / float(number)}, [x])
 
 
 def _cat(node, ctx):
@@ -819,24 +913,28 @@ def _clamp(node, ctx):
 
 
 def _pool(op):
-    """F.max_pool2d / F.avg_pool2d: the modules' attributes, by the functions' arguments."""
+    """F.max_pool1d/2d / F.avg_pool1d/2d: the modules' attributes, by the functions'
+    arguments (F.avg_pool1d has no divisor_override)."""
+    size = _single if op.endswith("1d") else _pair
+
     def convert(node, ctx):
-        if op == "max_pool2d":
+        if op.startswith("max_pool"):
             a = _args(node, ["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"],
                       {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False})
             if a["return_indices"]:
-                raise Unsupported("return_indices=True: Tandem's max_pool2d returns the values only")
+                raise Unsupported("return_indices=True: Tandem's %s returns the values only" % op)
         else:
-            a = _args(node, ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
-                             "divisor_override"], {"stride": None, "padding": 0, "ceil_mode": False,
-                                                   "count_include_pad": True, "divisor_override": None})
+            names = ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]
+            a = _args(node, names + ([] if op.endswith("1d") else ["divisor_override"]),
+                      {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True,
+                       "divisor_override": None})
             if a["divisor_override"] is not None:
-                raise Unsupported("divisor_override: Tandem's avg_pool2d divides by the window")
+                raise Unsupported("divisor_override: Tandem's %s divides by the window" % op)
         stride = a["stride"] if a["stride"] not in (None, [], ()) else a["kernel_size"]
-        attrs = {"kernel_size": _pair(a["kernel_size"]), "stride": _pair(stride), "padding": _pair(a["padding"]),
+        attrs = {"kernel_size": size(a["kernel_size"]), "stride": size(stride), "padding": size(a["padding"]),
                  "ceil_mode": a["ceil_mode"]}
-        if op == "max_pool2d":
-            attrs["dilation"] = _pair(a["dilation"])
+        if op.startswith("max_pool"):
+            attrs["dilation"] = size(a["dilation"])
         else:
             attrs["count_include_pad"] = a["count_include_pad"]
         return Op(op, attrs, [_tensor(node, a["input"], "the input")])
@@ -844,26 +942,51 @@ def _pool(op):
 
 
 def _adaptive_pool_function(op):
-    """F.adaptive_avg_pool2d / F.adaptive_max_pool2d (densenet's head): a fixed window."""
+    """F.adaptive_avg_pool1d/2d / F.adaptive_max_pool1d/2d (densenet's head): a fixed window."""
     def convert(node, ctx):
         a = _args(node, ["input", "output_size", "return_indices"], {"return_indices": False})
         if a["return_indices"]:
-            raise Unsupported("return_indices=True: Tandem's max_pool2d returns the values only")
+            raise Unsupported("return_indices=True: Tandem's %s returns the values only" % op)
         return _fixed_window_pool(op, _tensor(node, a["input"], "the input"), a["output_size"], ctx)
+    return convert
+
+
+def _reduction(op):
+    """torch.sum, mean, amax, amin and their tensor methods over `dim` (an int, a tuple, or
+    none: every dimension), with keepdim: the op of that name."""
+    def convert(node, ctx):
+        a = _args(node, ["input", "dim", "keepdim", "dtype", "out"],
+                  {"dim": None, "keepdim": False, "dtype": None, "out": None})
+        x = _tensor(node, a["input"], "the input")
+        if a["dtype"] is not None:
+            raise Unsupported("%s with dtype=%s: Tandem casts no tensors" % (op, a["dtype"]))
+        if ctx.value(x).dtype != torch.float32:
+            raise Unsupported("%s of a %s tensor: Tandem's reductions take float32" % (op, ctx.value(x).dtype))
+        attrs = {}  # as a person writes it: no dim for every dimension, keepdim only when true
+        dim = a["dim"]
+        if isinstance(dim, (tuple, list)) and len(dim) > 0:
+            attrs["dim"] = [int(d) for d in dim]
+        elif isinstance(dim, int):
+            attrs["dim"] = dim
+        elif dim not in (None, (), []):
+            raise Unsupported("%s over dim=%r: give an int or a tuple of ints" % (op, dim))
+        if a["keepdim"]:
+            attrs["keepdim"] = True
+        return Op(op, attrs, [x])
     return convert
 
 
 def _mean(node, ctx):
     """x.mean([2, 3]) / torch.mean(x, (-2, -1), keepdim=True) of an [N, C, H, W] tensor (the
-    global pool mnasnet ends with): avg_pool2d over the whole plane, then a reshape that
-    drops the two dimensions unless keepdim."""
+    global pool mnasnet ends with): avg_pool2d over the whole plane, which the cpu's inference
+    regions fuse with the convolution before, then a reshape that drops the two dimensions
+    unless keepdim. Any other mean is the mean op."""
     a = _args(node, ["input", "dim", "keepdim", "dtype"], {"dim": None, "keepdim": False, "dtype": None})
     x = _tensor(node, a["input"], "the input")
     rank = ctx.value(x).dim()
     dims = a["dim"] if isinstance(a["dim"], (tuple, list)) else [a["dim"]]
     if a["dtype"] is not None or rank != 4 or sorted(d % rank for d in dims if isinstance(d, int)) != [2, 3]:
-        raise Unsupported("mean over %s of a %d-dimensional tensor: Tandem takes the mean over the last two "
-                          "dimensions of an [N, C, H, W] tensor (a global average pool)" % (a["dim"], rank))
+        return _reduction("mean")(node, ctx)
     h, w = ctx.value(x).shape[-2:]
     pool = Op("avg_pool2d", {"kernel_size": _pair([h, w]), "stride": _pair([h, w])}, [x])
     if a["keepdim"]:
@@ -879,14 +1002,19 @@ def _dropout(node, ctx):
 
 
 def _stochastic_depth(node, ctx):
-    """torchvision.ops.stochastic_depth (efficientnet, convnext, swin): the identity in eval
-    mode or at p = 0, as torch's; in training it drops whole samples' residuals at random,
-    which Tandem has no op for."""
-    a = _args(node, ["input", "p", "mode", "training"], {"training": True})
-    if a["training"] and a["p"] > 0:
-        raise Unsupported("stochastic depth with p=%g in training mode: Tandem has no such op; convert the module in "
-                          "eval mode (module.eval()), or set its p to 0 to train without it" % a["p"])
-    return Alias(_tensor(node, a["input"], "the input"))
+    """torchvision.ops.stochastic_depth (efficientnet, convnext, swin): at p = 0 the identity;
+    else the stochastic_depth op, which drops whole samples (mode row) or the batch (mode
+    batch) in Tandem's training passes and is the identity in inference, whichever mode the
+    module was traced in: torchvision's StochasticDepth passes its own `training`, so the
+    converted layer follows Tandem's mode as a converted nn.Dropout does."""
+    a = _args(node, ["input", "p", "mode", "training"], {"mode": "row", "training": True})
+    x = _tensor(node, a["input"], "the input")
+    p = _constant(ctx, a["p"], "p")
+    if p == 0:
+        return Alias(x)
+    if a["mode"] not in ("row", "batch"):
+        raise Unsupported("stochastic depth with mode=%r: torchvision's modes are row and batch" % (a["mode"],))
+    return Op("stochastic_depth", {"p": float(p), "mode": a["mode"]}, [x])
 
 
 def _batch_or_size(ctx, x, dim):
@@ -1150,6 +1278,8 @@ FUNCTIONS = {
     operator.sub: _binary("add", negate=True), torch.sub: _binary("add", negate=True),
     operator.isub: _binary("add", negate=True),
     operator.mul: _binary("mul"), torch.mul: _binary("mul"), operator.imul: _binary("mul"),
+    operator.neg: _negative, torch.neg: _negative, operator.truediv: _divide, torch.div: _divide,
+    operator.itruediv: _divide,
     torch.cat: _cat, torch.concat: _cat,
     torch.flatten: _flatten, torch.reshape: _reshape,
     torch.matmul: _matmul, operator.matmul: _matmul, torch.bmm: _matmul, torch.mm: _matmul,
@@ -1165,9 +1295,13 @@ FUNCTIONS = {
     F.softmax: _softmax("softmax"), torch.softmax: _softmax("softmax"),
     F.log_softmax: _softmax("log_softmax"), torch.log_softmax: _softmax("log_softmax"),
     F.dropout: _dropout,
+    F.max_pool1d: _pool("max_pool1d"), F.avg_pool1d: _pool("avg_pool1d"),
     F.max_pool2d: _pool("max_pool2d"), F.avg_pool2d: _pool("avg_pool2d"),
+    F.adaptive_avg_pool1d: _adaptive_pool_function("avg_pool1d"),
+    F.adaptive_max_pool1d: _adaptive_pool_function("max_pool1d"),
     F.adaptive_avg_pool2d: _adaptive_pool_function("avg_pool2d"),
     F.adaptive_max_pool2d: _adaptive_pool_function("max_pool2d"), torch.mean: _mean,
+    torch.sum: _reduction("sum"), torch.amax: _reduction("amax"), torch.amin: _reduction("amin"),
     torch.squeeze: _reshape, torch.unsqueeze: _reshape,
     F.pad: _pad, torch.roll: _roll, F.interpolate: _interpolate,
     torch.squeeze: _reshape, torch.unsqueeze: _reshape, F.layer_norm: _layer_norm_function,
@@ -1177,6 +1311,7 @@ FUNCTIONS = {
 
 METHODS = {
     "add": _binary("add"), "sub": _binary("add", negate=True), "mul": _binary("mul"),
+    "neg": _negative, "div": _divide,
     "flatten": _flatten, "view": _reshape, "reshape": _reshape, "squeeze": _reshape, "unsqueeze": _reshape,
     "view_as": _reshape, "reshape_as": _reshape, "relu_": _activation("relu"),
     "matmul": _matmul, "bmm": _matmul, "mm": _matmul, "narrow": _narrow,
@@ -1185,6 +1320,7 @@ METHODS = {
     "relu": _activation("relu"), "tanh": _activation("tanh"), "sigmoid": _activation("sigmoid"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
     "contiguous": _same, "clone": _same, "mean": _mean, "expand": _expand,
+    "sum": _reduction("sum"), "amax": _reduction("amax"), "amin": _reduction("amin"),
     "to": _moved, "cuda": _moved, "cpu": _moved,
     "float": _cast(torch.float32), "long": _cast(torch.int64),
     "roll": _roll,

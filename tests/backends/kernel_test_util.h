@@ -59,6 +59,7 @@ inline Attributes op_attrs(const std::string& op, const std::map<std::string, At
   }
   if (op == "dropout") a.set("p", 0.5);
   if (op == "add") a.set("alpha", 1.0);
+  if (op == "scale") a.set("shift", 0.0);
   if (op == "cat") a.set("dim", int64_t{0});
   if (op == "flatten") {
     a.set("start_dim", int64_t{1});

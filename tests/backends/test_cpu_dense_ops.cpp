@@ -139,7 +139,8 @@ TEST_CASE("find_cpu_kernel knows every documented op and nothing else", "[cpu]")
                          "softmax", "log_softmax", "normalize", "layer_norm", "dropout", "add", "mul", "expand", "scale", "parameter",
                          "buffer", "cat",
                          "narrow", "flatten", "reshape", "permute", "pad", "roll", "interpolate", "conv2d", "max_pool2d",
-                         "avg_pool2d", "batch_norm2d", "gru", "lstm",
+                         "avg_pool2d", "batch_norm2d", "conv1d", "max_pool1d", "avg_pool1d", "batch_norm1d", "sum", "mean",
+                         "amax", "amin", "gru", "lstm",
                          "multi_head_attention"}) {
     INFO(op);
     CHECK(find_cpu_kernel(op) != nullptr);

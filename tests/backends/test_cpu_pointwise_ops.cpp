@@ -173,3 +173,64 @@ TEST_CASE("dropout refuses p outside [0, 1]", "[cpu][dropout][errors]") {
 
 }  // namespace
 }  // namespace tandem::test
+
+namespace tandem::test {
+namespace {
+
+OpCase stochastic_depth_case(std::mt19937& gen, Shape shape, double p, const std::string& mode, bool training) {
+  OpCase c{"stochastic_depth", op_attrs("stochastic_depth", {{"p", p}, {"mode", mode}})};
+  c.inputs = {random_tensor(shape, gen, 0.5f, 2.f)};  // no zeros: a zero output is a drop
+  c.out_shape = shape;
+  c.training = training;
+  c.seed = gen();
+  return c;
+}
+
+TEST_CASE("stochastic_depth drops whole samples (or the whole batch) about p of the time, as torchvision's",
+          "[cpu][dropout]") {
+  uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  const double p = 0.3;
+  OpCase c = stochastic_depth_case(gen, {4000, 3, 5}, p, "row", true);
+  auto kernel = make_kernel(c);
+  Tensor out = run_kernel(c, *kernel);
+  auto x = c.inputs[0].span<float>();
+  auto y = out.span<float>();
+  int64_t kept_rows = 0;
+  for (int64_t row = 0; row < 4000; ++row) {
+    const bool kept = y[row * 15] != 0.f;
+    kept_rows += kept;
+    for (int64_t i = row * 15; i < row * 15 + 15; ++i)
+      REQUIRE(y[i] == (kept ? x[i] * static_cast<float>(1.0 / (1.0 - p)) : 0.f));
+  }
+  const double sigma = std::sqrt(p * (1 - p) / 4000);
+  CHECK(std::abs(double(kept_rows) / 4000 - (1 - p)) < 6 * sigma);
+
+  // backward: the forward's mask on the gradient
+  Tensor dy = random_tensor(c.out_shape, gen);
+  std::vector<Tensor> outputs{out}, grad_outputs{dy}, grad_inputs{Tensor::empty(c.out_shape, DType::float32)};
+  std::vector<Tensor> grad_params;
+  kernel->backward({c.inputs, c.params, outputs, grad_outputs, grad_inputs, grad_params, true, c.seed});
+  for (int64_t i = 0; i < 4000 * 15; ++i)
+    REQUIRE(grad_inputs[0].span<float>()[i] ==
+            (y[i] != 0.f ? dy.span<float>()[i] * static_cast<float>(1.0 / (1.0 - p)) : 0.f));
+
+  // mode batch: all of it or nothing, about p of the time over seeds
+  int kept_batches = 0;
+  for (int draw = 0; draw < 400; ++draw) {
+    OpCase b = stochastic_depth_case(gen, {6, 7}, p, "batch", true);
+    Tensor yb = run_kernel(b, *make_kernel(b));
+    const bool kept = yb.span<float>()[0] != 0.f;
+    kept_batches += kept;
+    for (float v : yb.span<float>()) REQUIRE((v != 0.f) == kept);
+  }
+  CHECK(std::abs(kept_batches / 400.0 - (1 - p)) < 6 * std::sqrt(p * (1 - p) / 400));
+
+  // inference: the identity
+  OpCase eval = stochastic_depth_case(gen, {5, 4}, p, "row", false);
+  require_close(run_kernel(eval, *make_kernel(eval)), eval.inputs[0], 0.0);
+}
+
+}  // namespace
+}  // namespace tandem::test

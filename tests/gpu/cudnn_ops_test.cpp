@@ -1,6 +1,6 @@
-// conv2d, max_pool2d, avg_pool2d and batch_norm2d on a GPU (cuDNN) against the CPU's
-// kernels (oneDNN), forward and backward; and the geometries cuDNN cannot run are
-// reported unsupported rather than run wrong.
+// conv2d, max_pool2d, avg_pool2d and batch_norm2d, and their 1-D ops, on a GPU (cuDNN)
+// against the CPU's kernels (oneDNN), forward and backward; and the geometries cuDNN
+// cannot run are reported unsupported rather than run wrong.
 #include "gpu_test_util.h"
 
 namespace tandem::test {
@@ -95,12 +95,11 @@ TEST_CASE("max_pool2d and avg_pool2d on a GPU match the CPU", "[gpu][pooling]") 
   CHECK(cuda::make_cuda_kernel(gpu(), ceil.spec()).kernel == nullptr);
 }
 
-OpCase bn_case(std::mt19937& gen, Shape x, bool affine, bool tracks, std::optional<double> momentum) {
+OpCase bn_case(std::mt19937& gen, Shape x, bool affine, bool tracks, std::optional<double> momentum,
+               const std::string& op = "batch_norm2d") {
   const int64_t c = x[1];
-  OpCase oc{"batch_norm2d",
-            op_attrs("batch_norm2d", {{"num_features", c}, {"eps", 1e-5}, {"affine", affine},
-                                      {"track_running_stats", tracks},
-                                      {"momentum", momentum ? AttrValue{*momentum} : AttrValue{std::monostate{}}}})};
+  OpCase oc{op, op_attrs(op, {{"num_features", c}, {"eps", 1e-5}, {"affine", affine}, {"track_running_stats", tracks},
+                              {"momentum", momentum ? AttrValue{*momentum} : AttrValue{std::monostate{}}}})};
   oc.inputs = {random_tensor(x, gen, -3.f, 5.f)};
   if (affine) oc.params = {random_tensor({c}, gen), random_tensor({c}, gen)};
   if (tracks) {
@@ -112,10 +111,10 @@ OpCase bn_case(std::mt19937& gen, Shape x, bool affine, bool tracks, std::option
   return oc;
 }
 
-/// batch_norm2d updates its buffers in forward: both backends start from the same
+/// A batch norm updates its buffers in forward: both backends start from the same
 /// values, and the buffers are compared after the forward along with the output.
 void check_batch_norm(OpCase c, std::mt19937& gen) {
-  INFO("batch_norm2d [" << c.attrs.str() << "] training " << c.training);
+  INFO(c.op << " [" << c.attrs.str() << "] training " << c.training);
   std::vector<Tensor> start;
   for (const Tensor& p : c.params) start.push_back(p.clone());
   auto cpu_kernel = make_kernel(c);
@@ -166,6 +165,55 @@ TEST_CASE("batch_norm2d on a GPU matches the CPU in training and eval, buffers i
   OpCase big = bn_case(gen, {32, 64, 14, 14}, true, true, 0.1);
   big.training = true;
   check_batch_norm(big, gen);
+}
+
+OpCase conv1d_case(std::mt19937& gen, Shape x, int64_t out, int64_t k, int64_t stride, int64_t pad,
+                   int64_t dilation, int64_t groups, bool bias) {
+  const int64_t c = x.end()[-2];
+  OpCase oc{"conv1d", op_attrs("conv1d", {{"in_channels", c}, {"out_channels", out}, {"kernel_size", k},
+                                          {"stride", stride}, {"padding", pad}, {"dilation", dilation},
+                                          {"groups", groups}, {"bias", bias},
+                                          {"padding_mode", std::string("zeros")}})};
+  oc.inputs = {random_tensor(x, gen)};
+  oc.params = {random_tensor({out, c / groups, k}, gen, -0.3f, 0.3f)};
+  if (bias) oc.params.push_back(random_tensor({out}, gen));
+  oc.out_shape = x;
+  oc.out_shape.end()[-2] = out;
+  oc.out_shape.end()[-1] = (x.end()[-1] + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  oc.training = true;
+  return oc;
+}
+
+OpCase pool1d_case(std::mt19937& gen, const std::string& op, Shape x, int64_t k, int64_t stride, int64_t pad) {
+  std::map<std::string, AttrValue> attrs{{"kernel_size", k}, {"stride", stride}, {"padding", pad},
+                                         {"ceil_mode", false}};
+  if (op == "max_pool1d") attrs.insert({{"dilation", int64_t{1}}, {"return_indices", false}});
+  else attrs.insert({"count_include_pad", false});
+  OpCase oc{op, op_attrs(op, attrs)};
+  oc.inputs = {random_tensor(x, gen)};
+  oc.out_shape = x;
+  oc.out_shape.end()[-1] = (x.end()[-1] + 2 * pad - k) / stride + 1;
+  return oc;
+}
+
+TEST_CASE("conv1d, the 1-D pools and batch_norm1d on a GPU match the CPU", "[gpu][conv1d]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  check_gpu_against_cpu(conv1d_case(gen, {4, 8, 50}, 16, 3, 1, 1, 1, 1, true), gen);
+  check_gpu_against_cpu(conv1d_case(gen, {2, 4, 33}, 6, 5, 2, 2, 2, 2, false), gen);  // dilated, grouped
+  check_gpu_against_cpu(conv1d_case(gen, {3, 20}, 4, 3, 1, 1, 1, 1, true), gen);        // unbatched
+  for (const char* op : {"max_pool1d", "avg_pool1d"}) {
+    INFO(op);
+    check_gpu_against_cpu(pool1d_case(gen, op, {2, 3, 16}, 2, 2, 0), gen);
+    check_gpu_against_cpu(pool1d_case(gen, op, {2, 3, 17}, 3, 2, 1), gen);
+  }
+  for (bool training : {true, false})
+    for (Shape x : {Shape{8, 5}, Shape{4, 3, 7}}) {
+      OpCase c = bn_case(gen, x, true, true, 0.1, "batch_norm1d");
+      c.training = training;
+      check_batch_norm(c, gen);
+    }
 }
 
 }  // namespace

@@ -100,6 +100,27 @@ TEST_CASE("softmax, log_softmax and normalize on a GPU match the CPU", "[gpu][so
     }
 }
 
+TEST_CASE("sum, mean, amax and amin on a GPU match the CPU", "[gpu][reduce]") {
+  const uint32_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  struct Case { Shape shape; std::vector<int64_t> dims; bool keepdim; Shape out; };
+  for (const Case& k : std::vector<Case>{{{3, 4, 5}, {2}, false, {3, 4}},
+                                         {{3, 4, 5}, {0, 2}, true, {1, 4, 1}},
+                                         {{2, 3, 4, 5}, {1, 3}, false, {2, 4}},
+                                         {{6, 7}, {}, false, {}},                  // every dim
+                                         {{64, 3000}, {1}, false, {64}},           // long rows: a block each
+                                         {{3000, 64}, {0}, true, {1, 64}},         // along the outer dim
+                                         {{4, 1, 5}, {1}, false, {4, 5}}})         // over a dimension of 1
+    for (const char* op : {"sum", "mean", "amax", "amin"}) {
+      INFO(op << " " << shape_str(k.shape) << " dims " << shape_str(k.dims) << " keepdim " << k.keepdim);
+      OpCase c{op, op_attrs(op, {{"dim", k.dims}, {"keepdim", k.keepdim}})};
+      c.inputs = {random_tensor(k.shape, gen)};
+      c.out_shape = k.out;
+      check_gpu_against_cpu(c, gen, 2e-5);  // sums in another order
+    }
+}
+
 TEST_CASE("layer_norm on a GPU matches the CPU", "[gpu][layer_norm]") {
   const uint32_t seed = fresh_seed();
   INFO("seed " << seed);

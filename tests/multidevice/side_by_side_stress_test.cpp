@@ -41,6 +41,7 @@ const OpFamily op_families[] = {
      "      - {name: fc1, op: linear, in_features: 8, out_features: 16}\n"
      "      - {name: act1, op: relu}\n"
      "      - {name: drop, op: dropout, p: 0.25}\n"
+     "      - {name: skip, op: stochastic_depth, p: 0.25}\n"
      "      - {name: fc2, op: linear, in_features: 16, out_features: 16, bias: false}\n"
      "      - {name: act2, op: gelu, approximate: tanh}\n"
      "      - {name: act3, op: tanh}\n"
@@ -69,6 +70,15 @@ const OpFamily op_families[] = {
      "      - {name: flat, op: flatten}\n"
      "      - {name: head, op: linear, in_features: 16, out_features: 3}\n",
      false},
+    {"sequence_convolution", "  x: {shape: [batch, 3, 12]}\n",
+     "      - {name: conv1, op: conv1d, in_channels: 3, out_channels: 4, kernel_size: 3, padding: 1}\n"
+     "      - {name: bn, op: batch_norm1d, num_features: 4}\n"
+     "      - {name: pool1, op: max_pool1d, kernel_size: 2}\n"
+     "      - {name: conv2, op: conv1d, in_channels: 4, out_channels: 4, kernel_size: 3, dilation: 2, padding: same, bias: false}\n"
+     "      - {name: pool2, op: avg_pool1d, kernel_size: 3}\n"
+     "      - {name: flat, op: flatten}\n"
+     "      - {name: head, op: linear, in_features: 8, out_features: 3}\n",
+     true},
     {"recurrent", "  x: {shape: [batch, 3, 4]}\n",
      "      - {name: gru, op: gru, input_size: 4, hidden_size: 5, batch_first: true, bidirectional: true}\n"
      "      - {name: lstm, op: lstm, input_size: 10, hidden_size: 4, num_layers: 2, batch_first: true}\n"
@@ -87,6 +97,16 @@ const OpFamily op_families[] = {
      "      - {name: both, op: cat, dim: 1, inputs: [flat, bag]}\n"
      "      - {name: head, op: linear, in_features: 16, out_features: 3}\n",
      true},
+    {"reductions", "  x: {shape: [batch, 3, 4]}\n",
+     "      - {name: fc, op: linear, in_features: 4, out_features: 4}\n"
+     "      - {name: top, op: amax, dim: 2, inputs: fc}\n"
+     "      - {name: bottom, op: amin, dim: -1, inputs: fc}\n"
+     "      - {name: total, op: sum, dim: [2], inputs: fc}\n"
+     "      - {name: average, op: mean, dim: 2, keepdim: true, inputs: fc}\n"
+     "      - {name: flat, op: flatten}\n"
+     "      - {name: all, op: cat, dim: 1, inputs: [top, bottom, total, flat]}\n"
+     "      - {name: head, op: linear, in_features: 12, out_features: 3}\n",
+     false},
     {"elementwise_and_shape", "  x: {shape: [batch, 6]}\n",
      "      - {name: fc, op: linear, in_features: 6, out_features: 6}\n"
      "      - {name: prod, op: mul, inputs: [x, fc]}\n"
@@ -210,6 +230,10 @@ TEST_CASE("side by side replicas: normalization under every team size", "[side_b
 TEST_CASE("side by side replicas: convolution and pooling under every team size", "[side_by_side][stress]") {
   stress("convolution");
 }
+TEST_CASE("side by side replicas: 1-D convolution, pooling and batch norm under every team size",
+          "[side_by_side][stress]") {
+  stress("sequence_convolution");
+}
 TEST_CASE("side by side replicas: recurrent layers under every team size", "[side_by_side][stress]") {
   stress("recurrent");
 }
@@ -218,6 +242,9 @@ TEST_CASE("side by side replicas: attention under every team size", "[side_by_si
 }
 TEST_CASE("side by side replicas: embeddings under every team size", "[side_by_side][stress]") {
   stress("embedding");
+}
+TEST_CASE("side by side replicas: reductions under every team size", "[side_by_side][stress]") {
+  stress("reductions");
 }
 TEST_CASE("side by side replicas: elementwise and shape ops under every team size", "[side_by_side][stress]") {
   stress("elementwise_and_shape");

@@ -84,14 +84,14 @@ def collect(paths):
 
 
 def perturb_norms(model):
-    """layer_norm and batch_norm2d start at weight 1, bias 0 (and running mean 0, var 1),
+    """layer_norm and batch norms start at weight 1, bias 0 (and running mean 0, var 1),
     multi_head_attention's biases at 0; move them so that loading them is tested."""
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias, torch.nn.BatchNorm2d)):
+            if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias, torch.nn.modules.batchnorm._BatchNorm)):
                 for p in m.parameters(recurse=False):
                     p.add_(0.1 * torch.randn_like(p))
-            if isinstance(m, torch.nn.BatchNorm2d) and m.track_running_stats:
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
                 m.running_mean.add_(0.2 * torch.randn_like(m.running_mean))
                 m.running_var.mul_(torch.empty_like(m.running_var).uniform_(0.5, 2.0))
                 m.num_batches_tracked.fill_(int(torch.randint(0, 100, ())))
@@ -131,13 +131,13 @@ def autocast(doc):
 
 
 def norms_in_float32(model, doc):
-    """Under autocast, layer_norm and batch_norm2d take their input as float32, as Tandem's
+    """Under autocast, layer_norm and the batch norms take their input as float32, as Tandem's
     (and later torch's autocast, whose fp32 list has layer_norm) do; torch 1.13's cpu
     autocast would hand them bf16 beside float32 weights, which they refuse."""
     if precision_of(doc) == "fp32":
         return
     for m in model.modules():
-        if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias, torch.nn.BatchNorm2d)):
+        if isinstance(m, (torch.nn.LayerNorm, tt.LayerNormNoBias, torch.nn.modules.batchnorm._BatchNorm)):
             m.register_forward_pre_hook(lambda _m, args: tuple(a.float() if torch.is_tensor(a) and a.is_floating_point()
                                                                else a for a in args))
 

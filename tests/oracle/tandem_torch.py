@@ -96,12 +96,17 @@ OPS = {
     "silu": ({"inplace": False}, (1, 1)),
     "mish": ({"inplace": False}, (1, 1)),
     "softmax": ({"dim": _REQ}, (1, 1)),
+    "sum": ({"dim": None, "keepdim": False}, (1, 1)),
+    "mean": ({"dim": None, "keepdim": False}, (1, 1)),
+    "amax": ({"dim": None, "keepdim": False}, (1, 1)),
+    "amin": ({"dim": None, "keepdim": False}, (1, 1)),
     "log_softmax": ({"dim": _REQ}, (1, 1)),
     "normalize": ({"p": 2.0, "dim": 1, "eps": 1e-12}, (1, 1)),
     "exp": ({}, (1, 1)),
     "clamp": ({"min": None, "max": None}, (1, 1)),
     "layer_norm": ({"normalized_shape": _REQ, "eps": 1e-5, "elementwise_affine": True, "bias": True}, (1, 1)),
     "dropout": ({"p": 0.5, "inplace": False}, (1, 1)),
+    "stochastic_depth": ({"p": _REQ, "mode": "row"}, (1, 1)),
     "add": ({"alpha": 1.0}, (2, 2)),
     "mul": ({}, (2, 2)),
     "cat": ({"dim": 0}, (2, None)),
@@ -115,7 +120,7 @@ OPS = {
     "expand": ({"shape": _REQ}, (1, 1)),
     "parameter": ({"shape": _REQ}, (1, 1)),
     "buffer": ({"shape": _REQ, "dtype": "float32"}, (1, 1)),
-    "scale": ({"factor": _REQ}, (1, 1)),
+    "scale": ({"factor": _REQ, "shift": 0.0}, (1, 1)),
     "index_select": ({"dim": _REQ}, (2, 2)),
     "matmul": ({}, (2, 2)),
     "conv2d": ({"in_channels": _REQ, "out_channels": _REQ, "kernel_size": _REQ, "stride": 1, "padding": 0,
@@ -125,6 +130,14 @@ OPS = {
     "avg_pool2d": ({"kernel_size": _REQ, "stride": None, "padding": 0, "ceil_mode": False,
                     "count_include_pad": True}, (1, 1)),
     "batch_norm2d": ({"num_features": _REQ, "eps": 1e-5, "momentum": 0.1, "affine": True,
+                      "track_running_stats": True}, (1, 1)),
+    "conv1d": ({"in_channels": _REQ, "out_channels": _REQ, "kernel_size": _REQ, "stride": 1, "padding": 0,
+                "dilation": 1, "groups": 1, "bias": True, "padding_mode": "zeros"}, (1, 1)),
+    "max_pool1d": ({"kernel_size": _REQ, "stride": None, "padding": 0, "dilation": 1, "return_indices": False,
+                    "ceil_mode": False}, (1, 1)),
+    "avg_pool1d": ({"kernel_size": _REQ, "stride": None, "padding": 0, "ceil_mode": False,
+                    "count_include_pad": True}, (1, 1)),
+    "batch_norm1d": ({"num_features": _REQ, "eps": 1e-5, "momentum": 0.1, "affine": True,
                       "track_running_stats": True}, (1, 1)),
     "gru": ({"input_size": _REQ, "hidden_size": _REQ, "num_layers": 1, "bias": True, "batch_first": False,
              "dropout": 0.0, "bidirectional": False, "select": "output"}, (1, 2)),
@@ -749,6 +762,16 @@ class _Builder:
         if op in _PLAIN_ACTIVATIONS:  # their inplace changes nothing that Tandem computes
             boolean("inplace")
             return _PLAIN_ACTIVATIONS[op]()
+        if op in ("sum", "mean", "amax", "amin"):
+            boolean("keepdim")
+            dim = a["dim"]
+            need(dim is None or _is_int(dim) or (isinstance(dim, list) and all(_is_int(d) for d in dim)),
+                 "dim must be null, an int or a list of ints")
+            fn, keepdim = getattr(torch, op), a["keepdim"]
+            if dim is None:  # every dimension; torch.amax has no dim=None, and an empty list means all
+                return Fn(lambda x: fn(x, dim=tuple(range(x.dim())), keepdim=keepdim), "%s keepdim=%s" % (op, keepdim))
+            dims = tuple(dim) if isinstance(dim, list) else dim
+            return Fn(lambda x: fn(x, dim=dims, keepdim=keepdim), "%s dim=%s keepdim=%s" % (op, dims, keepdim))
         if op == "softmax":
             integer("dim")
             return nn.Softmax(dim=a["dim"])
@@ -780,6 +803,12 @@ class _Builder:
             number("p"), boolean("inplace")
             need(0 <= a["p"] <= 1, "p must be in [0, 1]")
             return nn.Dropout(p=float(a["p"]))
+        if op == "stochastic_depth":
+            number("p")
+            need(0 <= a["p"] <= 1, "p must be in [0, 1]")
+            need(a["mode"] in ("row", "batch"), "mode must be row or batch")
+            from torchvision.ops import StochasticDepth  # Debian's python3-torchvision
+            return StochasticDepth(float(a["p"]), a["mode"])
         if op == "add":
             number("alpha")
             alpha = a["alpha"]
@@ -860,9 +889,11 @@ class _Builder:
             need(a["dtype"] in ("float32", "int64"), "dtype must be float32 or int64")
             return LearnedTensor(s, True, torch.int64 if a["dtype"] == "int64" else torch.float32)
         if op == "scale":
-            number("factor")
-            factor = float(a["factor"])
-            return Fn(lambda x: x * factor, "factor=%s" % factor)
+            number("factor"), number("shift")
+            factor, shift = float(a["factor"]), float(a["shift"])
+            if shift == 0:
+                return Fn(lambda x: x * factor, "factor=%s" % factor)
+            return Fn(lambda x: x * factor + shift, "factor=%s, shift=%s" % (factor, shift))
         if op == "index_select":
             integer("dim")
             dim = a["dim"]
@@ -895,11 +926,38 @@ class _Builder:
             boolean("count_include_pad")
             return nn.AvgPool2d(k, stride=stride, padding=pair("padding", 0), ceil_mode=a["ceil_mode"],
                                 count_include_pad=a["count_include_pad"])
-        if op == "batch_norm2d":
+        if op in ("conv1d", "max_pool1d", "avg_pool1d"):
+            def single(k, lo, words=()):
+                v = a[k]
+                if isinstance(v, str) and v in words:
+                    return v
+                need((_is_int(v) and v >= lo) or (isinstance(v, list) and len(v) == 1 and _is_int(v[0]) and v[0] >= lo),
+                     "%s must be an int >= %d or a list of one" % (k, lo))
+                return v if _is_int(v) else v[0]
+            k = single("kernel_size", 1)
+            stride = None if a["stride"] is None else single("stride", 1)
+            if op == "conv1d":
+                pos("in_channels"), pos("out_channels"), pos("groups"), boolean("bias")
+                need(a["in_channels"] % a["groups"] == 0, "in_channels must be divisible by groups")
+                need(a["out_channels"] % a["groups"] == 0, "out_channels must be divisible by groups")
+                need(a["padding_mode"] == "zeros", "padding_mode must be zeros")
+                return nn.Conv1d(a["in_channels"], a["out_channels"], k, stride=stride,
+                                 padding=single("padding", 0, ("same", "valid")), dilation=single("dilation", 1),
+                                 groups=a["groups"], bias=a["bias"])
+            boolean("ceil_mode")
+            if op == "max_pool1d":
+                need(a["return_indices"] is False, "return_indices must be false")
+                return nn.MaxPool1d(k, stride=stride, padding=single("padding", 0), dilation=single("dilation", 1),
+                                    ceil_mode=a["ceil_mode"])
+            boolean("count_include_pad")
+            return nn.AvgPool1d(k, stride=stride, padding=single("padding", 0), ceil_mode=a["ceil_mode"],
+                                count_include_pad=a["count_include_pad"])
+        if op in ("batch_norm2d", "batch_norm1d"):
             pos("num_features"), number("eps"), boolean("affine"), boolean("track_running_stats")
             need(a["momentum"] is None or _is_num(a["momentum"]), "momentum must be a number or null")
-            return nn.BatchNorm2d(a["num_features"], eps=float(a["eps"]), momentum=a["momentum"], affine=a["affine"],
-                                  track_running_stats=a["track_running_stats"])
+            norm = nn.BatchNorm2d if op == "batch_norm2d" else nn.BatchNorm1d
+            return norm(a["num_features"], eps=float(a["eps"]), momentum=a["momentum"], affine=a["affine"],
+                        track_running_stats=a["track_running_stats"])
         if op in ("gru", "lstm"):
             pos("input_size"), pos("hidden_size"), pos("num_layers"), number("dropout")
             boolean("bias"), boolean("batch_first"), boolean("bidirectional")

@@ -353,28 +353,29 @@ def line_of(code, whole=False, cls=None):
 class Unconvertible(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv1d(3, 3, 1)
+        self.conv = nn.Conv3d(3, 3, 1)
         self.fc = nn.Linear(3, 3)
         self.register_buffer("scale", torch.ones(3))  # a buffer converts (a buffer layer)
 
     def forward(self, x):
-        y = self.conv(x.flip(2)).permute(0, 2, 1)
-        y = self.fc(y) / 2.0
+        y = self.conv(x.flip(2)).permute(0, 2, 3, 4, 1)
+        y = self.fc(y).pow(3)
         y = self.fc(y)
         return y.abs() * self.scale
 
 
 def test_what_cannot_be_converted_is_named_with_its_line():
     with pytest.raises(tandem.ModelError) as error:
-        tandem.from_torch(Unconvertible(), torch.randn(2, 3, 4))
+        tandem.from_torch(Unconvertible(), torch.randn(2, 3, 4, 1, 1))
     message = str(error.value)
     assert message.startswith("from_torch(Unconvertible): cannot convert")
-    for what in ["'conv' (torch.nn.Conv1d), at %s: torch.nn.Conv1d: Tandem has no such op" % line_of("self.conv(x"),
+    for what in ["'conv' (torch.nn.Conv3d), at %s: torch.nn.Conv3d: Tandem has no such op" % line_of("self.conv(x"),
                  "'flip', at %s: tensor method .flip(): Tandem has no such op" % line_of(".flip("),
-                 "'truediv', at %s: operator truediv: Tandem has no such op" % line_of("/ 2.0"),
+                 "'pow_1', at %s: tensor method .pow(): Tandem has no such op" % line_of(".pow(3)"),
                  "'fc' (torch.nn.Linear), at %s: called a second time" % line_of("y = self.fc(y)", whole=True),
                  "'abs_1', at %s: tensor method .abs(): Tandem has no such op" % line_of("y.abs() * self.scale"),
-                 "from_torch converts torch.nn's AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,"]:
+                 "from_torch converts torch.nn's AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, "
+                 "AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d,"]:
         assert what in message, "%r not in\n%s" % (what, message)
     assert "which Tandem cannot make" not in message  # reading an unconvertible op is not an error of its own
     assert message.count("\n  ") == 5

@@ -7,6 +7,7 @@ import inspect
 import os
 import subprocess
 
+import numpy
 import pytest
 import torch
 import torch.nn as nn
@@ -349,7 +350,7 @@ def test_dynamic_names_what_it_cannot_take():
         tandem.from_torch(Bags(), [bags_example(10, 4), bags_example(10, 4)])
 
 
-def test_stochastic_depth_is_the_identity_in_eval_mode_and_refused_in_training(seed):
+def test_stochastic_depth_is_the_identity_in_eval_mode_and_drops_whole_samples_in_training(seed):
     ops = pytest.importorskip("torchvision.ops", reason="needs Debian's python3-torchvision (scripts/setup.sh)")
 
     class Residual(nn.Module):
@@ -362,12 +363,22 @@ def test_stochastic_depth_is_the_identity_in_eval_mode_and_refused_in_training(s
             return x + self.stochastic_depth(self.fc(x))
 
     module = Residual()
-    with pytest.raises(ConversionError) as error:
-        tandem.from_torch(module, torch.randn(2, 4))  # a module is made in training mode
-    assert "stochastic depth with p=0.2 in training mode: Tandem has no such op; convert the module in eval mode" in \
-        str(error.value)
+    trained = tandem.from_torch(module, torch.randn(2, 4), check=False)  # a module is made in training mode
     model = compare_with_torch(module.eval(), (torch.randn(2, 4),), inputs=(torch.randn(5, 4),))
-    assert "op: add, inputs: [x, fc]" in model.yaml  # the residual reads fc itself
+    for converted in (trained, model):  # whichever mode it was traced in
+        assert "op: stochastic_depth, p: 0.2}" in converted.yaml  # mode row, the default
+    # In training each sample's branch is kept (scaled by 1 / 0.8) or dropped whole: with a
+    # gradient of ones, fc.bias's gradient is (kept samples) / 0.8 in each of its elements.
+    x = torch.randn(200, 4)
+    counts = set()
+    for step in range(3):
+        model.zero_grad()
+        model.backward({"x": x}, {"output": torch.ones(200, 4)}, training=True, seed=step + 1)
+        kept = model.gradients()["fc.bias"] * 0.8
+        assert numpy.allclose(kept, kept[0], atol=1e-3) and abs(kept[0] - round(kept[0])) < 1e-3
+        assert 200 * 0.8 - 6 * 200 ** 0.5 * 0.4 < kept[0] < 200 * 0.8 + 6 * 200 ** 0.5 * 0.4
+        counts.add(round(float(kept[0])))
+    assert len(counts) > 1  # each seed drops other samples
 
 
 class ShiftedWindows(nn.Module):
@@ -449,3 +460,64 @@ def test_without_check_the_module_runs_only_on_meta_tensors(seed):
     real.clear(), meta.clear()
     tandem.from_torch(module, torch.randn(2, 3, 8, 8))
     assert [list(s) for s in real] == [[2, 3, 8, 8]] and [list(s) for s in meta] == [[3, 3, 8, 8]]
+
+
+class Reductions(nn.Module):
+    """Every way a model reduces over dimensions: functions and methods, one dim, a negative
+    one, several apart, every dim, keepdim; a 1-D global pool (x.mean(-1) of [N, C, L]), a
+    channel attention's amax and mean over the channels (CBAM), and a sum over features."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(3, 6, 3, padding=1)
+        self.fc = nn.Linear(6 + 6 + 1 + 6, 4)
+
+    def forward(self, x):
+        y = self.conv(x)                                    # [N, 6, L]
+        pooled = y.mean(-1)                                 # [N, 6]
+        peak = torch.amax(y, dim=2)                         # [N, 6]
+        spread = peak - y.amin(-1)                          # [N, 6]
+        total = torch.sum(y, dim=(1, 2), keepdim=True).flatten(1)            # [N, 1]
+        attention = torch.sigmoid(y.amax(1, keepdim=True) + torch.mean(y, 1, keepdim=True))  # [N, 1, L]
+        weighted = (y * attention).sum(dim=-1)             # [N, 6]
+        return self.fc(torch.cat([pooled, spread, total / 10, weighted], dim=1)) + x.sum() / 100
+
+
+def test_reductions_over_dims_convert_and_match_torch_forward_and_backward(seed):
+    model = compare_with_torch(Reductions(), (torch.randn(2, 3, 9),), inputs=(torch.randn(5, 3, 9),))
+    for line in ("op: mean, dim: -1}", "op: amax, inputs: conv, dim: 2}", "op: amin, inputs: conv, dim: -1}",
+                 "op: sum, inputs: conv, dim: [1, 2], keepdim: true}", "op: amax, inputs: conv, dim: 1, keepdim: true}",
+                 "op: sum, inputs: x}"):
+        assert line in model.yaml, line
+
+
+class NumberArithmetic(nn.Module):
+    """A tensor and a number: plus, minus either way, times, divided by, negated (a gate's
+    1 - z, a sigmoid shifted to [-1, 1], a temperature)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 5)
+
+    def forward(self, x):
+        z = torch.sigmoid(self.fc(x))
+        gate = 1 - z                        # rsub
+        centered = 2 * z - 1                # mul then sub
+        cooled = z / 0.7                    # truediv
+        shifted = torch.add(x, 3.0, alpha=0.5) + torch.sub(x, 1.5)
+        return gate * x + centered + cooled - shifted + (-z) + torch.div(z, 4)
+
+
+def test_a_tensor_and_a_number_convert_to_scale(seed):
+    model = compare_with_torch(NumberArithmetic(), (torch.randn(2, 5),), inputs=(torch.randn(7, 5),))
+    for line in ("op: scale, factor: -1.0, shift: 1.0}", "op: scale, factor: 1.0, shift: -1.0}",
+                 "op: scale, inputs: x, factor: 1.0, shift: 1.5}", "op: scale, inputs: x, factor: 1.0, shift: -1.5}",
+                 "op: scale, inputs: sigmoid, factor: -1.0}", "op: scale, inputs: sigmoid, factor: 0.25}"):
+        assert line in model.yaml, line
+
+    class ByTensor(nn.Module):
+        def forward(self, x):
+            return x / x.sum()
+
+    with pytest.raises(ConversionError, match="division by a tensor: Tandem divides a tensor by a number only"):
+        tandem.from_torch(ByTensor(), torch.randn(2, 3))

@@ -25,6 +25,7 @@ const std::string kHead = "name: m\ninputs:\n  x: {shape: [batch, 10]}\nlayers:\
 const std::string kSeq =  // layers start on line 6
     "name: m\ninputs:\n  x: {shape: [seq, batch, 6]}\n  h: {shape: [1, batch, 4]}\nlayers:\n";
 const std::string kImage = "name: m\ninputs:\n  x: {shape: [batch, 4, 9, 11]}\nlayers:\n";  // the same, for images
+const std::string kLine = "name: m\ninputs:\n  x: {shape: [batch, 4, 11]}\nlayers:\n";  // and for sequences
 
 std::vector<BrokenCase> broken_cases() {
   return {
@@ -247,6 +248,30 @@ std::vector<BrokenCase> broken_cases() {
        "the height of the input is 9 (9 padded) but the window spans 10", 5, 5},
       {"batch_norm2d channel mismatch", kImage + "  - {name: bn, op: batch_norm2d, num_features: 5}\n",
        "layer 'bn': the input has 4 channels (dimension 1 of [batch, 4, 9, 11]) but num_features is 5", 5, 5},
+      {"conv1d kernel_size of two numbers", kLine + "  - {name: c, op: conv1d, in_channels: 4, out_channels: 6, kernel_size: [3, 3]}\n",
+       "layer 'c': kernel_size must be an int or a list of one int, got [3, 3]", 5, 5},
+      {"conv1d channel mismatch", kLine + "  - {name: c, op: conv1d, in_channels: 3, out_channels: 6, kernel_size: 3}\n",
+       "the input has 4 channels (dimension 1 of [batch, 4, 11]) but in_channels is 3", 5, 5},
+      {"conv1d kernel longer than the padded input",
+       kLine + "  - {name: c, op: conv1d, in_channels: 4, out_channels: 6, kernel_size: 14, padding: 1}\n",
+       "the input's length is 11 (13 padded) but the window spans 14", 5, 5},
+      {"conv1d same padding with a stride",
+       kLine + "  - {name: c, op: conv1d, in_channels: 4, out_channels: 6, kernel_size: 3, stride: 2, padding: same}\n",
+       "padding 'same' needs stride 1", 5, 5},
+      {"conv1d on an image", kImage + "  - {name: c, op: conv1d, in_channels: 4, out_channels: 6, kernel_size: 3}\n",
+       "the input must be [N, C, L] (or unbatched [C, L]), got shape [batch, 4, 9, 11]", 5, 5},
+      {"conv1d on a symbolic length",
+       "name: m\ninputs:\n  x: {shape: [batch, 4, l]}\nlayers:\n"
+       "  - {name: c, op: conv1d, in_channels: 4, out_channels: 6, kernel_size: 3}\n",
+       "the input's length is the symbol l", 5, 5},
+      {"max_pool1d padding above half the kernel", kLine + "  - {name: p, op: max_pool1d, kernel_size: 2, padding: 2}\n",
+       "padding must be between 0 and half the kernel size", 5, 5},
+      {"avg_pool1d window longer than the input", kLine + "  - {name: p, op: avg_pool1d, kernel_size: 12}\n",
+       "the input's length is 11 (11 padded) but the window spans 12", 5, 5},
+      {"batch_norm1d feature mismatch", kHead + "  - {name: bn, op: batch_norm1d, num_features: 5}\n",
+       "layer 'bn': the input has 10 channels (dimension 1 of [batch, 10]) but num_features is 5", 5, 5},
+      {"batch_norm1d on an image", kImage + "  - {name: bn, op: batch_norm1d, num_features: 4}\n",
+       "the input must be [N, C] or [N, C, L], got shape [batch, 4, 9, 11]", 5, 5},
       {"gru input_size mismatch", kSeq + "  - {name: r, op: gru, input_size: 5, hidden_size: 4}\n",
        "layer 'r': the input's last dimension is 6 but input_size is 5 (input shape [seq, batch, 6])", 6, 5},
       {"gru on a 2-D input", kHead + "  - {name: r, op: gru, input_size: 10, hidden_size: 4}\n",

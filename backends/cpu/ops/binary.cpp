@@ -16,8 +16,8 @@
 // rounded once, threads splitting the inner dim when the input advances along it (so no
 // two write one element), else on one thread.
 //
-// scale: out = x * factor (a number; torch.mul(x, 0.125) computes in float32 the same),
-// dx = dy * factor (assigned). No broadcast: a loop of its own.
+// scale: out = x * factor + shift (numbers; torch.mul(x, 0.125) and x + 1 compute in float32
+// the same), dx = dy * factor (assigned). No broadcast: a loop of its own.
 #include <algorithm>
 #include <vector>
 
@@ -207,10 +207,12 @@ class BinaryKernel final : public Kernel {
 
 class ScaleKernel final : public Kernel {
  public:
-  explicit ScaleKernel(const KernelSpec& spec) : factor_(static_cast<float>(spec.attrs->get_float("factor"))) {}
+  explicit ScaleKernel(const KernelSpec& spec)
+      : factor_(static_cast<float>(spec.attrs->get_float("factor"))),
+        shift_(static_cast<float>(spec.attrs->get_float("shift"))) {}
 
   void forward(const KernelArgs& args) override {
-    multiply(args.inputs[0].data<float>(), args.outputs[0].data<float>(), args.outputs[0].numel());
+    multiply(args.inputs[0].data<float>(), args.outputs[0].data<float>(), args.outputs[0].numel(), shift_);
   }
 
   bool backward_reads_input(size_t) const override { return false; }
@@ -218,19 +220,24 @@ class ScaleKernel final : public Kernel {
 
   void backward(const BackwardArgs& args) override {
     if (!args.grad_inputs[0].defined()) return;
-    multiply(args.grad_outputs[0].data<float>(), args.grad_inputs[0].data<float>(), args.grad_inputs[0].numel());
+    multiply(args.grad_outputs[0].data<float>(), args.grad_inputs[0].data<float>(), args.grad_inputs[0].numel(), 0.f);
   }
 
  private:
-  void multiply(const float* x, float* y, int64_t n) const {
+  void multiply(const float* x, float* y, int64_t n, float shift) const {
     const float factor = factor_;
     cpu::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+      if (shift == 0.f) {  // the product alone: -0 stays -0, as torch's x * factor
 #pragma omp simd
-      for (int64_t i = begin; i < end; ++i) y[i] = x[i] * factor;
+        for (int64_t i = begin; i < end; ++i) y[i] = x[i] * factor;
+      } else {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) y[i] = x[i] * factor + shift;
+      }
     });
   }
 
-  float factor_;
+  float factor_, shift_;
 };
 
 }  // namespace

@@ -3,6 +3,10 @@
 // dropout_keep(args.seed, element index) (dropout_mask.h): deterministic per seed.
 // p = 1 gives zeros, p = 0 a copy, as torch.
 //
+// stochastic_depth is the same with one draw per sample (mode row: the elements of index
+// k along dimension 0 share draw k) or per batch (mode batch: one draw for all), as
+// torchvision's, whose noise has the input's first dimension and 1s.
+//
 // Backward, dy [*] -> dx [*] (assigned): training: dx = dy * keep * 1/(1-p), the mask
 // rebuilt from args.seed (the forward call's) exactly as forward drew it, so forward
 // stores nothing; inference: dx = dy.
@@ -21,6 +25,7 @@ class DropoutKernel final : public Kernel {
   explicit DropoutKernel(const KernelSpec& spec) {
     p_ = dropout_probability(*spec.attrs);
     n_ = shape_numel(spec.inputs.at(0).shape);
+    group_ = dropout_group(spec);
   }
 
   void forward(const KernelArgs& args) override {
@@ -48,11 +53,12 @@ class DropoutKernel final : public Kernel {
       }
       return;
     }
-    cpu::apply_dropout(in, out, n_, seed, p_);
+    cpu::apply_dropout(in, out, n_, seed, p_, group_);
   }
 
   float p_ = 0.5f;
   int64_t n_ = 0;
+  int64_t group_ = 1;  // elements that share a draw
 };
 
 }  // namespace

@@ -36,11 +36,15 @@ std::unique_ptr<Kernel> make_softmax_kernel(CpuContext& ctx, const KernelSpec& s
 std::unique_ptr<Kernel> make_log_softmax_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_normalize_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CpuContext& ctx, const KernelSpec& spec);
+/// sum, mean, amax, amin (reduce.cpp).
+std::unique_ptr<Kernel> make_reduce_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_batch_norm2d_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_conv2d_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_max_pool2d_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_avg_pool2d_kernel(CpuContext& ctx, const KernelSpec& spec);
-std::unique_ptr<Kernel> make_dropout_kernel(CpuContext& ctx, const KernelSpec& spec);
+/// conv1d, max_pool1d, avg_pool1d, batch_norm1d: the 2-D kernels on views (height_one.cpp).
+std::unique_ptr<Kernel> make_height_one_kernel(CpuContext& ctx, const KernelSpec& spec);
+std::unique_ptr<Kernel> make_dropout_kernel(CpuContext& ctx, const KernelSpec& spec);  // and stochastic_depth
 std::unique_ptr<Kernel> make_add_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_mul_kernel(CpuContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_expand_kernel(CpuContext& ctx, const KernelSpec& spec);

@@ -7,7 +7,7 @@
 //   add: da = reduce(dy),      db = alpha reduce(dy)
 //   mul: da = reduce(dy * b),  db = reduce(dy * a)
 //   expand: da = reduce(dy)
-// scale (out = x * factor, a number): dx = dy * factor.
+// scale (out = x * factor + shift, numbers): dx = dy * factor.
 // One thread per element of the gradient walks its share of dy: no atomics, and the
 // order of each sum is fixed.
 #include "backends/broadcast_plan.h"
@@ -96,34 +96,38 @@ class BinaryKernel final : public Kernel {
   ReduceIndexing grad_a_, grad_b_;
 };
 
-/// scale: y = x * factor as 0 + factor * x (kernels/pointwise.cu's accumulate: the same
-/// product, and 0 * inf = NaN as torch's); dx = dy * factor the same way.
+/// scale: y = x * factor + shift as shift + factor * x (kernels/pointwise.cu's fill and
+/// accumulate: the same product, and 0 * inf = NaN as torch's); dx = dy * factor the same
+/// way, from 0.
 class ScaleKernel final : public Kernel {
  public:
   ScaleKernel(CudaContext& ctx, const KernelSpec& spec)
-      : ctx_(ctx), factor_(static_cast<float>(spec.attrs->get_float("factor"))) {}
+      : ctx_(ctx),
+        factor_(static_cast<float>(spec.attrs->get_float("factor"))),
+        shift_(static_cast<float>(spec.attrs->get_float("shift"))) {}
 
   void forward(const KernelArgs& args) override {
-    multiply(args.inputs[0].data<float>(), args.outputs[0]);
+    multiply(args.inputs[0].data<float>(), args.outputs[0], shift_);
   }
 
   bool backward_reads_input(size_t) const override { return false; }
   bool backward_reads_output() const override { return false; }
 
   void backward(const BackwardArgs& args) override {
-    if (args.grad_inputs[0].defined()) multiply(args.grad_outputs[0].data<float>(), args.grad_inputs[0]);
+    if (args.grad_inputs[0].defined()) multiply(args.grad_outputs[0].data<float>(), args.grad_inputs[0], 0.f);
   }
 
  private:
-  void multiply(const float* x, const Tensor& y) const {
+  void multiply(const float* x, const Tensor& y, float shift) const {
     const cudaStream_t stream = ctx_.stream().get();
     if (y.nbytes() == 0) return;
-    TANDEM_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), stream));
+    if (shift == 0.f) TANDEM_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), stream));
+    else fill(y.data<float>(), shift, y.numel(), stream);
     accumulate(y.data<float>(), x, factor_, y.numel(), stream);
   }
 
   CudaContext& ctx_;
-  float factor_;
+  float factor_, shift_;
 };
 
 }  // namespace

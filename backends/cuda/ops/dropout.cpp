@@ -1,4 +1,4 @@
-// dropout on a GPU: [*] -> [*] (kernels/dropout.cu). Inference: a copy. Training: the
+// dropout and stochastic_depth on a GPU: [*] -> [*] (kernels/dropout.cu). Inference: a copy. Training: the
 // mask of backends/dropout_mask.h, with the CPU's hash, so a seed drops the same elements
 // on either device.
 //
@@ -17,6 +17,7 @@ class DropoutKernel final : public Kernel {
   DropoutKernel(CudaContext& ctx, const KernelSpec& spec) : ctx_(ctx) {
     p_ = dropout_probability(*spec.attrs);
     n_ = shape_numel(spec.inputs.at(0).shape);
+    group_ = dropout_group(spec);
   }
 
   void forward(const KernelArgs& args) override {
@@ -43,12 +44,13 @@ class DropoutKernel final : public Kernel {
       if (bytes > 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(out, 0, bytes, stream));
       return;
     }
-    dropout_mask_apply(in, out, n_, p_, seed, stream);
+    dropout_mask_apply(in, out, n_, p_, seed, stream, group_);
   }
 
   CudaContext& ctx_;
   float p_ = 0.5f;
   int64_t n_ = 0;
+  int64_t group_ = 1;  // elements that share a draw (stochastic_depth)
 };
 
 }  // namespace

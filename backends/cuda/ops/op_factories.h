@@ -40,7 +40,11 @@ std::unique_ptr<Kernel> make_softmax_kernel(CudaContext& ctx, const KernelSpec& 
 std::unique_ptr<Kernel> make_log_softmax_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_normalize_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_layer_norm_kernel(CudaContext& ctx, const KernelSpec& spec);
+/// sum, mean, amax, amin (reduce.cpp).
+std::unique_ptr<Kernel> make_reduce_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_batch_norm2d_kernel(CudaContext& ctx, const KernelSpec& spec);
+/// conv1d, max_pool1d, avg_pool1d, batch_norm1d: the 2-D kernels on views (height_one.cpp).
+std::unique_ptr<Kernel> make_height_one_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_conv2d_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_max_pool2d_kernel(CudaContext& ctx, const KernelSpec& spec);
 std::unique_ptr<Kernel> make_avg_pool2d_kernel(CudaContext& ctx, const KernelSpec& spec);
