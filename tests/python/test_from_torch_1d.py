@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import tandem
 from tandem.torch_import import ConversionError
-from torch_compare import compare_with_torch
+from torch_compare import assert_relative, compare_with_torch
 
 HERE = os.path.basename(__file__)
 
@@ -92,16 +92,6 @@ def fresh(module):
                     m.weight.uniform_(0.5, 1.5)
                     m.bias.uniform_(-0.5, 0.5)
     return module
-
-
-def assert_relative(got, want, tolerance, what):
-    got, want = numpy.asarray(got, dtype=numpy.float64), numpy.asarray(want, dtype=numpy.float64)
-    assert got.shape == want.shape, "%s: shape %s, torch's %s" % (what, got.shape, want.shape)
-    scale = float(numpy.abs(want).max())
-    error = float(numpy.abs(got - want).max())
-    assert scale > 0, "%s: torch's is all zeros, which judges nothing" % what
-    assert error <= tolerance * scale, "%s: differs by %.3g, %.2g of its largest %.3g" % (
-        what, error, error / scale, scale)
 
 
 MODELS = {"audio": (AudioNet, (2, 64)), "mlp": (TabularMLP, (10,))}

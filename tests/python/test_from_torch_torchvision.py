@@ -16,6 +16,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 import tandem  # noqa: E402
+from torch_compare import assert_relative  # noqa: E402
 
 tv = pytest.importorskip("torchvision.models", reason="needs Debian's python3-torchvision (scripts/setup.sh)")
 
@@ -62,16 +63,6 @@ def fresh(module):
 def fresh_model_like(module):
     """A copy of `module` with its weights and running statistics as they are now."""
     return copy.deepcopy(module)
-
-
-def assert_relative(got, want, tolerance, what):
-    got, want = numpy.asarray(got, dtype=numpy.float64), numpy.asarray(want, dtype=numpy.float64)
-    assert got.shape == want.shape, "%s: shape %s, torch's %s" % (what, got.shape, want.shape)
-    scale = float(numpy.abs(want).max())
-    error = float(numpy.abs(got - want).max())
-    assert scale > 0, "%s: torch's is all zeros, which judges nothing" % what
-    assert error <= tolerance * scale, "%s: differs by %.3g, %.2g of its largest %.3g" % (
-        what, error, error / scale, scale)
 
 
 @pytest.mark.parametrize("name", CONVERTED)

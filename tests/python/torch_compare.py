@@ -1,6 +1,7 @@
 """Comparing a converted model with its PyTorch module: outputs and, through
 tandem.Model.backward and torch's autograd, the gradients of every parameter and float
 input (both in eval mode: dropout off, batch norm on its running statistics)."""
+import numpy
 import torch
 
 import tandem
@@ -38,3 +39,14 @@ def compare_with_torch(module, example_inputs, inputs=None, output_tolerance=1e-
             grad = p.grad.to_dense() if p.grad.is_sparse else p.grad
             assert_close(ours[name], grad.numpy(), gradient_tolerance, "gradient of " + name)
     return model
+
+
+def assert_relative(got, want, tolerance, what):
+    """max |got - want| within `tolerance` of torch's largest |want| (which must not be 0)."""
+    got, want = numpy.asarray(got, dtype=numpy.float64), numpy.asarray(want, dtype=numpy.float64)
+    assert got.shape == want.shape, "%s: shape %s, torch's %s" % (what, got.shape, want.shape)
+    scale = float(numpy.abs(want).max())
+    error = float(numpy.abs(got - want).max())
+    assert scale > 0, "%s: torch's is all zeros, which judges nothing" % what
+    assert error <= tolerance * scale, "%s: differs by %.3g, %.2g of its largest %.3g" % (
+        what, error, error / scale, scale)

@@ -6,34 +6,30 @@
 namespace tandem::cuda {
 namespace {
 
-/// The input offset of output element p's first input element.
-__device__ inline int64_t kept_offset(const ReduceShape& s, int64_t p) {
+/// The input offset of the `index`-th element of an n-dimensional grid of `sizes`, whose
+/// dimensions are `strides` apart in the input.
+__device__ inline int64_t offset_in(const int64_t* sizes, const int64_t* strides, int n, int64_t index) {
   int64_t offset = 0;
-  for (int d = s.kept - 1; d >= 0; --d) {
-    offset += (p % s.kept_sizes[d]) * s.kept_x_strides[d];
-    p /= s.kept_sizes[d];
+  for (int d = n - 1; d >= 0; --d) {
+    offset += (index % sizes[d]) * strides[d];
+    index /= sizes[d];
   }
   return offset;
+}
+
+/// The input offset of output element p's first input element.
+__device__ inline int64_t kept_offset(const ReduceShape& s, int64_t p) {
+  return offset_in(s.kept_sizes, s.kept_x_strides, s.kept, p);
 }
 
 /// The offset of the r-th of an output element's input elements from its first.
 __device__ inline int64_t reduced_offset(const ReduceShape& s, int64_t r) {
-  int64_t offset = 0;
-  for (int d = s.reduced - 1; d >= 0; --d) {
-    offset += (r % s.reduced_sizes[d]) * s.reduced_x_strides[d];
-    r /= s.reduced_sizes[d];
-  }
-  return offset;
+  return offset_in(s.reduced_sizes, s.reduced_x_strides, s.reduced, r);
 }
 
 /// The output element input element i goes to.
 __device__ inline int64_t output_of(const ReduceShape& s, int64_t i) {
-  int64_t p = 0;
-  for (int d = s.rank - 1; d >= 0; --d) {
-    p += (i % s.sizes[d]) * s.y_strides[d];
-    i /= s.sizes[d];
-  }
-  return p;
+  return offset_in(s.sizes, s.y_strides, s.rank, i);
 }
 
 __device__ inline float combine(ReduceKind kind, float a, float b) {
