@@ -1002,15 +1002,15 @@ def _dropout(node, ctx):
 
 
 def _stochastic_depth(node, ctx):
-    """torchvision.ops.stochastic_depth (efficientnet, convnext, swin): at p = 0 the identity;
-    else the stochastic_depth op, which drops whole samples (mode row) or the batch (mode
-    batch) in Tandem's training passes and is the identity in inference, whichever mode the
-    module was traced in: torchvision's StochasticDepth passes its own `training`, so the
-    converted layer follows Tandem's mode as a converted nn.Dropout does."""
+    """torchvision.ops.stochastic_depth (efficientnet, convnext, swin), which its module calls
+    with its own `training`, as F.dropout(x, p, self.training): traced in eval mode (or at
+    p = 0) the identity, so that the residual add stays in the cpu's inference regions;
+    traced in training mode the stochastic_depth op, which drops whole samples (mode row) or
+    the batch (mode batch) in Tandem's training passes and is the identity in inference."""
     a = _args(node, ["input", "p", "mode", "training"], {"mode": "row", "training": True})
     x = _tensor(node, a["input"], "the input")
     p = _constant(ctx, a["p"], "p")
-    if p == 0:
+    if p == 0 or not a["training"]:
         return Alias(x)
     if a["mode"] not in ("row", "batch"):
         raise Unsupported("stochastic depth with mode=%r: torchvision's modes are row and batch" % (a["mode"],))

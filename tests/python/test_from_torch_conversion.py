@@ -350,7 +350,7 @@ def test_dynamic_names_what_it_cannot_take():
         tandem.from_torch(Bags(), [bags_example(10, 4), bags_example(10, 4)])
 
 
-def test_stochastic_depth_is_the_identity_in_eval_mode_and_drops_whole_samples_in_training(seed):
+def test_stochastic_depth_traced_in_training_drops_whole_samples_in_training_and_not_in_inference(seed):
     ops = pytest.importorskip("torchvision.ops", reason="needs Debian's python3-torchvision (scripts/setup.sh)")
 
     class Residual(nn.Module):
@@ -363,10 +363,12 @@ def test_stochastic_depth_is_the_identity_in_eval_mode_and_drops_whole_samples_i
             return x + self.stochastic_depth(self.fc(x))
 
     module = Residual()
-    trained = tandem.from_torch(module, torch.randn(2, 4), check=False)  # a module is made in training mode
-    model = compare_with_torch(module.eval(), (torch.randn(2, 4),), inputs=(torch.randn(5, 4),))
-    for converted in (trained, model):  # whichever mode it was traced in
-        assert "op: stochastic_depth, p: 0.2}" in converted.yaml  # mode row, the default
+    served = compare_with_torch(module.eval(), (torch.randn(2, 4),), inputs=(torch.randn(5, 4),))
+    assert "op: add, inputs: [x, fc]" in served.yaml  # traced in eval mode: the residual reads fc itself
+    model = tandem.from_torch(module.train(), torch.randn(2, 4), check=False)  # traced in training mode
+    assert "op: stochastic_depth, p: 0.2}" in model.yaml  # mode row, the default
+    assert_close(model(x=torch.ones(3, 4))["output"].numpy(), module.eval()(torch.ones(3, 4)).detach().numpy(),
+                 1e-6, "inference")  # the identity in inference
     # In training each sample's branch is kept (scaled by 1 / 0.8) or dropped whole: with a
     # gradient of ones, fc.bias's gradient is (kept samples) / 0.8 in each of its elements.
     x = torch.randn(200, 4)
