@@ -14,7 +14,11 @@ but the copy engines ("... copies") and the host runs on that lane, with the hos
   reduction  gradients added into the master's on the cpu queue, and accumulated on a device
   idle       nothing on the lane: waiting for the copy engines or for the host
 
-Slices that ran side by side (a data-parallel layer's replicas) count once, as wall time.
+Slices that ran side by side (a data-parallel layer's replicas) count once, as wall time;
+a slice across a step's end counts in each step for its part inside it. The figures are
+medians over the steps, each on its own: each category is at most the step, but the
+medians need not add up to the median step (nor do a step's categories, where two lanes
+did different things at once).
 The copy engines' own busy time is given apart (it overlaps the lane).
 
 Then each lane on its own (the "cpu" lane, each GPU's compute lane: a simulated GPU's
@@ -90,7 +94,9 @@ def breakdown(path, skip=3):
     slices, steps = read_steps(path, skip)
     rows = []
     for begin, end in steps:
-        inside = [s for s in slices if begin <= s[0] < end]
+        # the part of each slice inside the step: a slice that runs on past the step's end
+        # counts there in the next step, so no part of a step counts more than its length
+        inside = [(max(a, begin), min(b, end), track, name) for a, b, track, name in slices if a < end and b > begin]
         lane = [s for s in inside if s[2] != "host" and not is_copy_lane(s[2])]
         row = {"step": end - begin}
         for c in CATEGORIES:

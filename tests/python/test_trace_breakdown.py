@@ -34,9 +34,11 @@ def test_the_readmes_command(tmp_path):
     assert b["step"] > 0
     assert b["kernels"] > 0  # four replicas' linear layers ran on the lanes
     assert b["copies"] > 0  # the batch was scattered to the replicas and their outputs gathered
-    # the lane's categories and its idle time split the step (overlaps counted once)
-    lane = sum(b[k] for k in ["kernels", "uploads", "copies", "reduction", "other"])
-    assert b["idle"] >= 0 and lane <= b["step"] * 1.01 + 0.01
+    # each category, and the idle time, within the step (slices clipped to it). Their sum is
+    # not bounded: each figure is a median of its own over the steps, and two lanes may do
+    # different things at once (a 1%-over sum failed CI once, on a loaded machine)
+    for key in ["kernels", "uploads", "copies", "reduction", "other", "idle"]:
+        assert 0 <= b[key] <= b["step"] + 0.01, key
 
 
 def test_a_trace_of_the_cpu_alone_and_one_cut_short(tmp_path):
