@@ -31,11 +31,7 @@ class HeightOneKernel final : public Kernel {
     two_d.inputs = inputs;
     two_d.params = params;
     two_d.outputs = outputs;
-    try {
-      inner_->forward(two_d);
-    } catch (const UserError& e) {  // said of the 2-D op: say it of the layer's
-      throw UserError(renamed(e.what()));
-    }
+    said_of_the_layer([&] { inner_->forward(two_d); });
   }
 
   void backward(const BackwardArgs& args) override {
@@ -49,11 +45,7 @@ class HeightOneKernel final : public Kernel {
     two_d.grad_outputs = grad_outputs;
     two_d.grad_inputs = grad_inputs;
     two_d.grad_params = grad_params;
-    try {
-      inner_->backward(two_d);
-    } catch (const UserError& e) {
-      throw UserError(renamed(e.what()));
-    }
+    said_of_the_layer([&] { inner_->backward(two_d); });
   }
 
   bool backward_reads_input(size_t index) const override { return inner_->backward_reads_input(index); }
@@ -61,12 +53,20 @@ class HeightOneKernel final : public Kernel {
   size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
 
  private:
-  /// A message about the 2-D op, about the 1-D one: "batch_norm2d: ..." as "batch_norm1d (run
-  /// as batch_norm2d over a height of 1): ...".
-  std::string renamed(std::string message) const {
-    const std::string two_d = two_d_op(op_);
-    if (message.rfind(two_d, 0) == 0) message.replace(0, two_d.size(), op_ + " (run as " + two_d + " over a height of 1)");
-    return message;
+  /// Runs `call` on the inner kernel; a UserError it raises about the 2-D op is raised about
+  /// the 1-D one: "batch_norm2d: ..." as "batch_norm1d (run as batch_norm2d over a height of
+  /// 1): ...".
+  template <class Call>
+  void said_of_the_layer(Call&& call) const {
+    try {
+      call();
+    } catch (const UserError& e) {
+      std::string message = e.what();
+      const std::string two_d = two_d_op(op_);
+      if (message.rfind(two_d, 0) == 0)
+        message.replace(0, two_d.size(), op_ + " (run as " + two_d + " over a height of 1)");
+      throw UserError(message);
+    }
   }
 
   std::vector<Tensor> data(std::span<const Tensor> t) const {

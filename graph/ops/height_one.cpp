@@ -54,12 +54,15 @@ void check_window(const Window2d& w, int64_t length) {
                       "): the output would be empty");
 }
 
-SymShape two_d_sym_shape(std::string_view op, SymShape s) {
+/// [.., C, L] as [.., C, 1, L] (batch_norm1d's [N, C] as [N, C, 1, 1]): for Shape and
+/// SymShape alike, `one` being that shape's 1.
+template <class AnyShape, class Size>
+AnyShape with_height(std::string_view op, AnyShape s, Size one) {
   if (is_batch_norm(op) && s.size() == 2) {
-    s.insert(s.end(), {Dim(1), Dim(1)});
+    s.insert(s.end(), {one, one});
     return s;
   }
-  s.insert(s.end() - 1, Dim(1));
+  s.insert(s.end() - 1, one);
   return s;
 }
 
@@ -101,7 +104,7 @@ OpSchema one_d(OpSchema two_d, std::string name, std::string summary) {
       check_window(pool2d_window(b), x.shape.back().constant());
     }
     TensorType x2 = x;
-    x2.shape = two_d_sym_shape(name, x.shape);
+    x2.shape = with_height(name, x.shape, Dim(1));
     TensorType y = infer({x2}, b);
     y.shape = one_d_sym_shape(name, y.shape, x.shape.size());
     return y;
@@ -136,15 +139,7 @@ Attributes two_d_attributes(const Attributes& one_d) {
   return b;
 }
 
-Shape two_d_shape(std::string_view op, const Shape& one_d) {
-  Shape s = one_d;
-  if (is_batch_norm(op) && s.size() == 2) {
-    s.insert(s.end(), {1, 1});
-    return s;
-  }
-  s.insert(s.end() - 1, 1);
-  return s;
-}
+Shape two_d_shape(std::string_view op, const Shape& one_d) { return with_height(op, one_d, int64_t{1}); }
 
 Shape two_d_param_shape(std::string_view op, size_t index, const Shape& one_d) {
   Shape s = one_d;
